@@ -1,0 +1,137 @@
+//! Services the ctxbox host offers an engine during a call.
+//!
+//! Each function is scoped to the calling engine and the session of the call
+//! in progress. On targets other than `wasm32` they panic: there is no host.
+
+use crate::__private::bindings::ctxbox::engine::host as raw;
+use crate::{CompactParams, CompactResult, HostError, LogLevel, MessageEntry, StateEntry, TranscriptDelta};
+
+/// Writes a record to the host's log. Rate- and size-limited by the host;
+/// never fails. The [`trace!`](crate::trace), [`debug!`](crate::debug),
+/// [`info!`](crate::info), [`warn!`](crate::warn) and [`error!`](crate::error)
+/// macros format and call this.
+pub fn log(level: LogLevel, message: &str) {
+    raw::log(level, message);
+}
+
+/// Tells the host a long `compact` is making progress, re-arming its watchdog
+/// (up to ten windows in total).
+pub fn report_progress() {
+    raw::report_progress();
+}
+
+/// Whether the caller has cancelled the current call: return early if so.
+pub fn aborted() -> bool {
+    raw::aborted()
+}
+
+/// The host's token estimate for `entries`.
+pub fn estimate_tokens(entries: &[MessageEntry]) -> u64 {
+    raw::estimate_tokens(entries)
+}
+
+/// Runs the host's native compaction on the current session (only during
+/// `compact`).
+pub fn delegate_compaction(params: &CompactParams) -> Result<CompactResult, HostError> {
+    raw::delegate_compaction(params)
+}
+
+/// Summarizes `text` with the host's summarizer in at most `max_tokens` tokens.
+pub fn summarize(text: &str, instructions: Option<&str>, max_tokens: u32) -> Result<String, HostError> {
+    raw::summarize(text, instructions, max_tokens)
+}
+
+/// Reads transcript entries appended after `cursor` (from the start when
+/// `None`), at most `max_messages` entries or `max_bytes` bytes (host defaults
+/// when `None`).
+pub fn read_transcript_delta(
+    cursor: Option<&str>,
+    max_messages: Option<u32>,
+    max_bytes: Option<u64>,
+) -> Result<TranscriptDelta, HostError> {
+    raw::read_transcript_delta(cursor, max_messages, max_bytes)
+}
+
+/// The engine's durable key-value store: private to the engine id, shared by
+/// its sessions, kept across restarts, limited by a byte quota.
+pub mod state {
+    use super::{HostError, StateEntry, raw};
+
+    /// The value stored under `key`.
+    pub fn get(key: &str) -> Result<Option<Vec<u8>>, HostError> {
+        raw::state_get(key)
+    }
+
+    /// Stores `value` under `key`, atomically.
+    pub fn set(key: &str, value: &[u8]) -> Result<(), HostError> {
+        raw::state_set(key, value)
+    }
+
+    /// Deletes `key`; answers whether it existed.
+    pub fn delete(key: &str) -> Result<bool, HostError> {
+        raw::state_delete(key)
+    }
+
+    /// One page of at most `limit` entries under `prefix`, in key order, after
+    /// `start_after`.
+    pub fn scan_page(
+        prefix: &str,
+        start_after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<StateEntry>, HostError> {
+        raw::state_scan(prefix, start_after, limit)
+    }
+
+    /// Every entry under `prefix`, in key order (paging as needed).
+    pub fn scan(prefix: &str) -> Result<Vec<StateEntry>, HostError> {
+        const PAGE: u32 = 256;
+        let mut all: Vec<StateEntry> = Vec::new();
+        loop {
+            let after = all.last().map(|entry| entry.key.clone());
+            let page = scan_page(prefix, after.as_deref(), PAGE)?;
+            let done = page.len() < PAGE as usize;
+            all.extend(page);
+            if done {
+                return Ok(all);
+            }
+        }
+    }
+}
+
+/// Logs a formatted message at a level: `ctxbox_guest::log!(LogLevel::Info, "kept {n}")`.
+#[macro_export]
+macro_rules! log {
+    ($level:expr, $($arg:tt)+) => {
+        $crate::host::log($level, &::std::format!($($arg)+))
+    };
+}
+
+/// Logs a formatted message at `trace` level.
+#[macro_export]
+macro_rules! trace {
+    ($($arg:tt)+) => { $crate::log!($crate::LogLevel::Trace, $($arg)+) };
+}
+
+/// Logs a formatted message at `debug` level.
+#[macro_export]
+macro_rules! debug {
+    ($($arg:tt)+) => { $crate::log!($crate::LogLevel::Debug, $($arg)+) };
+}
+
+/// Logs a formatted message at `info` level.
+#[macro_export]
+macro_rules! info {
+    ($($arg:tt)+) => { $crate::log!($crate::LogLevel::Info, $($arg)+) };
+}
+
+/// Logs a formatted message at `warn` level.
+#[macro_export]
+macro_rules! warn {
+    ($($arg:tt)+) => { $crate::log!($crate::LogLevel::Warn, $($arg)+) };
+}
+
+/// Logs a formatted message at `error` level.
+#[macro_export]
+macro_rules! error {
+    ($($arg:tt)+) => { $crate::log!($crate::LogLevel::Error, $($arg)+) };
+}

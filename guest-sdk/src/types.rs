@@ -1,0 +1,159 @@
+//! The contract's data types, re-exported from the generated bindings, with
+//! constructors and accessors that keep engine code short.
+
+use crate::__private::bindings::ctxbox::engine::{history, host, types};
+use crate::__private::bindings::exports::ctxbox::engine::engine;
+
+pub use engine::{
+    AfterTurnParams, AssembleParams, AssembleResult, AssembledItem, BootstrapResult, ContextMode,
+    ContextProjection, EngineInfo, IngestBatchResult, IngestResult, KeepRange, MaintainReason,
+    MaintainResult, SubagentEndReason, SubagentSpawn, TurnMaintenanceMode,
+};
+pub use history::ToolPairing;
+pub use host::{
+    HostError, HostErrorKind, LogLevel, StateEntry, TranscriptDelta, TranscriptPage,
+    TranscriptReset,
+};
+pub use types::{
+    AgentMessage, AssistantMessage, BranchSummary, CompactParams, CompactResult,
+    CompactionSummary, CompactionTarget, ContentBlock, CustomMessage, EngineError,
+    EngineErrorKind, HostParam, Image, MessageEntry, MessageKind, RotatedSession, SessionRef,
+    StopReason, Thinking, ToolCall, ToolResultMessage, Usage, UserMessage,
+};
+
+impl EngineInfo {
+    /// Info with an id and a name, compaction left to the host, all host
+    /// parameters accepted, and no version.
+    pub fn new(id: impl Into<String>, name: impl Into<String>) -> Self {
+        Self {
+            id: id.into(),
+            name: name.into(),
+            version: None,
+            owns_compaction: false,
+            accepted_host_params: None,
+            turn_maintenance_mode: None,
+        }
+    }
+
+    /// Sets the version.
+    pub fn with_version(mut self, version: impl Into<String>) -> Self {
+        self.version = Some(version.into());
+        self
+    }
+
+    /// Declares that the engine decides when to compact.
+    pub fn owning_compaction(mut self) -> Self {
+        self.owns_compaction = true;
+        self
+    }
+}
+
+impl AssembleResult {
+    /// A prompt made of history entries `range`, estimated at `estimated_tokens`.
+    pub fn keep_range(range: std::ops::Range<u32>, estimated_tokens: u64) -> Self {
+        Self {
+            items: vec![AssembledItem::keep(range)],
+            estimated_tokens,
+            system_prompt_addition: None,
+            context_projection: None,
+        }
+    }
+}
+
+impl AssembledItem {
+    /// Keeps history entries `range` verbatim.
+    pub fn keep(range: std::ops::Range<u32>) -> Self {
+        Self::Keep(KeepRange {
+            start: range.start,
+            end: range.end,
+        })
+    }
+}
+
+impl EngineError {
+    /// An error of `kind` with `message`.
+    pub fn new(kind: EngineErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// An internal error.
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(EngineErrorKind::Internal, message)
+    }
+}
+
+impl From<HostError> for EngineError {
+    fn from(error: HostError) -> Self {
+        Self::new(
+            EngineErrorKind::HostFailure,
+            format!("host {:?}: {}", error.kind, error.message),
+        )
+    }
+}
+
+impl AgentMessage {
+    /// A user message with one text block.
+    pub fn user_text(text: impl Into<String>) -> Self {
+        Self::User(UserMessage {
+            content: vec![ContentBlock::Text(text.into())],
+        })
+    }
+
+    /// A custom (extension) message with one text block, hidden from UIs.
+    pub fn note(custom_type: impl Into<String>, text: impl Into<String>) -> Self {
+        Self::Custom(CustomMessage {
+            custom_type: custom_type.into(),
+            content: vec![ContentBlock::Text(text.into())],
+            display: false,
+            details: None,
+        })
+    }
+
+    /// The message's kind.
+    pub fn kind(&self) -> MessageKind {
+        match self {
+            Self::User(_) => MessageKind::User,
+            Self::Assistant(_) => MessageKind::Assistant,
+            Self::ToolResult(_) => MessageKind::ToolResult,
+            Self::Custom(_) => MessageKind::Custom,
+            Self::CompactionSummary(_) => MessageKind::CompactionSummary,
+            Self::BranchSummary(_) => MessageKind::BranchSummary,
+        }
+    }
+
+    /// The message's text blocks (and summaries) joined by newlines; thinking,
+    /// images and tool-call arguments are left out.
+    pub fn text(&self) -> String {
+        let blocks = match self {
+            Self::User(m) => &m.content,
+            Self::Assistant(m) => &m.content,
+            Self::ToolResult(m) => &m.content,
+            Self::Custom(m) => &m.content,
+            Self::CompactionSummary(m) => return m.summary.clone(),
+            Self::BranchSummary(m) => return m.summary.clone(),
+        };
+        let texts: Vec<&str> = blocks
+            .iter()
+            .filter_map(|block| match block {
+                ContentBlock::Text(text) => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        texts.join("\n")
+    }
+
+    /// The tool calls an assistant message makes (none for other kinds).
+    pub fn tool_calls(&self) -> impl Iterator<Item = &ToolCall> {
+        let blocks: &[ContentBlock] = match self {
+            Self::Assistant(m) => &m.content,
+            _ => &[],
+        };
+        blocks.iter().filter_map(|block| match block {
+            ContentBlock::ToolCall(call) => Some(call),
+            _ => None,
+        })
+    }
+}

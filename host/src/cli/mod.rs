@@ -1,0 +1,59 @@
+//! The `ctxbox` command line: argument parsing and dispatch. Each subcommand
+//! lives in its own module.
+
+mod engine_source;
+mod inspect;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Run AI-agent context engines as sandboxed WebAssembly components.
+#[derive(Debug, Parser)]
+#[command(name = "ctxbox", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Show an engine's identity, contract version and imports.
+    Inspect(inspect::Args),
+}
+
+/// Parses the command line, runs the command, and turns an error into one
+/// clear line on stderr and a failing exit code.
+pub fn main() -> ExitCode {
+    init_tracing();
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Inspect(args) => inspect::run(args).await,
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Logs to stderr, filtered by `RUST_LOG` (default: warnings).
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}

@@ -1,0 +1,14 @@
+//! # ctxbox-host
+//!
+//! Runs context engines, the plugins that decide what a long-running AI
+//! agent's model sees, as sandboxed WebAssembly components, with a native
+//! `legacy` engine to fall back on.
+
+pub mod engine;
+pub mod error;
+pub mod history;
+pub mod sandbox;
+pub mod services;
+pub mod tokens;
+pub mod types;
+pub mod bundled;

@@ -1,0 +1,334 @@
+//! One engine call: what it asks, its clock (deadline, compaction watchdog,
+//! abort grace) and the per-call counters host imports charge.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use super::config::SandboxConfig;
+use crate::error::{FailureKind, Operation};
+use crate::history::History;
+use crate::types::{
+    AfterTurnParams, AssembleParams, AssembleResult, BootstrapResult, CompactParams,
+    CompactResult, EngineInfo, IngestBatchResult, IngestResult, MaintainReason, MaintainResult,
+    MessageEntry, SessionRef, SubagentEndReason, SubagentSpawn,
+};
+
+/// How often the epoch ticker advances; the granularity of deadlines.
+pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// An engine export call with its arguments.
+pub(crate) enum Request<'a> {
+    Info,
+    Bootstrap {
+        session: &'a SessionRef,
+        history: &'a History,
+    },
+    Ingest {
+        session: &'a SessionRef,
+        entry: &'a MessageEntry,
+        is_heartbeat: bool,
+    },
+    IngestBatch {
+        session: &'a SessionRef,
+        entries: &'a [MessageEntry],
+        is_heartbeat: bool,
+    },
+    Assemble {
+        session: &'a SessionRef,
+        history: &'a History,
+        params: &'a AssembleParams,
+    },
+    Compact {
+        session: &'a SessionRef,
+        history: &'a History,
+        params: &'a CompactParams,
+    },
+    AfterTurn {
+        session: &'a SessionRef,
+        history: &'a History,
+        params: &'a AfterTurnParams,
+    },
+    Maintain {
+        session: &'a SessionRef,
+        history: &'a History,
+        reason: MaintainReason,
+        runtime_context: Option<&'a str>,
+    },
+    PrepareSubagentSpawn(&'a SubagentSpawn),
+    RollbackSubagentSpawn(&'a str),
+    OnSubagentEnded {
+        child_session_key: &'a str,
+        reason: SubagentEndReason,
+    },
+    Dispose,
+}
+
+impl Request<'_> {
+    pub(crate) fn operation(&self) -> Operation {
+        match self {
+            Self::Info => Operation::Info,
+            Self::Bootstrap { .. } => Operation::Bootstrap,
+            Self::Ingest { .. } => Operation::Ingest,
+            Self::IngestBatch { .. } => Operation::IngestBatch,
+            Self::Assemble { .. } => Operation::Assemble,
+            Self::Compact { .. } => Operation::Compact,
+            Self::AfterTurn { .. } => Operation::AfterTurn,
+            Self::Maintain { .. } => Operation::Maintain,
+            Self::PrepareSubagentSpawn(_) => Operation::PrepareSubagentSpawn,
+            Self::RollbackSubagentSpawn(_) => Operation::RollbackSubagentSpawn,
+            Self::OnSubagentEnded { .. } => Operation::OnSubagentEnded,
+            Self::Dispose => Operation::Dispose,
+        }
+    }
+
+    pub(crate) fn session(&self) -> Option<&SessionRef> {
+        match self {
+            Self::Bootstrap { session, .. }
+            | Self::Ingest { session, .. }
+            | Self::IngestBatch { session, .. }
+            | Self::Assemble { session, .. }
+            | Self::Compact { session, .. }
+            | Self::AfterTurn { session, .. }
+            | Self::Maintain { session, .. } => Some(session),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn history(&self) -> Option<&History> {
+        match self {
+            Self::Bootstrap { history, .. }
+            | Self::Assemble { history, .. }
+            | Self::Compact { history, .. }
+            | Self::AfterTurn { history, .. }
+            | Self::Maintain { history, .. } => Some(history),
+            _ => None,
+        }
+    }
+}
+
+/// An engine's answer, converted to host types.
+pub(crate) enum Response {
+    Info(EngineInfo),
+    Bootstrap(BootstrapResult),
+    Ingest(IngestResult),
+    IngestBatch(IngestBatchResult),
+    Assemble(AssembleResult),
+    Compact(CompactResult),
+    Maintain(MaintainResult),
+    Spawn(Option<String>),
+    Done,
+}
+
+/// The deadline of the call in progress, shared by the epoch callback, the
+/// host imports (progress re-arms it) and the host-side watcher.
+pub(crate) struct CallClock {
+    origin: Instant,
+    /// Deadline, nanoseconds after `origin`.
+    deadline: AtomicU64,
+    /// When the caller's abort stops the call, nanoseconds after `origin`
+    /// (`u64::MAX`: not aborted).
+    abort_deadline: AtomicU64,
+    /// For compaction: one window, re-armed by progress up to `ceiling`.
+    watchdog: Option<Watchdog>,
+}
+
+struct Watchdog {
+    window: Duration,
+    ceiling: u64,
+}
+
+impl CallClock {
+    /// The clock of one call of `operation` under `config`.
+    pub(crate) fn start(operation: Operation, config: &SandboxConfig) -> Self {
+        let origin = Instant::now();
+        let (timeout, watchdog) = if operation == Operation::Compact {
+            let window = config.compaction_window();
+            let ceiling = window.saturating_mul(config.compaction_max_windows);
+            (
+                window,
+                Some(Watchdog {
+                    window,
+                    ceiling: nanos(ceiling),
+                }),
+            )
+        } else {
+            (config.call_timeout(), None)
+        };
+        Self {
+            origin,
+            deadline: AtomicU64::new(nanos(timeout)),
+            abort_deadline: AtomicU64::new(u64::MAX),
+            watchdog,
+        }
+    }
+
+    fn now(&self) -> u64 {
+        nanos(self.origin.elapsed())
+    }
+
+    /// When the call's time runs out (ignoring abort).
+    pub(crate) fn deadline(&self) -> Instant {
+        self.origin + Duration::from_nanos(self.deadline.load(Ordering::Relaxed))
+    }
+
+    /// Progress: the watchdog gets one more window, never past its ceiling.
+    /// Outside compaction it does nothing.
+    pub(crate) fn progress(&self) {
+        if let Some(watchdog) = &self.watchdog {
+            let rearmed = (self.now() + nanos(watchdog.window)).min(watchdog.ceiling);
+            self.deadline.fetch_max(rearmed, Ordering::Relaxed);
+        }
+    }
+
+    /// The caller aborted: the call gets `grace` to return by itself.
+    pub(crate) fn abort(&self, grace: Duration) {
+        let stop = self.now() + nanos(grace);
+        self.abort_deadline.fetch_min(stop, Ordering::Relaxed);
+    }
+
+    /// Whether the call must stop now, and why.
+    pub(crate) fn expired(&self) -> Option<FailureKind> {
+        let now = self.now();
+        if now >= self.abort_deadline.load(Ordering::Relaxed) {
+            Some(FailureKind::Aborted)
+        } else if now >= self.deadline.load(Ordering::Relaxed) {
+            Some(FailureKind::Timeout)
+        } else {
+            None
+        }
+    }
+
+    /// The earliest moment the call may have to stop.
+    fn next_expiry(&self) -> Instant {
+        let at = self
+            .deadline
+            .load(Ordering::Relaxed)
+            .min(self.abort_deadline.load(Ordering::Relaxed));
+        self.origin + Duration::from_nanos(at)
+    }
+}
+
+fn nanos(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// The host-side backstop: resolves when the call must be abandoned even
+/// though the guest is not running wasm (blocked in a host wait, where epoch
+/// interruption cannot reach it). The epoch callback normally stops the call
+/// first; this fires two ticks later.
+pub(crate) async fn expiry(clock: &CallClock, abort: &CancellationToken, grace: Duration) -> FailureKind {
+    let mut abort_seen = false;
+    loop {
+        let wake = clock.next_expiry() + 2 * EPOCH_TICK;
+        tokio::select! {
+            _ = tokio::time::sleep_until(wake.into()) => {
+                if let Some(kind) = clock.expired() {
+                    return kind;
+                }
+            }
+            _ = abort.cancelled(), if !abort_seen => {
+                abort_seen = true;
+                clock.abort(grace);
+            }
+        }
+    }
+}
+
+/// What the store knows about the call in progress.
+pub(crate) struct CallState {
+    pub(crate) operation: Operation,
+    pub(crate) session: Option<SessionRef>,
+    pub(crate) history: Option<History>,
+    pub(crate) clock: Arc<CallClock>,
+    pub(crate) abort: CancellationToken,
+    /// Bytes the guest passed to host imports so far.
+    pub(crate) input_bytes: u64,
+    pub(crate) log_records: u32,
+    pub(crate) logs_dropped: u32,
+    /// Why the epoch callback interrupted the guest, if it did.
+    pub(crate) interrupted: Option<FailureKind>,
+}
+
+impl CallState {
+    /// The state while an instance is created (its start-up code runs under
+    /// the plain call deadline).
+    pub(crate) fn instantiation(config: &SandboxConfig) -> Self {
+        Self::new(
+            Operation::Load,
+            None,
+            None,
+            Arc::new(CallClock::start(Operation::Load, config)),
+            CancellationToken::new(),
+        )
+    }
+
+    pub(crate) fn new(
+        operation: Operation,
+        session: Option<SessionRef>,
+        history: Option<History>,
+        clock: Arc<CallClock>,
+        abort: CancellationToken,
+    ) -> Self {
+        Self {
+            operation,
+            session,
+            history,
+            clock,
+            abort,
+            input_bytes: 0,
+            log_records: 0,
+            logs_dropped: 0,
+            interrupted: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(call_ms: u64, window_s: u64, windows: u32) -> SandboxConfig {
+        SandboxConfig {
+            call_timeout_ms: call_ms,
+            compaction_timeout_seconds: window_s,
+            compaction_max_windows: windows,
+            ..SandboxConfig::default()
+        }
+    }
+
+    #[test]
+    fn progress_rearms_compaction_up_to_the_ceiling() {
+        let clock = CallClock::start(Operation::Compact, &config(10, 1, 3));
+        let first = clock.deadline();
+        std::thread::sleep(Duration::from_millis(5));
+        clock.progress();
+        assert!(clock.deadline() > first);
+        for _ in 0..100 {
+            clock.progress();
+        }
+        assert!(clock.deadline() <= clock.origin + Duration::from_secs(3));
+    }
+
+    #[test]
+    fn progress_does_not_extend_ordinary_calls() {
+        let clock = CallClock::start(Operation::Assemble, &config(50, 1, 3));
+        let deadline = clock.deadline();
+        clock.progress();
+        assert_eq!(clock.deadline(), deadline);
+    }
+
+    #[test]
+    fn expires_as_timeout_or_abort() {
+        let clock = CallClock::start(Operation::Assemble, &config(1, 1, 1));
+        assert_eq!(clock.expired(), None);
+        std::thread::sleep(Duration::from_millis(2));
+        assert_eq!(clock.expired(), Some(FailureKind::Timeout));
+
+        let clock = CallClock::start(Operation::Assemble, &config(60_000, 1, 1));
+        clock.abort(Duration::ZERO);
+        assert_eq!(clock.expired(), Some(FailureKind::Aborted));
+    }
+}

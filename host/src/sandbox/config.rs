@@ -1,0 +1,173 @@
+//! Sandbox limits (`sandbox.*` in `ctxbox.toml`).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Operation, SandboxError};
+
+/// Limits and sizes of the wasm sandbox. Every limit applies per engine
+/// instance (one instance per session per engine) or per call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+pub struct SandboxConfig {
+    /// Engine instances alive at once across all engines (pool slots). Idle
+    /// instances are recycled when the pool is full.
+    pub max_instances: u32,
+    /// Memory budget of one instance, all its linear memories together, MiB.
+    pub memory_limit_mib: u64,
+    /// Wasm stack of one call, KiB.
+    pub max_wasm_stack_kib: u32,
+    /// Wall-clock deadline of one call (compaction has its own), ms.
+    pub call_timeout_ms: u64,
+    /// One compaction window, seconds (the reference's
+    /// `agents.defaults.compaction.timeoutSeconds`).
+    pub compaction_timeout_seconds: u64,
+    /// Windows a compaction may be extended to by progress reports.
+    pub compaction_max_windows: u32,
+    /// Time an aborted call gets to notice `aborted()` and return, ms.
+    pub abort_grace_ms: u64,
+    /// Fuel (roughly, wasm instructions) per call.
+    pub fuel_per_call: u64,
+    /// Fuel of one `compact` call.
+    pub fuel_per_compaction: u64,
+    /// Fuel to instantiate an engine (its start-up code).
+    pub fuel_per_instantiation: u64,
+    /// Largest answer an engine may return, KiB.
+    pub max_output_kib: u64,
+    /// Bytes an engine may pass to host functions in one call, KiB.
+    pub max_input_kib_per_call: u64,
+    /// Bytes one `history.range` call copies into the guest at most, KiB.
+    pub max_range_kib: u64,
+    /// Resource handles (WASI streams, pollables…) an instance may hold.
+    pub max_handles: u32,
+    /// Log records an engine may write per call; further ones are dropped.
+    pub max_log_records_per_call: u32,
+    /// Longest log record, bytes; longer ones are truncated.
+    pub max_log_message_bytes: u32,
+    /// Bytes of guest stdout/stderr kept (the newest), per stream.
+    pub stdio_tail_bytes: u32,
+    /// Calls after which an instance is replaced by a fresh one.
+    pub recycle_after_calls: u64,
+    /// Where compiled engines are cached; `None` disables the cache.
+    pub cache_dir: Option<PathBuf>,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        Self {
+            max_instances: 1_000,
+            memory_limit_mib: 64,
+            max_wasm_stack_kib: 512,
+            call_timeout_ms: 10_000,
+            compaction_timeout_seconds: 180,
+            compaction_max_windows: 10,
+            abort_grace_ms: 100,
+            fuel_per_call: 2_000_000_000,
+            fuel_per_compaction: 40_000_000_000,
+            fuel_per_instantiation: 200_000_000,
+            max_output_kib: 16 * 1024,
+            max_input_kib_per_call: 64 * 1024,
+            max_range_kib: 4 * 1024,
+            max_handles: 1_000,
+            max_log_records_per_call: 100,
+            max_log_message_bytes: 4_096,
+            stdio_tail_bytes: 8_192,
+            recycle_after_calls: 10_000,
+            cache_dir: None,
+        }
+    }
+}
+
+impl SandboxConfig {
+    /// Checks that every limit is usable; the error names the key.
+    pub fn validate(&self) -> Result<(), SandboxError> {
+        let positive: [(&str, u64); 12] = [
+            ("sandbox.maxInstances", self.max_instances.into()),
+            ("sandbox.memoryLimitMib", self.memory_limit_mib),
+            ("sandbox.maxWasmStackKib", self.max_wasm_stack_kib.into()),
+            ("sandbox.callTimeoutMs", self.call_timeout_ms),
+            ("sandbox.compactionTimeoutSeconds", self.compaction_timeout_seconds),
+            ("sandbox.compactionMaxWindows", self.compaction_max_windows.into()),
+            ("sandbox.fuelPerCall", self.fuel_per_call),
+            ("sandbox.fuelPerCompaction", self.fuel_per_compaction),
+            ("sandbox.fuelPerInstantiation", self.fuel_per_instantiation),
+            ("sandbox.maxOutputKib", self.max_output_kib),
+            ("sandbox.maxRangeKib", self.max_range_kib),
+            ("sandbox.maxHandles", self.max_handles.into()),
+        ];
+        if let Some((key, _)) = positive.iter().find(|(_, value)| *value == 0) {
+            return Err(SandboxError(format!("`{key}` must be greater than zero")));
+        }
+        if self.memory_limit_mib > 4 * 1024 {
+            return Err(SandboxError(format!(
+                "`sandbox.memoryLimitMib` is {} but a 32-bit wasm memory holds at most 4096",
+                self.memory_limit_mib
+            )));
+        }
+        if self.max_wasm_stack_kib > 64 * 1024 {
+            return Err(SandboxError(format!(
+                "`sandbox.maxWasmStackKib` is {} but at most 65536 is allowed",
+                self.max_wasm_stack_kib
+            )));
+        }
+        Ok(())
+    }
+
+    /// The instance memory budget in bytes.
+    pub fn memory_limit_bytes(&self) -> usize {
+        (self.memory_limit_mib as usize) * 1024 * 1024
+    }
+
+    /// Fuel of one call of `operation`.
+    pub fn fuel_for(&self, operation: Operation) -> u64 {
+        match operation {
+            Operation::Compact => self.fuel_per_compaction,
+            Operation::Load => self.fuel_per_instantiation,
+            _ => self.fuel_per_call,
+        }
+    }
+
+    /// The plain call deadline.
+    pub fn call_timeout(&self) -> Duration {
+        Duration::from_millis(self.call_timeout_ms)
+    }
+
+    /// One compaction window.
+    pub fn compaction_window(&self) -> Duration {
+        Duration::from_secs(self.compaction_timeout_seconds)
+    }
+
+    /// The abort grace period.
+    pub fn abort_grace(&self) -> Duration {
+        Duration::from_millis(self.abort_grace_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        SandboxConfig::default().validate().expect("defaults validate");
+    }
+
+    #[test]
+    fn a_zero_limit_is_refused_by_name() {
+        let config = SandboxConfig {
+            call_timeout_ms: 0,
+            ..SandboxConfig::default()
+        };
+        let error = config.validate().expect_err("zero timeout refused");
+        assert!(error.to_string().contains("sandbox.callTimeoutMs"), "{error}");
+    }
+
+    #[test]
+    fn unknown_keys_are_refused() {
+        let error = serde_json::from_str::<SandboxConfig>(r#"{"memoryLimit": 5}"#)
+            .expect_err("unknown key refused");
+        assert!(error.to_string().contains("memoryLimit"), "{error}");
+    }
+}

@@ -1,0 +1,315 @@
+//! The host side of the contract's imports: `host` (log, progress, abort,
+//! estimates, services) and the `history` resource.
+//!
+//! Every import charges the bytes the guest passed in against the call's
+//! input budget; breaking it traps the call as `host-limit`.
+
+use std::sync::Arc;
+
+use wasmtime::component::Resource;
+
+use super::bindings::ctxbox::engine::{history as wit_history, host as wit_host, types as wit};
+use super::call::CallClock;
+use super::convert;
+use super::history_resource::HistoryHandle;
+use super::store::{HostTrap, StoreState};
+use super::wire_size;
+use crate::error::{FailureKind, Operation};
+use crate::history::History;
+use crate::services::{ProgressSink, ServiceCall, ServiceError};
+use crate::tokens;
+
+/// Most entries one `state-scan` page may ask for.
+const MAX_SCAN_LIMIT: u32 = 10_000;
+/// Default and cap of `read-transcript-delta` pages (DESIGN §8).
+const DELTA_DEFAULT_MESSAGES: u32 = 1_000;
+const DELTA_MAX_MESSAGES: u32 = 10_000;
+const DELTA_DEFAULT_BYTES: u64 = 1024 * 1024;
+const DELTA_MAX_BYTES: u64 = 64 * 1024 * 1024;
+
+type HostResult<T> = Result<T, wit_host::HostError>;
+
+impl StoreState {
+    /// Charges `bytes` passed in by the guest against the call's budget.
+    fn charge(&mut self, bytes: usize) -> wasmtime::Result<()> {
+        self.call.input_bytes = self.call.input_bytes.saturating_add(bytes as u64);
+        let limit = self.config.max_input_kib_per_call.saturating_mul(1024);
+        if self.call.input_bytes > limit {
+            return Err(HostTrap::new(
+                FailureKind::HostLimit,
+                format!(
+                    "the engine passed {} bytes to host functions in one {} call, over the {limit} byte limit",
+                    self.call.input_bytes, self.call.operation
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn service_call(&self) -> ServiceCall<'_> {
+        ServiceCall {
+            engine_id: &self.engine_id,
+            session: self.call.session.as_ref(),
+            history: self.call.history.as_ref(),
+            deadline: self.call.clock.deadline(),
+        }
+    }
+
+    fn lent_history(&self, handle: &Resource<HistoryHandle>) -> wasmtime::Result<&History> {
+        Ok(&self.table.get(handle)?.0)
+    }
+}
+
+/// Re-arms the call's compaction watchdog at each stage of a delegated
+/// compaction.
+struct ClockProgress(Arc<CallClock>);
+
+impl ProgressSink for ClockProgress {
+    fn progress(&self) {
+        self.0.progress();
+    }
+}
+
+fn service_result<T>(result: Result<T, ServiceError>) -> HostResult<T> {
+    result.map_err(convert::to_wit_host_error)
+}
+
+impl wit::Host for StoreState {}
+
+impl wit_host::Host for StoreState {
+    fn log(&mut self, level: wit_host::LogLevel, message: String) -> wasmtime::Result<()> {
+        self.charge(message.len())?;
+        self.call.log_records += 1;
+        if self.call.log_records > self.config.max_log_records_per_call {
+            self.call.logs_dropped += 1;
+            return Ok(());
+        }
+        let limit = self.config.max_log_message_bytes as usize;
+        let message = truncate_to_char_boundary(&message, limit);
+        let engine = &*self.engine_id;
+        let session = self
+            .call
+            .session
+            .as_ref()
+            .map_or("", |session| session.session_id.as_str());
+        match level {
+            wit_host::LogLevel::Trace => tracing::trace!(target: "ctxbox::engine", engine, session, "{message}"),
+            wit_host::LogLevel::Debug => tracing::debug!(target: "ctxbox::engine", engine, session, "{message}"),
+            wit_host::LogLevel::Info => tracing::info!(target: "ctxbox::engine", engine, session, "{message}"),
+            wit_host::LogLevel::Warn => tracing::warn!(target: "ctxbox::engine", engine, session, "{message}"),
+            wit_host::LogLevel::Error => tracing::error!(target: "ctxbox::engine", engine, session, "{message}"),
+        }
+        Ok(())
+    }
+
+    fn report_progress(&mut self) -> wasmtime::Result<()> {
+        self.call.clock.progress();
+        Ok(())
+    }
+
+    fn aborted(&mut self) -> wasmtime::Result<bool> {
+        Ok(self.call.abort.is_cancelled())
+    }
+
+    fn estimate_tokens(&mut self, entries: Vec<wit::MessageEntry>) -> wasmtime::Result<u64> {
+        let entries: Vec<_> = entries.into_iter().map(convert::from_wit_entry).collect();
+        self.charge(entries.iter().map(wire_size::entry).sum())?;
+        Ok(tokens::estimate_entries(&entries))
+    }
+
+    async fn delegate_compaction(
+        &mut self,
+        params: wit::CompactParams,
+    ) -> wasmtime::Result<HostResult<wit::CompactResult>> {
+        self.charge(wire_size::strings([
+            params.custom_instructions.as_deref(),
+            params.runtime_settings.as_deref(),
+            params.runtime_context.as_deref(),
+        ]))?;
+        if self.call.operation != Operation::Compact {
+            return Ok(Err(convert::to_wit_host_error(ServiceError::InvalidArgument(
+                format!("delegate-compaction is only available during compact, not {}", self.call.operation),
+            ))));
+        }
+        let params = convert::from_wit_compact_params(params);
+        let progress = ClockProgress(self.call.clock.clone());
+        let services = self.services.clone();
+        let result = services
+            .delegate_compaction(self.service_call(), &params, &progress)
+            .await;
+        Ok(service_result(result).map(|result| convert::to_wit_compact_result(&result)))
+    }
+
+    async fn summarize(
+        &mut self,
+        text: String,
+        instructions: Option<String>,
+        max_tokens: u32,
+    ) -> wasmtime::Result<HostResult<String>> {
+        self.charge(text.len() + instructions.as_ref().map_or(0, String::len))?;
+        let services = self.services.clone();
+        let result = services
+            .summarize(self.service_call(), &text, instructions.as_deref(), max_tokens)
+            .await;
+        Ok(service_result(result))
+    }
+
+    async fn read_transcript_delta(
+        &mut self,
+        cursor: Option<String>,
+        max_messages: Option<u32>,
+        max_bytes: Option<u64>,
+    ) -> wasmtime::Result<HostResult<wit_host::TranscriptDelta>> {
+        self.charge(cursor.as_ref().map_or(0, String::len))?;
+        let max_messages = max_messages
+            .unwrap_or(DELTA_DEFAULT_MESSAGES)
+            .clamp(1, DELTA_MAX_MESSAGES);
+        let max_bytes = max_bytes
+            .unwrap_or(DELTA_DEFAULT_BYTES)
+            .clamp(1, DELTA_MAX_BYTES);
+        let services = self.services.clone();
+        let result = services
+            .read_transcript_delta(self.service_call(), cursor.as_deref(), max_messages, max_bytes)
+            .await;
+        Ok(service_result(result).map(convert::to_wit_delta))
+    }
+
+    async fn state_get(&mut self, key: String) -> wasmtime::Result<HostResult<Option<Vec<u8>>>> {
+        self.charge(key.len())?;
+        let services = self.services.clone();
+        Ok(service_result(services.state_get(self.service_call(), &key).await))
+    }
+
+    async fn state_set(&mut self, key: String, value: Vec<u8>) -> wasmtime::Result<HostResult<()>> {
+        self.charge(key.len() + value.len())?;
+        let services = self.services.clone();
+        Ok(service_result(
+            services.state_set(self.service_call(), &key, &value).await,
+        ))
+    }
+
+    async fn state_delete(&mut self, key: String) -> wasmtime::Result<HostResult<bool>> {
+        self.charge(key.len())?;
+        let services = self.services.clone();
+        Ok(service_result(services.state_delete(self.service_call(), &key).await))
+    }
+
+    async fn state_scan(
+        &mut self,
+        prefix: String,
+        start_after: Option<String>,
+        limit: u32,
+    ) -> wasmtime::Result<HostResult<Vec<wit_host::StateEntry>>> {
+        self.charge(prefix.len() + start_after.as_ref().map_or(0, String::len))?;
+        let services = self.services.clone();
+        let result = services
+            .state_scan(
+                self.service_call(),
+                &prefix,
+                start_after.as_deref(),
+                limit.min(MAX_SCAN_LIMIT),
+            )
+            .await;
+        Ok(service_result(result).map(|entries| {
+            entries
+                .into_iter()
+                .map(|(key, value)| wit_host::StateEntry { key, value })
+                .collect()
+        }))
+    }
+}
+
+impl wit_history::Host for StoreState {}
+
+impl wit_history::HostHistory for StoreState {
+    fn len(&mut self, this: Resource<HistoryHandle>) -> wasmtime::Result<u32> {
+        Ok(self.lent_history(&this)?.len() as u32)
+    }
+
+    fn entry(
+        &mut self,
+        this: Resource<HistoryHandle>,
+        index: u32,
+    ) -> wasmtime::Result<Option<wit::MessageEntry>> {
+        Ok(self
+            .lent_history(&this)?
+            .entry(index as usize)
+            .map(convert::to_wit_entry))
+    }
+
+    fn range(
+        &mut self,
+        this: Resource<HistoryHandle>,
+        start: u32,
+        end: u32,
+    ) -> wasmtime::Result<Vec<wit::MessageEntry>> {
+        let page_limit = self.config.max_range_kib.saturating_mul(1024) as usize;
+        let history = self.lent_history(&this)?;
+        let end = (end as usize).min(history.len());
+        let start = (start as usize).min(end);
+        let mut page = Vec::new();
+        let mut bytes = 0usize;
+        for entry in &history.entries()[start..end] {
+            bytes += wire_size::entry(entry);
+            if bytes > page_limit && !page.is_empty() {
+                break;
+            }
+            page.push(convert::to_wit_entry(entry));
+        }
+        Ok(page)
+    }
+
+    fn kind(
+        &mut self,
+        this: Resource<HistoryHandle>,
+        index: u32,
+    ) -> wasmtime::Result<Option<wit::MessageKind>> {
+        Ok(self
+            .lent_history(&this)?
+            .kind(index as usize)
+            .map(convert::to_wit_kind))
+    }
+
+    fn tool_pairing(
+        &mut self,
+        this: Resource<HistoryHandle>,
+        index: u32,
+    ) -> wasmtime::Result<Option<wit_history::ToolPairing>> {
+        Ok(self
+            .lent_history(&this)?
+            .tool_pairing(index as usize)
+            .map(convert::to_wit_pairing))
+    }
+
+    fn find(&mut self, this: Resource<HistoryHandle>, entry_id: String) -> wasmtime::Result<Option<u32>> {
+        self.charge(entry_id.len())?;
+        Ok(self
+            .lent_history(&this)?
+            .find(&entry_id)
+            .map(|index| index as u32))
+    }
+
+    fn tokens(&mut self, this: Resource<HistoryHandle>, start: u32, end: u32) -> wasmtime::Result<u64> {
+        Ok(self
+            .lent_history(&this)?
+            .tokens(start as usize..end as usize))
+    }
+
+    fn drop(&mut self, this: Resource<HistoryHandle>) -> wasmtime::Result<()> {
+        self.table.delete(this)?;
+        Ok(())
+    }
+}
+
+/// The longest prefix of `text` of at most `limit` bytes ending on a char
+/// boundary, with a marker when something was cut.
+fn truncate_to_char_boundary(text: &str, limit: usize) -> std::borrow::Cow<'_, str> {
+    if text.len() <= limit {
+        return text.into();
+    }
+    let mut end = limit;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… [{} bytes cut]", &text[..end], text.len() - end).into()
+}

@@ -1,0 +1,398 @@
+//! A live engine instance (one wasmtime `Store`) and the way every call runs
+//! on it: budgets set just before the export runs, the deadline watched from
+//! both sides, the history lent and taken back, failures classified.
+
+use std::sync::Arc;
+
+use wasmtime::component::Resource;
+use wasmtime::{Store, UpdateDeadline};
+
+use super::bindings::{ContextEngine, ContextEnginePre};
+use super::call::{self, CallClock, CallState, Request, Response};
+use super::classify::classify;
+use super::convert;
+use super::history_resource::HistoryHandle;
+use super::pool::PoolTicket;
+use super::store::StoreState;
+use super::wire_size;
+use crate::engine::CallOptions;
+use crate::error::{EngineFailure, FailureKind, Operation};
+
+/// How a call on a live instance failed.
+pub(crate) enum CallError {
+    /// The store is unusable (trap, interrupt, dropped call): discard it.
+    Poisoned(EngineFailure),
+    /// The engine answered, but with an error or an oversized answer; the
+    /// instance itself is fine.
+    Answered(EngineFailure),
+}
+
+impl CallError {
+    pub(crate) fn into_failure(self) -> EngineFailure {
+        match self {
+            Self::Poisoned(failure) | Self::Answered(failure) => failure,
+        }
+    }
+}
+
+/// An instantiated engine with its store.
+pub(crate) struct Live {
+    store: Store<StoreState>,
+    bindings: ContextEngine,
+    calls: u64,
+    _ticket: PoolTicket,
+}
+
+impl Live {
+    /// Instantiates `pre` in a fresh store holding `state`, under the
+    /// instantiation fuel budget and the plain call deadline. `operation` is
+    /// the call that needed the instance (for the failure record).
+    pub(crate) async fn start(
+        pre: &ContextEnginePre<StoreState>,
+        state: StoreState,
+        ticket: PoolTicket,
+        operation: Operation,
+    ) -> Result<Self, EngineFailure> {
+        let fuel = state.config.fuel_per_instantiation;
+        let grace = state.config.abort_grace();
+        let clock = state.call.clock.clone();
+        let abort = state.call.abort.clone();
+        let mut store = Store::new(pre.engine(), state);
+        store.limiter(|state| &mut state.memory);
+        store.epoch_deadline_callback(|mut context| {
+            let state = context.data_mut();
+            let call = &mut state.call;
+            if call.abort.is_cancelled() {
+                call.clock.abort(state.config.abort_grace());
+            }
+            if let Some(kind) = call.clock.expired() {
+                call.interrupted = Some(kind);
+                return Ok(UpdateDeadline::Interrupt);
+            }
+            Ok(UpdateDeadline::Yield(1))
+        });
+        if let Err(error) = store.set_fuel(fuel) {
+            return Err(failure_of(&store, operation, FailureKind::Trap, error.to_string()));
+        }
+        store.set_epoch_deadline(1);
+
+        let outcome = tokio::select! {
+            result = pre.instantiate_async(&mut store) => Ok(result),
+            kind = call::expiry(&clock, &abort, grace) => Err(kind),
+        };
+        match outcome {
+            Ok(Ok(bindings)) => Ok(Self {
+                store,
+                bindings,
+                calls: 0,
+                _ticket: ticket,
+            }),
+            Ok(Err(error)) => {
+                let (kind, message) = classify(&error, store.data().call.interrupted);
+                Err(failure_of(
+                    &store,
+                    operation,
+                    kind,
+                    format!("instantiating the engine failed: {message}"),
+                ))
+            }
+            Err(kind) => Err(failure_of(
+                &store,
+                operation,
+                kind,
+                "instantiating the engine did not finish in time".to_owned(),
+            )),
+        }
+    }
+
+    /// Names the engine in this instance's logs, records and state (once its
+    /// `info` is known).
+    pub(crate) fn rename(&mut self, engine_id: Arc<str>) {
+        self.store.data_mut().engine_id = engine_id;
+    }
+
+    /// Calls completed on this instance.
+    pub(crate) fn calls(&self) -> u64 {
+        self.calls
+    }
+
+    /// Bytes of linear memory the instance holds.
+    pub(crate) fn memory_used(&self) -> usize {
+        self.store.data().memory.used()
+    }
+
+    /// Runs one export call under fresh per-call budgets.
+    pub(crate) async fn call(
+        &mut self,
+        request: &Request<'_>,
+        options: &CallOptions,
+    ) -> Result<Response, CallError> {
+        let operation = request.operation();
+        let config = self.store.data().config.clone();
+        let clock = Arc::new(CallClock::start(operation, &config));
+        self.store.data_mut().call = CallState::new(
+            operation,
+            request.session().cloned(),
+            request.history().cloned(),
+            clock.clone(),
+            options.abort.clone(),
+        );
+        if let Err(error) = self.store.set_fuel(config.fuel_for(operation)) {
+            return Err(CallError::Poisoned(self.failure(
+                operation,
+                FailureKind::Trap,
+                error.to_string(),
+            )));
+        }
+        self.store.set_epoch_deadline(1);
+
+        // Lend the history for this call only; the handle is deleted after.
+        let lent = match request.history() {
+            Some(history) => match self.store.data_mut().table.push(HistoryHandle(history.clone())) {
+                Ok(handle) => Some(handle),
+                Err(error) => {
+                    return Err(CallError::Poisoned(self.failure(
+                        operation,
+                        FailureKind::HostLimit,
+                        format!("cannot lend the history: {error}"),
+                    )));
+                }
+            },
+            None => None,
+        };
+        let lent_rep = lent.as_ref().map(Resource::rep);
+
+        let outcome = tokio::select! {
+            result = invoke(&self.bindings, &mut self.store, request, lent_rep) => Ok(result),
+            kind = call::expiry(&clock, &options.abort, config.abort_grace()) => Err(kind),
+        };
+
+        if let Some(handle) = lent {
+            // Fails only if the store is already poisoned; it is dropped then.
+            let _ = self.store.data_mut().table.delete(handle);
+        }
+        self.report_dropped_logs(operation);
+        self.calls += 1;
+
+        match outcome {
+            Ok(Ok(Ok(response))) => {
+                let bytes = response_bytes(&response);
+                let limit = config.max_output_kib.saturating_mul(1024) as usize;
+                if bytes > limit {
+                    return Err(CallError::Answered(self.failure(
+                        operation,
+                        FailureKind::InvalidOutput,
+                        format!("the answer is {bytes} bytes, over the {limit} byte limit"),
+                    )));
+                }
+                Ok(response)
+            }
+            Ok(Ok(Err(error))) => Err(CallError::Answered(self.failure(
+                operation,
+                FailureKind::EngineError,
+                format!("{:?}: {}", error.kind, error.message),
+            ))),
+            Ok(Err(error)) => {
+                let (kind, message) = classify(&error, self.store.data().call.interrupted);
+                Err(CallError::Poisoned(self.failure(operation, kind, message)))
+            }
+            Err(kind) => {
+                let message = match kind {
+                    FailureKind::Aborted => {
+                        "the caller aborted and the engine, blocked in a host wait, did not return within the grace period"
+                    }
+                    _ => "the call ran past its wall-clock deadline while blocked in a host wait",
+                };
+                Err(CallError::Poisoned(self.failure(operation, kind, message.to_owned())))
+            }
+        }
+    }
+
+    fn report_dropped_logs(&self, operation: Operation) {
+        let call = &self.store.data().call;
+        if call.logs_dropped > 0 {
+            tracing::warn!(
+                engine = &*self.store.data().engine_id,
+                operation = operation.as_str(),
+                dropped = call.logs_dropped,
+                "engine log records over the per-call limit were dropped"
+            );
+        }
+    }
+
+    fn failure(&self, operation: Operation, kind: FailureKind, message: String) -> EngineFailure {
+        failure_of(&self.store, operation, kind, message)
+    }
+}
+
+fn failure_of(
+    store: &Store<StoreState>,
+    operation: Operation,
+    kind: FailureKind,
+    message: String,
+) -> EngineFailure {
+    let state = store.data();
+    EngineFailure {
+        engine_id: state.engine_id.to_string(),
+        operation,
+        kind,
+        message,
+        stderr_tail: state.stderr.contents(),
+    }
+}
+
+/// Bytes of an answer, for the output cap.
+fn response_bytes(response: &Response) -> usize {
+    match response {
+        Response::Info(info) => wire_size::strings([
+            Some(info.id.as_str()),
+            Some(info.name.as_str()),
+            info.version.as_deref(),
+        ]),
+        Response::Bootstrap(result) => wire_size::strings([result.reason.as_deref()]),
+        Response::Assemble(result) => {
+            wire_size::items(&result.items)
+                + wire_size::strings([result.system_prompt_addition.as_deref()])
+        }
+        Response::Compact(result) => wire_size::strings([
+            result.reason.as_deref(),
+            result.summary.as_deref(),
+            result.first_kept_entry_id.as_deref(),
+            result.details.as_deref(),
+        ]),
+        Response::Maintain(result) => wire_size::strings([result.reason.as_deref()]),
+        Response::Spawn(id) => wire_size::strings([id.as_deref()]),
+        Response::Ingest(_) | Response::IngestBatch(_) | Response::Done => 0,
+    }
+}
+
+/// The guest's reported error, as the bindings give it.
+type WitEngineError = super::bindings::ctxbox::engine::types::EngineError;
+
+/// Calls the export for `request`.
+async fn invoke(
+    bindings: &ContextEngine,
+    store: &mut Store<StoreState>,
+    request: &Request<'_>,
+    lent_history: Option<u32>,
+) -> wasmtime::Result<Result<Response, WitEngineError>> {
+    let engine = bindings.ctxbox_engine_engine();
+    let lent = || {
+        lent_history
+            .map(Resource::<HistoryHandle>::new_borrow)
+            .ok_or_else(|| wasmtime::format_err!("no history lent for a call that needs one"))
+    };
+    Ok(match request {
+        Request::Info => engine
+            .call_info(&mut *store)
+            .await?
+            .map(|info| Response::Info(convert::from_wit_info(info))),
+        Request::Bootstrap { session, .. } => engine
+            .call_bootstrap(&mut *store, &convert::to_wit_session(session), lent()?)
+            .await?
+            .map(|result| Response::Bootstrap(convert::from_wit_bootstrap(result))),
+        Request::Ingest {
+            session,
+            entry,
+            is_heartbeat,
+        } => engine
+            .call_ingest(
+                &mut *store,
+                &convert::to_wit_session(session),
+                &convert::to_wit_entry(entry),
+                *is_heartbeat,
+            )
+            .await?
+            .map(|result| Response::Ingest(convert::from_wit_ingest(result))),
+        Request::IngestBatch {
+            session,
+            entries,
+            is_heartbeat,
+        } => {
+            let entries: Vec<_> = entries.iter().map(convert::to_wit_entry).collect();
+            engine
+                .call_ingest_batch(
+                    &mut *store,
+                    &convert::to_wit_session(session),
+                    &entries,
+                    *is_heartbeat,
+                )
+                .await?
+                .map(|result| Response::IngestBatch(convert::from_wit_ingest_batch(result)))
+        }
+        Request::Assemble {
+            session, params, ..
+        } => engine
+            .call_assemble(
+                &mut *store,
+                &convert::to_wit_session(session),
+                lent()?,
+                &convert::to_wit_assemble_params(params),
+            )
+            .await?
+            .map(|result| Response::Assemble(convert::from_wit_assemble(result))),
+        Request::Compact {
+            session, params, ..
+        } => engine
+            .call_compact(
+                &mut *store,
+                &convert::to_wit_session(session),
+                lent()?,
+                &convert::to_wit_compact_params(params),
+            )
+            .await?
+            .map(|result| Response::Compact(convert::from_wit_compact_result(result))),
+        Request::AfterTurn {
+            session, params, ..
+        } => engine
+            .call_after_turn(
+                &mut *store,
+                &convert::to_wit_session(session),
+                lent()?,
+                &convert::to_wit_after_turn_params(params),
+            )
+            .await?
+            .map(|()| Response::Done),
+        Request::Maintain {
+            session,
+            reason,
+            runtime_context,
+            ..
+        } => {
+            let runtime_context = runtime_context.map(str::to_owned);
+            engine
+                .call_maintain(
+                    &mut *store,
+                    &convert::to_wit_session(session),
+                    lent()?,
+                    convert::to_wit_maintain_reason(*reason),
+                    runtime_context.as_ref(),
+                )
+                .await?
+                .map(|result| Response::Maintain(convert::from_wit_maintain(result)))
+        }
+        Request::PrepareSubagentSpawn(spawn) => engine
+            .call_prepare_subagent_spawn(&mut *store, &convert::to_wit_spawn(spawn))
+            .await?
+            .map(Response::Spawn),
+        Request::RollbackSubagentSpawn(id) => engine
+            .call_rollback_subagent_spawn(&mut *store, id)
+            .await?
+            .map(|()| Response::Done),
+        Request::OnSubagentEnded {
+            child_session_key,
+            reason,
+        } => engine
+            .call_on_subagent_ended(
+                &mut *store,
+                child_session_key,
+                convert::to_wit_end_reason(*reason),
+            )
+            .await?
+            .map(|()| Response::Done),
+        Request::Dispose => engine
+            .call_dispose(&mut *store)
+            .await?
+            .map(|()| Response::Done),
+    })
+}

@@ -1,0 +1,334 @@
+//! Loading a component: refuse what is not a ctxbox engine (with a message
+//! that names the problem), compile it or take it from the on-disk cache, and
+//! prepare it for fast instantiation.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+use wasmtime::component::Component;
+
+use super::bindings::ContextEnginePre;
+use super::store::StoreState;
+use super::Sandbox;
+use crate::error::LoadError;
+
+/// The contract package this host implements.
+pub const WIT_PACKAGE: &str = "ctxbox:engine";
+/// The contract version this host implements.
+pub const WIT_VERSION: &str = "0.1.0";
+/// The export every engine must have.
+const ENGINE_INTERFACE: &str = "ctxbox:engine/engine";
+
+/// Prefix of every cache file; the rest of the header is a SHA-256 of the
+/// payload, checked before anything is deserialized.
+const CACHE_MAGIC: &[u8; 8] = b"CTXBOXC1";
+
+/// A component ready to be instantiated.
+pub struct LoadedComponent {
+    pub(crate) name: String,
+    pub(crate) pre: ContextEnginePre<StoreState>,
+    imports: Vec<String>,
+    content_hash: String,
+    from_cache: bool,
+}
+
+impl LoadedComponent {
+    /// The file name or label it was loaded under.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Everything the component imports, by interface name.
+    pub fn imports(&self) -> &[String] {
+        &self.imports
+    }
+
+    /// SHA-256 of the component's bytes, hex.
+    pub fn content_hash(&self) -> &str {
+        &self.content_hash
+    }
+
+    /// Whether the compiled code came from the on-disk cache.
+    pub fn from_cache(&self) -> bool {
+        self.from_cache
+    }
+
+    /// The contract version it implements (always the supported one: others
+    /// are refused at load).
+    pub fn wit_version(&self) -> &'static str {
+        WIT_VERSION
+    }
+}
+
+impl std::fmt::Debug for LoadedComponent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadedComponent")
+            .field("name", &self.name)
+            .field("content_hash", &self.content_hash)
+            .field("from_cache", &self.from_cache)
+            .finish()
+    }
+}
+
+impl Sandbox {
+    /// Loads the component in `path`.
+    pub fn load_file(&self, path: &Path) -> Result<LoadedComponent, LoadError> {
+        let bytes = fs::read(path).map_err(|source| LoadError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        let name = path.display().to_string();
+        self.load_bytes(&name, &bytes)
+    }
+
+    /// Loads a component from memory; `name` labels it in errors.
+    pub fn load_bytes(&self, name: &str, bytes: &[u8]) -> Result<LoadedComponent, LoadError> {
+        check_header(name, bytes)?;
+        let content_hash = hex::encode(Sha256::digest(bytes));
+        let (component, from_cache) = self.compile_cached(name, bytes, &content_hash)?;
+        check_exports(self, name, &component)?;
+        let imports = check_imports(self, name, &component)?;
+        let pre = self
+            .inner
+            .linker
+            .instantiate_pre(&component)
+            .and_then(ContextEnginePre::new)
+            .map_err(|error| LoadError::Link {
+                name: name.to_owned(),
+                reason: format!("{error:#}"),
+            })?;
+        Ok(LoadedComponent {
+            name: name.to_owned(),
+            pre,
+            imports,
+            content_hash,
+            from_cache,
+        })
+    }
+
+    /// Compiles `bytes`, or deserializes the cached compilation of the same
+    /// bytes by the same engine configuration.
+    fn compile_cached(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        content_hash: &str,
+    ) -> Result<(Component, bool), LoadError> {
+        let compile = || {
+            Component::from_binary(&self.inner.engine, bytes).map_err(|error| LoadError::Invalid {
+                name: name.to_owned(),
+                reason: format!("{error:#}"),
+            })
+        };
+        let Some(cache_dir) = &self.inner.config.cache_dir else {
+            return Ok((compile()?, false));
+        };
+        let path = cache_dir.join(format!("{content_hash}-{}.cwasm", self.inner.compatibility_hash));
+        if let Some(component) = self.read_cache(&path) {
+            return Ok((component, true));
+        }
+        let component = compile()?;
+        if let Err(reason) = write_cache(cache_dir, &path, &component) {
+            // A cache that cannot be written only costs a recompilation.
+            tracing::warn!(path = %path.display(), reason, "cannot write the compiled-engine cache");
+        }
+        Ok((component, false))
+    }
+
+    /// The cached component at `path`, if the file exists, is ours (magic and
+    /// checksum match) and deserializes.
+    fn read_cache(&self, path: &Path) -> Option<Component> {
+        let file = fs::read(path).ok()?;
+        let payload = verified_payload(&file);
+        if payload.is_none() {
+            tracing::warn!(path = %path.display(), "ignoring a corrupt compiled-engine cache file");
+            return None;
+        }
+        // SAFETY: the bytes come from a file in our own cache directory,
+        // written by `write_cache` from `Component::serialize` of an engine
+        // with the same compatibility hash (it is in the file name), and their
+        // checksum matches, so they are the artifact we wrote.
+        match unsafe { Component::deserialize(&self.inner.engine, payload?) } {
+            Ok(component) => Some(component),
+            Err(error) => {
+                tracing::warn!(path = %path.display(), error = %error, "cannot use a compiled-engine cache file");
+                None
+            }
+        }
+    }
+}
+
+/// The part of a cache file after its header, if the header says it is ours
+/// and intact.
+fn verified_payload(file: &[u8]) -> Option<&[u8]> {
+    let header_len = CACHE_MAGIC.len() + 32;
+    if file.len() < header_len || &file[..CACHE_MAGIC.len()] != CACHE_MAGIC {
+        return None;
+    }
+    let (header, payload) = file.split_at(header_len);
+    (Sha256::digest(payload).as_slice() == &header[CACHE_MAGIC.len()..]).then_some(payload)
+}
+
+/// Writes the compiled component atomically (temp file, fsync, rename).
+fn write_cache(cache_dir: &Path, path: &Path, component: &Component) -> Result<(), String> {
+    let payload = component.serialize().map_err(|error| error.to_string())?;
+    fs::create_dir_all(cache_dir).map_err(|error| error.to_string())?;
+    let temp: PathBuf = path.with_extension(format!("tmp{}", std::process::id()));
+    let write = || -> std::io::Result<()> {
+        let mut file = fs::File::create(&temp)?;
+        file.write_all(CACHE_MAGIC)?;
+        file.write_all(&Sha256::digest(&payload))?;
+        file.write_all(&payload)?;
+        file.sync_all()?;
+        fs::rename(&temp, path)
+    };
+    write().map_err(|error| {
+        let _ = fs::remove_file(&temp);
+        error.to_string()
+    })
+}
+
+/// Refuses bytes that are not a component by their header.
+fn check_header(name: &str, bytes: &[u8]) -> Result<(), LoadError> {
+    const CORE_VERSION: [u8; 4] = [0x01, 0x00, 0x00, 0x00];
+    const COMPONENT_VERSION: [u8; 4] = [0x0d, 0x00, 0x01, 0x00];
+    if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
+        return Err(LoadError::NotWasm {
+            name: name.to_owned(),
+        });
+    }
+    match <[u8; 4]>::try_from(&bytes[4..8]) {
+        Ok(CORE_VERSION) => Err(LoadError::CoreModule {
+            name: name.to_owned(),
+        }),
+        Ok(COMPONENT_VERSION) => Ok(()),
+        _ => Err(LoadError::Invalid {
+            name: name.to_owned(),
+            reason: format!(
+                "unsupported WebAssembly version/layer bytes {:02x?}",
+                &bytes[4..8]
+            ),
+        }),
+    }
+}
+
+/// Why an import is refused, or `None` if the sandbox grants it.
+fn refusal(import: &str) -> Option<&'static str> {
+    let interface = import.split('@').next().unwrap_or(import);
+    let (package, _) = interface.split_once('/').unwrap_or((interface, ""));
+    match package {
+        // Clocks, randomness and the stream plumbing behind stdout/stderr.
+        "wasi:io" | "wasi:clocks" | "wasi:random" => None,
+        // Linked but empty: no variables or arguments, stdin closed. Rust's
+        // standard library imports these whether it uses them or not.
+        "wasi:cli" => None,
+        "wasi:filesystem" => Some("engines get no filesystem; keep state with host.state-set"),
+        "wasi:sockets" | "wasi:http" => Some("engines get no network access"),
+        WIT_PACKAGE => None,
+        _ => Some("it is not part of the ctxbox sandbox"),
+    }
+}
+
+/// Checks every import against the sandbox's grant and the contract version.
+fn check_imports(
+    sandbox: &Sandbox,
+    name: &str,
+    component: &Component,
+) -> Result<Vec<String>, LoadError> {
+    let component_type = component.component_type();
+    let mut imports = Vec::new();
+    for (import, _) in component_type.imports(&sandbox.inner.engine) {
+        if let Some(why) = refusal(import) {
+            return Err(LoadError::DisallowedImport {
+                name: name.to_owned(),
+                import: import.to_owned(),
+                why,
+            });
+        }
+        if import.starts_with(WIT_PACKAGE) && !import.ends_with(&format!("@{WIT_VERSION}")) {
+            return Err(unsupported_version(name, import));
+        }
+        imports.push(import.to_owned());
+    }
+    Ok(imports)
+}
+
+/// Checks that the component exports the engine interface of the supported
+/// version.
+fn check_exports(sandbox: &Sandbox, name: &str, component: &Component) -> Result<(), LoadError> {
+    let component_type = component.component_type();
+    let supported = format!("{ENGINE_INTERFACE}@{WIT_VERSION}");
+    let mut other_version = None;
+    for (export, _) in component_type.exports(&sandbox.inner.engine) {
+        if export == supported {
+            return Ok(());
+        }
+        if export.starts_with(ENGINE_INTERFACE) {
+            other_version = Some(export.to_owned());
+        }
+    }
+    match other_version {
+        Some(found) => Err(unsupported_version(name, &found)),
+        None => Err(LoadError::NotAnEngine {
+            name: name.to_owned(),
+            expected: supported,
+        }),
+    }
+}
+
+/// `found` names an interface of the contract at another version.
+fn unsupported_version(name: &str, found: &str) -> LoadError {
+    let interface = found.split('@').next().unwrap_or(found);
+    LoadError::UnsupportedVersion {
+        name: name.to_owned(),
+        found: found.to_owned(),
+        supported: format!("{interface}@{WIT_VERSION}"),
+        supported_version: WIT_VERSION.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_are_told_apart() {
+        assert!(matches!(check_header("x", b"hello"), Err(LoadError::NotWasm { .. })));
+        assert!(matches!(
+            check_header("x", b"\0asm\x01\x00\x00\x00"),
+            Err(LoadError::CoreModule { .. })
+        ));
+        assert!(check_header("x", b"\0asm\x0d\x00\x01\x00").is_ok());
+        assert!(matches!(
+            check_header("x", b"\0asm\x02\x00\x00\x00"),
+            Err(LoadError::Invalid { .. })
+        ));
+    }
+
+    #[test]
+    fn the_grant_refuses_network_and_strangers() {
+        assert_eq!(refusal("wasi:io/streams@0.2.6"), None);
+        assert_eq!(refusal("wasi:clocks/monotonic-clock@0.2.6"), None);
+        assert_eq!(refusal("ctxbox:engine/host@0.1.0"), None);
+        assert_eq!(refusal("wasi:cli/environment@0.2.6"), None);
+        assert!(refusal("wasi:filesystem/preopens@0.2.6").is_some());
+        assert!(refusal("wasi:sockets/tcp@0.2.6").is_some());
+        assert!(refusal("wasi:http/outgoing-handler@0.2.6").is_some());
+        assert!(refusal("acme:spy/exfiltrate").is_some());
+    }
+
+    #[test]
+    fn cache_files_must_carry_our_header_and_checksum() {
+        let payload = b"compiled".to_vec();
+        let mut file = CACHE_MAGIC.to_vec();
+        file.extend_from_slice(&Sha256::digest(&payload));
+        file.extend_from_slice(&payload);
+        assert_eq!(verified_payload(&file), Some(payload.as_slice()));
+        let last = file.len() - 1;
+        file[last] ^= 1;
+        assert_eq!(verified_payload(&file), None);
+        assert_eq!(verified_payload(b"CTXBOXC1short"), None);
+    }
+}

@@ -1,0 +1,159 @@
+//! The wasm sandbox (DESIGN §6): one shared wasmtime engine for every plugin,
+//! loading and checking components, and running engine calls under limits.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use ctxbox_host::sandbox::{Sandbox, SandboxConfig};
+//! use ctxbox_host::services::NoServices;
+//! use ctxbox_host::engine::ContextEngine;
+//!
+//! let sandbox = Sandbox::new(SandboxConfig::default())?;
+//! let component = sandbox.load_file("keep_recent.wasm".as_ref())?;
+//! let engine = sandbox.instantiate(&component, Arc::new(NoServices)).await?;
+//! println!("loaded {}", engine.info().name);
+//! # Ok(()) }
+//! ```
+
+mod bindings;
+mod call;
+mod classify;
+pub mod config;
+mod convert;
+mod history_resource;
+mod imports;
+mod instance;
+mod load;
+mod pool;
+mod stdio;
+mod store;
+mod ticker;
+mod wasm_engine;
+mod wire_size;
+
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+use wasmtime::component::{HasSelf, Linker};
+use wasmtime::{InstanceAllocationStrategy, PoolingAllocationConfig};
+
+pub use self::config::SandboxConfig;
+pub use self::load::{LoadedComponent, WIT_PACKAGE, WIT_VERSION};
+pub use self::wasm_engine::WasmEngine;
+use self::pool::InstancePool;
+use self::store::StoreState;
+use crate::error::SandboxError;
+
+/// Core wasm instances one component may create (a Rust `wasm32-wasip2`
+/// engine uses a handful: its module plus adapter shims).
+const MAX_CORE_INSTANCES_PER_COMPONENT: u32 = 32;
+/// Linear memories one component may define.
+const MAX_MEMORIES_PER_COMPONENT: u32 = 2;
+/// Tables one component may define.
+const MAX_TABLES_PER_COMPONENT: u32 = 8;
+/// Extra native stack for host code on top of the wasm stack of a call.
+const HOST_STACK_HEADROOM: usize = 1024 * 1024;
+
+/// The sandbox: cheap to clone, shared by every wasm engine of a host.
+#[derive(Clone)]
+pub struct Sandbox {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    engine: wasmtime::Engine,
+    linker: Linker<StoreState>,
+    config: Arc<SandboxConfig>,
+    pool: Arc<InstancePool>,
+    /// Hex SHA-256 of the engine's precompile-compatibility hash: part of
+    /// every cache file name.
+    compatibility_hash: String,
+}
+
+impl Sandbox {
+    /// Builds the shared engine, the linker and the epoch ticker.
+    pub fn new(config: SandboxConfig) -> Result<Self, SandboxError> {
+        config.validate()?;
+        let engine = wasmtime::Engine::new(&engine_config(&config)?)
+            .map_err(|error| SandboxError(format!("{error:#}")))?;
+        ticker::spawn(&engine)
+            .map_err(|error| SandboxError(format!("cannot start the epoch ticker: {error}")))?;
+
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)
+            .map_err(|error| SandboxError(format!("linking WASI: {error:#}")))?;
+        bindings::ContextEngine::add_to_linker::<StoreState, HasSelf<StoreState>>(
+            &mut linker,
+            |state| state,
+        )
+        .map_err(|error| SandboxError(format!("linking the host interface: {error:#}")))?;
+
+        let compatibility_hash = {
+            let mut hasher = Sha256Hasher(Sha256::new());
+            engine.precompile_compatibility_hash().hash(&mut hasher);
+            hex::encode(hasher.0.finalize())
+        };
+        let pool = InstancePool::new(config.max_instances);
+        Ok(Self {
+            inner: Arc::new(Inner {
+                engine,
+                linker,
+                config: Arc::new(config),
+                pool,
+                compatibility_hash,
+            }),
+        })
+    }
+
+    /// The limits in force.
+    pub fn config(&self) -> &SandboxConfig {
+        &self.inner.config
+    }
+
+    /// Engine instances alive now, across all engines.
+    pub fn live_instances(&self) -> u32 {
+        self.inner.pool.live()
+    }
+}
+
+/// The wasmtime configuration of DESIGN §6.
+fn engine_config(config: &SandboxConfig) -> Result<wasmtime::Config, SandboxError> {
+    let stack = config.max_wasm_stack_kib as usize * 1024;
+    let instances = config.max_instances;
+    let mut pooling = PoolingAllocationConfig::default();
+    pooling
+        .total_component_instances(instances)
+        .total_core_instances(instances.saturating_mul(MAX_CORE_INSTANCES_PER_COMPONENT / 4))
+        .total_memories(instances.saturating_mul(MAX_MEMORIES_PER_COMPONENT))
+        .total_tables(instances.saturating_mul(MAX_TABLES_PER_COMPONENT / 2))
+        .total_stacks(instances)
+        .max_core_instances_per_component(MAX_CORE_INSTANCES_PER_COMPONENT)
+        .max_memories_per_component(MAX_MEMORIES_PER_COMPONENT)
+        .max_tables_per_component(MAX_TABLES_PER_COMPONENT)
+        .max_memory_size(config.memory_limit_bytes());
+
+    let mut wasm = wasmtime::Config::new();
+    wasm.wasm_component_model(true)
+        .consume_fuel(true)
+        .epoch_interruption(true)
+        .concurrency_support(false)
+        .max_wasm_stack(stack)
+        .async_stack_size(stack + HOST_STACK_HEADROOM)
+        .allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
+    Ok(wasm)
+}
+
+/// Feeds `Hash` output into SHA-256, for a stable cache key.
+struct Sha256Hasher(Sha256);
+
+impl Hasher for Sha256Hasher {
+    fn finish(&self) -> u64 {
+        // Only the SHA-256 digest is used; `Hasher` requires this method.
+        0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+}

@@ -1,0 +1,420 @@
+//! A wasm component as a [`ContextEngine`]: one instance per session, created
+//! on the session's first call, replaced after any failure that poisons it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use async_trait::async_trait;
+
+use super::Sandbox;
+use super::bindings::ContextEnginePre;
+use super::call::{Request, Response};
+use super::instance::{CallError, Live};
+use super::load::LoadedComponent;
+use super::pool::{SlotCell, dispose_quietly};
+use super::store::StoreState;
+use crate::engine::{CallOptions, ContextEngine, EngineResult};
+use crate::error::{EngineFailure, FailureKind, Operation};
+use crate::history::History;
+use crate::services::HostServices;
+use crate::types::{
+    AfterTurnParams, AssembleParams, AssembleResult, BootstrapResult, CompactParams,
+    CompactResult, EngineInfo, IngestBatchResult, IngestResult, MaintainReason, MaintainResult,
+    MessageEntry, SessionRef, SubagentEndReason, SubagentSpawn,
+};
+
+/// A sandboxed engine. Cheap to clone; clones share instances.
+#[derive(Clone)]
+pub struct WasmEngine {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    sandbox: Sandbox,
+    pre: ContextEnginePre<StoreState>,
+    id: Arc<str>,
+    info: EngineInfo,
+    services: Arc<dyn HostServices>,
+    sessions: Mutex<HashMap<String, Arc<SlotCell>>>,
+    /// The instance for calls that belong to no session (`info`, subagent
+    /// hooks).
+    control: Arc<SlotCell>,
+}
+
+impl Sandbox {
+    /// Instantiates `component` once, asks its `info` and checks it: the
+    /// engine is ready for calls. `services` answers its service imports.
+    pub async fn instantiate(
+        &self,
+        component: &LoadedComponent,
+        services: Arc<dyn HostServices>,
+    ) -> Result<WasmEngine, EngineFailure> {
+        // Until `info` answers, the engine is known by its file name.
+        let label: Arc<str> = component.name().into();
+        let pool = &self.inner.pool;
+        let ticket = pool.reserve().await.ok_or_else(|| {
+            EngineFailure::new(&*label, Operation::Load, FailureKind::Overloaded, NO_SLOT)
+        })?;
+        let state = StoreState::new(label.clone(), self.inner.config.clone(), services.clone());
+        let mut live = Live::start(&component.pre, state, ticket, Operation::Load).await?;
+        let info = match live.call(&Request::Info, &CallOptions::default()).await {
+            Ok(Response::Info(info)) => info,
+            Ok(_) => return Err(unexpected(&label, Operation::Info)),
+            Err(error) => return Err(error.into_failure()),
+        };
+        check_info(&label, &info)?;
+        let id: Arc<str> = info.id.as_str().into();
+        live.rename(id.clone());
+        let control = pool.new_cell();
+        *control.live.lock().await = Some(live);
+        Ok(WasmEngine {
+            shared: Arc::new(Shared {
+                sandbox: self.clone(),
+                pre: component.pre.clone(),
+                id,
+                info,
+                services,
+                sessions: Mutex::new(HashMap::new()),
+                control,
+            }),
+        })
+    }
+}
+
+const NO_SLOT: &str =
+    "no engine instance slot is free (sandbox.maxInstances reached and every instance is busy)";
+
+/// Refuses an `info` the host cannot use.
+fn check_info(label: &str, info: &EngineInfo) -> Result<(), EngineFailure> {
+    let problem = if info.id.trim().is_empty() {
+        Some("its info has an empty id")
+    } else if info.name.trim().is_empty() {
+        Some("its info has an empty name")
+    } else {
+        None
+    };
+    match problem {
+        Some(problem) => Err(EngineFailure::new(
+            label,
+            Operation::Info,
+            FailureKind::InvalidOutput,
+            problem,
+        )),
+        None => Ok(()),
+    }
+}
+
+fn unexpected(engine_id: &str, operation: Operation) -> EngineFailure {
+    EngineFailure::new(
+        engine_id,
+        operation,
+        FailureKind::InvalidOutput,
+        "the engine answered a different call than the one made",
+    )
+}
+
+impl WasmEngine {
+    /// Instances of this engine alive now (sessions plus the control one).
+    pub async fn live_instances(&self) -> usize {
+        let mut cells: Vec<Arc<SlotCell>> = self.session_cells();
+        cells.push(self.shared.control.clone());
+        let mut live = 0;
+        for cell in cells {
+            if cell.live.lock().await.is_some() {
+                live += 1;
+            }
+        }
+        live
+    }
+
+    fn session_cells(&self) -> Vec<Arc<SlotCell>> {
+        let sessions = self.shared.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        sessions.values().cloned().collect()
+    }
+
+    fn cell_for(&self, request: &Request<'_>) -> Arc<SlotCell> {
+        let Some(session) = request.session() else {
+            return self.shared.control.clone();
+        };
+        let mut sessions = self.shared.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        sessions
+            .entry(session.session_id.clone())
+            .or_insert_with(|| self.shared.sandbox.inner.pool.new_cell())
+            .clone()
+    }
+
+    fn failure(&self, operation: Operation, kind: FailureKind, message: &str) -> EngineFailure {
+        EngineFailure::new(&*self.shared.id, operation, kind, message)
+    }
+
+    /// Runs `request` on the instance of its session, creating the instance
+    /// if there is none and dropping it if the call poisons it.
+    async fn call(&self, request: Request<'_>, options: &CallOptions) -> EngineResult<Response> {
+        let operation = request.operation();
+        if options.abort.is_cancelled() {
+            return Err(self.failure(
+                operation,
+                FailureKind::Aborted,
+                "the caller aborted before the call started",
+            ));
+        }
+        let cell = self.cell_for(&request);
+        let pool = &self.shared.sandbox.inner.pool;
+        let mut slot = cell.live.lock().await;
+        cell.touch(pool);
+        let live = match &mut *slot {
+            Some(live) => live,
+            empty => empty.insert(self.start_instance(operation).await?),
+        };
+        match live.call(&request, options).await {
+            Ok(response) => {
+                if let Some(reason) = self.recycle_reason(live) {
+                    self.trace_recycle(&request, reason);
+                    if let Some(mut old) = slot.take() {
+                        dispose_quietly(&mut old).await;
+                    }
+                }
+                Ok(response)
+            }
+            Err(CallError::Poisoned(failure)) => {
+                *slot = None;
+                self.trace_recycle(&request, "the call failed; the next call gets a fresh instance");
+                Err(failure)
+            }
+            Err(CallError::Answered(failure)) => Err(failure),
+        }
+    }
+
+    async fn start_instance(&self, operation: Operation) -> EngineResult<Live> {
+        let shared = &self.shared;
+        let ticket = shared
+            .sandbox
+            .inner
+            .pool
+            .reserve()
+            .await
+            .ok_or_else(|| self.failure(operation, FailureKind::Overloaded, NO_SLOT))?;
+        let state = StoreState::new(
+            shared.id.clone(),
+            shared.sandbox.inner.config.clone(),
+            shared.services.clone(),
+        );
+        Live::start(&shared.pre, state, ticket, operation).await
+    }
+
+    /// Why a healthy instance should be replaced now, if it should.
+    fn recycle_reason(&self, live: &Live) -> Option<&'static str> {
+        let config = self.shared.sandbox.config();
+        if live.calls() >= config.recycle_after_calls {
+            Some("the instance reached sandbox.recycleAfterCalls")
+        } else if live.memory_used() >= config.memory_limit_bytes() / 4 * 3 {
+            Some("the instance's memory passed 3/4 of its budget")
+        } else {
+            None
+        }
+    }
+
+    fn trace_recycle(&self, request: &Request<'_>, reason: &str) {
+        tracing::info!(
+            engine = &*self.shared.id,
+            session = request.session().map_or("", |session| session.session_id.as_str()),
+            operation = request.operation().as_str(),
+            classification = "recycle",
+            reason,
+            "engine instance recycled"
+        );
+    }
+
+    async fn dispose_cell(cell: &SlotCell) {
+        if let Some(mut live) = cell.live.lock().await.take() {
+            dispose_quietly(&mut live).await;
+        }
+    }
+}
+
+/// Unpacks the response variant a method expects.
+macro_rules! expect_response {
+    ($self:ident, $response:expr, $operation:expr, $variant:ident) => {
+        match $response {
+            Response::$variant(value) => Ok(value),
+            _ => Err(unexpected(&$self.shared.id, $operation)),
+        }
+    };
+    ($self:ident, $response:expr, $operation:expr) => {
+        match $response {
+            Response::Done => Ok(()),
+            _ => Err(unexpected(&$self.shared.id, $operation)),
+        }
+    };
+}
+
+#[async_trait]
+impl ContextEngine for WasmEngine {
+    fn info(&self) -> &EngineInfo {
+        &self.shared.info
+    }
+
+    async fn bootstrap(
+        &self,
+        call: &CallOptions,
+        session: &SessionRef,
+        history: &History,
+    ) -> EngineResult<BootstrapResult> {
+        let response = self.call(Request::Bootstrap { session, history }, call).await?;
+        expect_response!(self, response, Operation::Bootstrap, Bootstrap)
+    }
+
+    async fn ingest(
+        &self,
+        call: &CallOptions,
+        session: &SessionRef,
+        entry: &MessageEntry,
+        is_heartbeat: bool,
+    ) -> EngineResult<IngestResult> {
+        let request = Request::Ingest {
+            session,
+            entry,
+            is_heartbeat,
+        };
+        let response = self.call(request, call).await?;
+        expect_response!(self, response, Operation::Ingest, Ingest)
+    }
+
+    async fn ingest_batch(
+        &self,
+        call: &CallOptions,
+        session: &SessionRef,
+        entries: &[MessageEntry],
+        is_heartbeat: bool,
+    ) -> EngineResult<IngestBatchResult> {
+        let request = Request::IngestBatch {
+            session,
+            entries,
+            is_heartbeat,
+        };
+        let response = self.call(request, call).await?;
+        expect_response!(self, response, Operation::IngestBatch, IngestBatch)
+    }
+
+    async fn assemble(
+        &self,
+        call: &CallOptions,
+        session: &SessionRef,
+        history: &History,
+        params: &AssembleParams,
+    ) -> EngineResult<AssembleResult> {
+        let request = Request::Assemble {
+            session,
+            history,
+            params,
+        };
+        let response = self.call(request, call).await?;
+        expect_response!(self, response, Operation::Assemble, Assemble)
+    }
+
+    async fn compact(
+        &self,
+        call: &CallOptions,
+        session: &SessionRef,
+        history: &History,
+        params: &CompactParams,
+    ) -> EngineResult<CompactResult> {
+        let request = Request::Compact {
+            session,
+            history,
+            params,
+        };
+        let response = self.call(request, call).await?;
+        expect_response!(self, response, Operation::Compact, Compact)
+    }
+
+    async fn after_turn(
+        &self,
+        call: &CallOptions,
+        session: &SessionRef,
+        history: &History,
+        params: &AfterTurnParams,
+    ) -> EngineResult<()> {
+        let request = Request::AfterTurn {
+            session,
+            history,
+            params,
+        };
+        let response = self.call(request, call).await?;
+        expect_response!(self, response, Operation::AfterTurn)
+    }
+
+    async fn maintain(
+        &self,
+        call: &CallOptions,
+        session: &SessionRef,
+        history: &History,
+        reason: MaintainReason,
+        runtime_context: Option<&str>,
+    ) -> EngineResult<MaintainResult> {
+        let request = Request::Maintain {
+            session,
+            history,
+            reason,
+            runtime_context,
+        };
+        let response = self.call(request, call).await?;
+        expect_response!(self, response, Operation::Maintain, Maintain)
+    }
+
+    async fn prepare_subagent_spawn(
+        &self,
+        call: &CallOptions,
+        spawn: &SubagentSpawn,
+    ) -> EngineResult<Option<String>> {
+        let response = self.call(Request::PrepareSubagentSpawn(spawn), call).await?;
+        expect_response!(self, response, Operation::PrepareSubagentSpawn, Spawn)
+    }
+
+    async fn rollback_subagent_spawn(
+        &self,
+        call: &CallOptions,
+        preparation_id: &str,
+    ) -> EngineResult<()> {
+        let response = self
+            .call(Request::RollbackSubagentSpawn(preparation_id), call)
+            .await?;
+        expect_response!(self, response, Operation::RollbackSubagentSpawn)
+    }
+
+    async fn on_subagent_ended(
+        &self,
+        call: &CallOptions,
+        child_session_key: &str,
+        reason: SubagentEndReason,
+    ) -> EngineResult<()> {
+        let request = Request::OnSubagentEnded {
+            child_session_key,
+            reason,
+        };
+        let response = self.call(request, call).await?;
+        expect_response!(self, response, Operation::OnSubagentEnded)
+    }
+
+    async fn close_session(&self, session_id: &str) {
+        let cell = {
+            let mut sessions = self.shared.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+            sessions.remove(session_id)
+        };
+        if let Some(cell) = cell {
+            Self::dispose_cell(&cell).await;
+        }
+    }
+
+    async fn dispose(&self) -> EngineResult<()> {
+        let cells = {
+            let mut sessions = self.shared.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+            sessions.drain().map(|(_, cell)| cell).collect::<Vec<_>>()
+        };
+        for cell in cells {
+            Self::dispose_cell(&cell).await;
+        }
+        Self::dispose_cell(&self.shared.control).await;
+        Ok(())
+    }
+}

@@ -1,0 +1,154 @@
+//! Host services behind the contract's richer imports (`delegate-compaction`,
+//! `summarize`, `read-transcript-delta`, `state-*`).
+//!
+//! The sandbox forwards those imports to a [`HostServices`] implementation.
+//! Every method has a default answering [`ServiceError::Unavailable`], so a
+//! host that offers none of them ([`NoServices`]) still runs every engine that
+//! does not need them, and engines that do get a clear error.
+
+use std::time::Instant;
+
+use async_trait::async_trait;
+
+use crate::history::History;
+use crate::types::{CompactParams, CompactResult, MessageEntry, SessionRef};
+
+/// Why a host service refused or failed (the WIT `host-error`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ServiceError {
+    /// The service does not exist in this host.
+    #[error("{0} is not available in this host")]
+    Unavailable(&'static str),
+    /// A malformed or out-of-range argument.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// The engine's storage quota would be exceeded.
+    #[error("quota exceeded: {0}")]
+    QuotaExceeded(String),
+    /// Cancelled or out of time.
+    #[error("aborted: {0}")]
+    Aborted(String),
+    /// The service failed.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// A page of the transcript after a cursor (the WIT `transcript-delta`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum TranscriptDelta {
+    /// Appended entries and the next cursor.
+    Page {
+        /// Cursor for the next read.
+        cursor: String,
+        /// The entries, in order.
+        entries: Vec<MessageEntry>,
+        /// Whether more are ready now.
+        has_more: bool,
+    },
+    /// The cursor no longer applies; restart from `cursor`.
+    Reset {
+        /// Cursor to restart from.
+        cursor: String,
+        /// Why.
+        reason: String,
+    },
+    /// The session has no transcript.
+    Missing,
+}
+
+/// What a service call knows about the engine call it serves.
+#[derive(Debug, Clone, Copy)]
+pub struct ServiceCall<'a> {
+    /// The calling engine's id (state is private per id).
+    pub engine_id: &'a str,
+    /// The session of the engine call.
+    pub session: Option<&'a SessionRef>,
+    /// The history passed to the engine call, if any.
+    pub history: Option<&'a History>,
+    /// When the engine call's time runs out.
+    pub deadline: Instant,
+}
+
+/// Reports progress of a long service operation (re-arms the compaction
+/// watchdog).
+pub trait ProgressSink: Send + Sync {
+    /// One stage of work completed.
+    fn progress(&self);
+}
+
+/// The services a host offers engines. All methods default to `Unavailable`.
+#[async_trait]
+pub trait HostServices: Send + Sync {
+    /// Native compaction of the calling session.
+    async fn delegate_compaction(
+        &self,
+        _call: ServiceCall<'_>,
+        _params: &CompactParams,
+        _progress: &dyn ProgressSink,
+    ) -> Result<CompactResult, ServiceError> {
+        Err(ServiceError::Unavailable("delegate-compaction"))
+    }
+
+    /// Summarizes text.
+    async fn summarize(
+        &self,
+        _call: ServiceCall<'_>,
+        _text: &str,
+        _instructions: Option<&str>,
+        _max_tokens: u32,
+    ) -> Result<String, ServiceError> {
+        Err(ServiceError::Unavailable("summarize"))
+    }
+
+    /// Reads the transcript after a cursor.
+    async fn read_transcript_delta(
+        &self,
+        _call: ServiceCall<'_>,
+        _cursor: Option<&str>,
+        _max_messages: u32,
+        _max_bytes: u64,
+    ) -> Result<TranscriptDelta, ServiceError> {
+        Err(ServiceError::Unavailable("read-transcript-delta"))
+    }
+
+    /// Reads a key of the engine's store.
+    async fn state_get(
+        &self,
+        _call: ServiceCall<'_>,
+        _key: &str,
+    ) -> Result<Option<Vec<u8>>, ServiceError> {
+        Err(ServiceError::Unavailable("state-get"))
+    }
+
+    /// Writes a key of the engine's store.
+    async fn state_set(
+        &self,
+        _call: ServiceCall<'_>,
+        _key: &str,
+        _value: &[u8],
+    ) -> Result<(), ServiceError> {
+        Err(ServiceError::Unavailable("state-set"))
+    }
+
+    /// Deletes a key of the engine's store.
+    async fn state_delete(&self, _call: ServiceCall<'_>, _key: &str) -> Result<bool, ServiceError> {
+        Err(ServiceError::Unavailable("state-delete"))
+    }
+
+    /// Lists keys of the engine's store under a prefix.
+    async fn state_scan(
+        &self,
+        _call: ServiceCall<'_>,
+        _prefix: &str,
+        _start_after: Option<&str>,
+        _limit: u32,
+    ) -> Result<Vec<(String, Vec<u8>)>, ServiceError> {
+        Err(ServiceError::Unavailable("state-scan"))
+    }
+}
+
+/// A host that offers no services: every call answers `Unavailable`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoServices;
+
+impl HostServices for NoServices {}
