@@ -83,7 +83,7 @@ pub fn build(root: &Path, crates: &[(String, PathBuf)]) -> Vec<Guest> {
     }
     ensure_target_installed();
 
-    let target_dir = guest_target_dir();
+    let target_dir = guest_target_dir(root);
     let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut command = Command::new(cargo);
     command
@@ -141,15 +141,19 @@ pub fn constants(guests: &[Guest]) -> String {
     source
 }
 
-/// `<outer target dir>/wasm-guests`, derived from `OUT_DIR`
-/// (`<target>/<profile>/build/<crate>-<hash>/out`).
-fn guest_target_dir() -> PathBuf {
+/// `<outer target dir>/wasm-guests/<workspace folder name>`: the outer
+/// target dir is derived from `OUT_DIR` (`<target>/<profile>/build/<crate>-<hash>/out`);
+/// the folder name keeps checkouts that share a target dir (git worktrees)
+/// from overwriting each other's components.
+fn guest_target_dir(root: &Path) -> PathBuf {
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR is set by cargo"));
+    let checkout = root.file_name().map(|name| name.to_owned()).unwrap_or_else(|| "workspace".into());
     out_dir
         .ancestors()
         .nth(4)
         .map(|target| target.join("wasm-guests"))
         .unwrap_or_else(|| out_dir.join("wasm-guests"))
+        .join(checkout)
 }
 
 /// Installs the wasm target with rustup if it is missing, or explains how.
