@@ -8,6 +8,9 @@ fn main() {
     let crates = ctxbox_guest_build::guest_crates(&root, &["example-engines", "tests/engines"]);
     let guests = ctxbox_guest_build::build(&root, &crates);
     let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR is set by cargo"));
-    std::fs::write(out_dir.join("guests.rs"), ctxbox_guest_build::constants(&guests))
-        .expect("write guests.rs to OUT_DIR");
+    std::fs::write(
+        out_dir.join("guests.rs"),
+        ctxbox_guest_build::constants(&guests),
+    )
+    .expect("write guests.rs to OUT_DIR");
 }

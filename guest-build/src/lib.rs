@@ -30,7 +30,9 @@ impl Guest {
 
 /// The workspace root, from a crate directory one level below it.
 pub fn workspace_root() -> PathBuf {
-    let manifest_dir = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR is set by cargo"));
+    let manifest_dir = PathBuf::from(
+        env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR is set by cargo"),
+    );
     manifest_dir
         .parent()
         .expect("crates live one level below the workspace root")
@@ -147,7 +149,10 @@ pub fn constants(guests: &[Guest]) -> String {
 /// from overwriting each other's components.
 fn guest_target_dir(root: &Path) -> PathBuf {
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR is set by cargo"));
-    let checkout = root.file_name().map(|name| name.to_owned()).unwrap_or_else(|| "workspace".into());
+    let checkout = root
+        .file_name()
+        .map(|name| name.to_owned())
+        .unwrap_or_else(|| "workspace".into());
     out_dir
         .ancestors()
         .nth(4)

@@ -68,8 +68,8 @@ pub mod prelude {
     pub use crate::host;
     pub use crate::{
         AgentMessage, AssembleParams, AssembleResult, AssembledItem, ContentBlock, Engine,
-        EngineError, EngineErrorKind, EngineInfo, History, HistoryView, MessageEntry,
-        MessageKind, SessionRef, ToolPairing,
+        EngineError, EngineErrorKind, EngineInfo, History, HistoryView, MessageEntry, MessageKind,
+        SessionRef, ToolPairing,
     };
 }
 

@@ -4,6 +4,7 @@
 //! agent's model sees, as sandboxed WebAssembly components, with a native
 //! `legacy` engine to fall back on.
 
+pub mod bundled;
 pub mod engine;
 pub mod error;
 pub mod history;
@@ -11,4 +12,4 @@ pub mod sandbox;
 pub mod services;
 pub mod tokens;
 pub mod types;
-pub mod bundled;
+pub mod validate;

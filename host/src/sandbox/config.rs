@@ -88,8 +88,14 @@ impl SandboxConfig {
             ("sandbox.memoryLimitMib", self.memory_limit_mib),
             ("sandbox.maxWasmStackKib", self.max_wasm_stack_kib.into()),
             ("sandbox.callTimeoutMs", self.call_timeout_ms),
-            ("sandbox.compactionTimeoutSeconds", self.compaction_timeout_seconds),
-            ("sandbox.compactionMaxWindows", self.compaction_max_windows.into()),
+            (
+                "sandbox.compactionTimeoutSeconds",
+                self.compaction_timeout_seconds,
+            ),
+            (
+                "sandbox.compactionMaxWindows",
+                self.compaction_max_windows.into(),
+            ),
             ("sandbox.fuelPerCall", self.fuel_per_call),
             ("sandbox.fuelPerCompaction", self.fuel_per_compaction),
             ("sandbox.fuelPerInstantiation", self.fuel_per_instantiation),
@@ -151,7 +157,9 @@ mod tests {
 
     #[test]
     fn defaults_are_valid() {
-        SandboxConfig::default().validate().expect("defaults validate");
+        SandboxConfig::default()
+            .validate()
+            .expect("defaults validate");
     }
 
     #[test]
@@ -161,7 +169,10 @@ mod tests {
             ..SandboxConfig::default()
         };
         let error = config.validate().expect_err("zero timeout refused");
-        assert!(error.to_string().contains("sandbox.callTimeoutMs"), "{error}");
+        assert!(
+            error.to_string().contains("sandbox.callTimeoutMs"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -93,11 +93,21 @@ impl wit_host::Host for StoreState {
             .as_ref()
             .map_or("", |session| session.session_id.as_str());
         match level {
-            wit_host::LogLevel::Trace => tracing::trace!(target: "ctxbox::engine", engine, session, "{message}"),
-            wit_host::LogLevel::Debug => tracing::debug!(target: "ctxbox::engine", engine, session, "{message}"),
-            wit_host::LogLevel::Info => tracing::info!(target: "ctxbox::engine", engine, session, "{message}"),
-            wit_host::LogLevel::Warn => tracing::warn!(target: "ctxbox::engine", engine, session, "{message}"),
-            wit_host::LogLevel::Error => tracing::error!(target: "ctxbox::engine", engine, session, "{message}"),
+            wit_host::LogLevel::Trace => {
+                tracing::trace!(target: "ctxbox::engine", engine, session, "{message}")
+            }
+            wit_host::LogLevel::Debug => {
+                tracing::debug!(target: "ctxbox::engine", engine, session, "{message}")
+            }
+            wit_host::LogLevel::Info => {
+                tracing::info!(target: "ctxbox::engine", engine, session, "{message}")
+            }
+            wit_host::LogLevel::Warn => {
+                tracing::warn!(target: "ctxbox::engine", engine, session, "{message}")
+            }
+            wit_host::LogLevel::Error => {
+                tracing::error!(target: "ctxbox::engine", engine, session, "{message}")
+            }
         }
         Ok(())
     }
@@ -127,9 +137,12 @@ impl wit_host::Host for StoreState {
             params.runtime_context.as_deref(),
         ]))?;
         if self.call.operation != Operation::Compact {
-            return Ok(Err(convert::to_wit_host_error(ServiceError::InvalidArgument(
-                format!("delegate-compaction is only available during compact, not {}", self.call.operation),
-            ))));
+            return Ok(Err(convert::to_wit_host_error(
+                ServiceError::InvalidArgument(format!(
+                    "delegate-compaction is only available during compact, not {}",
+                    self.call.operation
+                )),
+            )));
         }
         let params = convert::from_wit_compact_params(params);
         let progress = ClockProgress(self.call.clock.clone());
@@ -149,7 +162,12 @@ impl wit_host::Host for StoreState {
         self.charge(text.len() + instructions.as_ref().map_or(0, String::len))?;
         let services = self.services.clone();
         let result = services
-            .summarize(self.service_call(), &text, instructions.as_deref(), max_tokens)
+            .summarize(
+                self.service_call(),
+                &text,
+                instructions.as_deref(),
+                max_tokens,
+            )
             .await;
         Ok(service_result(result))
     }
@@ -169,7 +187,12 @@ impl wit_host::Host for StoreState {
             .clamp(1, DELTA_MAX_BYTES);
         let services = self.services.clone();
         let result = services
-            .read_transcript_delta(self.service_call(), cursor.as_deref(), max_messages, max_bytes)
+            .read_transcript_delta(
+                self.service_call(),
+                cursor.as_deref(),
+                max_messages,
+                max_bytes,
+            )
             .await;
         Ok(service_result(result).map(convert::to_wit_delta))
     }
@@ -177,7 +200,9 @@ impl wit_host::Host for StoreState {
     async fn state_get(&mut self, key: String) -> wasmtime::Result<HostResult<Option<Vec<u8>>>> {
         self.charge(key.len())?;
         let services = self.services.clone();
-        Ok(service_result(services.state_get(self.service_call(), &key).await))
+        Ok(service_result(
+            services.state_get(self.service_call(), &key).await,
+        ))
     }
 
     async fn state_set(&mut self, key: String, value: Vec<u8>) -> wasmtime::Result<HostResult<()>> {
@@ -191,7 +216,9 @@ impl wit_host::Host for StoreState {
     async fn state_delete(&mut self, key: String) -> wasmtime::Result<HostResult<bool>> {
         self.charge(key.len())?;
         let services = self.services.clone();
-        Ok(service_result(services.state_delete(self.service_call(), &key).await))
+        Ok(service_result(
+            services.state_delete(self.service_call(), &key).await,
+        ))
     }
 
     async fn state_scan(
@@ -281,7 +308,11 @@ impl wit_history::HostHistory for StoreState {
             .map(convert::to_wit_pairing))
     }
 
-    fn find(&mut self, this: Resource<HistoryHandle>, entry_id: String) -> wasmtime::Result<Option<u32>> {
+    fn find(
+        &mut self,
+        this: Resource<HistoryHandle>,
+        entry_id: String,
+    ) -> wasmtime::Result<Option<u32>> {
         self.charge(entry_id.len())?;
         Ok(self
             .lent_history(&this)?
@@ -289,7 +320,12 @@ impl wit_history::HostHistory for StoreState {
             .map(|index| index as u32))
     }
 
-    fn tokens(&mut self, this: Resource<HistoryHandle>, start: u32, end: u32) -> wasmtime::Result<u64> {
+    fn tokens(
+        &mut self,
+        this: Resource<HistoryHandle>,
+        start: u32,
+        end: u32,
+    ) -> wasmtime::Result<u64> {
         Ok(self
             .lent_history(&this)?
             .tokens(start as usize..end as usize))
