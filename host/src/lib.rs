@@ -6,8 +6,12 @@
 
 pub mod bundled;
 pub mod engine;
+pub mod engine_host;
 pub mod error;
+pub mod guard;
 pub mod history;
+pub mod quarantine;
+pub mod registry;
 pub mod sandbox;
 pub mod services;
 pub mod tokens;

@@ -42,7 +42,8 @@ pub struct SandboxConfig {
     pub max_range_kib: u64,
     /// Resource handles (WASI streams, pollables…) an instance may hold.
     pub max_handles: u32,
-    /// Log records an engine may write per call; further ones are dropped.
+    /// Log records an engine may write per call; further ones are dropped,
+    /// and a call writing 100 times this many fails with `host-limit`.
     pub max_log_records_per_call: u32,
     /// Longest log record, bytes; longer ones are truncated.
     pub max_log_message_bytes: u32,

@@ -19,6 +19,10 @@ use crate::history::History;
 use crate::services::{ProgressSink, ServiceCall, ServiceError};
 use crate::tokens;
 
+/// A call that logs this many times its allowance is flooding the host and
+/// fails with `host-limit`; below that, records past the allowance are
+/// dropped and counted.
+const LOG_FLOOD_FACTOR: u32 = 100;
 /// Most entries one `state-scan` page may ask for.
 const MAX_SCAN_LIMIT: u32 = 10_000;
 /// Default and cap of `read-transcript-delta` pages (DESIGN §8).
@@ -80,7 +84,18 @@ impl wit_host::Host for StoreState {
     fn log(&mut self, level: wit_host::LogLevel, message: String) -> wasmtime::Result<()> {
         self.charge(message.len())?;
         self.call.log_records += 1;
-        if self.call.log_records > self.config.max_log_records_per_call {
+        let allowance = self.config.max_log_records_per_call;
+        if self.call.log_records > allowance.saturating_mul(LOG_FLOOD_FACTOR) {
+            return Err(HostTrap::new(
+                FailureKind::HostLimit,
+                format!(
+                    "the engine wrote more than {} log records in one {} call (allowance {allowance})",
+                    allowance.saturating_mul(LOG_FLOOD_FACTOR),
+                    self.call.operation
+                ),
+            ));
+        }
+        if self.call.log_records > allowance {
             self.call.logs_dropped += 1;
             return Ok(());
         }

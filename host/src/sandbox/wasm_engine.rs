@@ -127,6 +127,18 @@ impl WasmEngine {
         live
     }
 
+    /// Creates the instance for `session_id` now, if it has none, so its first
+    /// call does not pay for instantiation.
+    pub async fn prewarm(&self, session_id: &str) -> EngineResult<()> {
+        let cell = self.cell_for_session(session_id);
+        let mut slot = cell.live.lock().await;
+        cell.touch(&self.shared.sandbox.inner.pool);
+        if slot.is_none() {
+            *slot = Some(self.start_instance(Operation::Load).await?);
+        }
+        Ok(())
+    }
+
     fn session_cells(&self) -> Vec<Arc<SlotCell>> {
         let sessions = self
             .shared
@@ -137,18 +149,24 @@ impl WasmEngine {
     }
 
     fn cell_for(&self, request: &Request<'_>) -> Arc<SlotCell> {
-        let Some(session) = request.session() else {
-            return self.shared.control.clone();
-        };
+        match request.session() {
+            Some(session) => self.cell_for_session(&session.session_id),
+            None => self.shared.control.clone(),
+        }
+    }
+
+    fn cell_for_session(&self, session_id: &str) -> Arc<SlotCell> {
         let mut sessions = self
             .shared
             .sessions
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        sessions
-            .entry(session.session_id.clone())
-            .or_insert_with(|| self.shared.sandbox.inner.pool.new_cell())
-            .clone()
+        if let Some(cell) = sessions.get(session_id) {
+            return cell.clone();
+        }
+        let cell = self.shared.sandbox.inner.pool.new_cell();
+        sessions.insert(session_id.to_owned(), cell.clone());
+        cell
     }
 
     fn failure(&self, operation: Operation, kind: FailureKind, message: &str) -> EngineFailure {
