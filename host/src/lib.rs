@@ -10,5 +10,6 @@ pub mod history;
 pub mod sandbox;
 pub mod services;
 pub mod tokens;
+pub mod transcript;
 pub mod types;
 pub mod bundled;
