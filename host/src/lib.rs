@@ -9,6 +9,7 @@ pub mod error;
 pub mod history;
 pub mod sandbox;
 pub mod services;
+pub mod summarize;
 pub mod tokens;
 pub mod transcript;
 pub mod types;
