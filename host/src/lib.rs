@@ -4,6 +4,7 @@
 //! agent's model sees, as sandboxed WebAssembly components, with a native
 //! `legacy` engine to fall back on.
 
+pub mod compaction;
 pub mod engine;
 pub mod error;
 pub mod history;
