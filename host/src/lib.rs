@@ -8,6 +8,7 @@ pub mod compaction;
 pub mod engine;
 pub mod error;
 pub mod history;
+pub mod legacy;
 pub mod sandbox;
 pub mod services;
 pub mod summarize;
