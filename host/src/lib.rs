@@ -5,15 +5,21 @@
 //! `legacy` engine to fall back on.
 
 pub mod bundled;
+pub mod compaction;
 pub mod engine;
 pub mod engine_host;
 pub mod error;
 pub mod guard;
 pub mod history;
+pub mod legacy;
+pub mod native_services;
 pub mod quarantine;
 pub mod registry;
 pub mod sandbox;
 pub mod services;
+pub mod state_store;
+pub mod summarize;
 pub mod tokens;
+pub mod transcript;
 pub mod types;
 pub mod validate;
