@@ -128,9 +128,13 @@ pub fn build(root: &Path, crates: &[(String, PathBuf)]) -> Vec<Guest> {
         .collect()
 }
 
-/// Rust source declaring one `pub const NAME: &str = "path";` per guest.
+/// Rust source declaring one `pub const NAME: &str = "path";` per guest,
+/// and `ALL`, every guest as `(crate name, path)`.
 pub fn constants(guests: &[Guest]) -> String {
     let mut source = String::new();
+    let mut all = String::from(
+        "/// Every guest as (crate name, component path).\npub const ALL: &[(&str, &str)] = &[\n",
+    );
     for guest in guests {
         let _ = writeln!(
             source,
@@ -139,8 +143,10 @@ pub fn constants(guests: &[Guest]) -> String {
             guest.const_name(),
             guest.wasm.display().to_string()
         );
+        let _ = writeln!(all, "    ({:?}, {}),", guest.name, guest.const_name());
     }
-    source
+    all.push_str("];\n");
+    source + &all
 }
 
 /// `<outer target dir>/wasm-guests/<workspace folder name>`: the outer

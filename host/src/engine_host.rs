@@ -10,7 +10,7 @@ use tokio::sync::Mutex;
 
 use crate::engine::ContextEngine;
 use crate::error::{EngineFailure, FailureKind, Operation};
-use crate::guard::{GuardPolicy, GuardedEngine};
+use crate::guard::{GuardPolicy, GuardedEngine, Selected};
 use crate::quarantine::QuarantineStore;
 use crate::registry::{
     EngineFactory, LEGACY_ID, Owner, RegisterError, RegisterOptions, Registration, Registry,
@@ -125,9 +125,18 @@ impl EngineHost {
                     registered.join(", ")
                 ),
             );
-            return self.unavailable(Owner::Plugin(UNREGISTERED.to_owned()), failure);
+            let selected = Selected {
+                id: id.to_owned(),
+                owner: Owner::Plugin(UNREGISTERED.to_owned()),
+                fingerprint: None,
+            };
+            return self.unavailable(selected, failure);
         };
-        let owner = registration.owner.clone();
+        let selected = Selected {
+            id: id.to_owned(),
+            owner: registration.owner.clone(),
+            fingerprint: registration.fingerprint.clone(),
+        };
         if self.quarantine.is_blocked(id) {
             // Quarantined earlier (possibly in an earlier run): stay on legacy
             // without loading it until it is registered again or its
@@ -138,7 +147,7 @@ impl EngineHost {
                 EngineFailure::from,
             );
             return GuardedEngine::unavailable(
-                owner,
+                selected,
                 failure,
                 self.legacy.clone(),
                 self.quarantine.clone(),
@@ -147,33 +156,36 @@ impl EngineHost {
         }
         match self.instantiate(id, &registration.factory).await {
             Ok(engine) => GuardedEngine::new(
-                id,
-                owner,
+                selected,
                 engine,
                 self.legacy.clone(),
                 self.quarantine.clone(),
                 self.policy,
             ),
-            Err(failure) => self.unavailable(owner, failure),
+            Err(failure) => self.unavailable(selected, failure),
         }
     }
 
     /// Quarantines `failure` and answers the stand-in that serves through
     /// legacy.
-    fn unavailable(&self, owner: Owner, failure: EngineFailure) -> GuardedEngine {
+    fn unavailable(&self, selected: Selected, failure: EngineFailure) -> GuardedEngine {
         tracing::warn!(
             engine = %failure.engine_id,
-            owner = %owner,
+            owner = %selected.owner,
             operation = failure.operation.as_str(),
             classification = failure.kind.as_str(),
             reason = %failure.message,
             "engine cannot be used; quarantined, serving with legacy"
         );
-        if let Err(error) = self.quarantine.record(&owner.to_string(), &failure) {
+        let owner = selected.owner.to_string();
+        if let Err(error) =
+            self.quarantine
+                .record(&owner, selected.fingerprint.as_deref(), &failure)
+        {
             tracing::error!(engine = %failure.engine_id, %error, "cannot persist a quarantine record");
         }
         GuardedEngine::unavailable(
-            owner,
+            selected,
             failure,
             self.legacy.clone(),
             self.quarantine.clone(),

@@ -67,6 +67,17 @@ pub enum GuardAction {
     Recovered,
 }
 
+/// Which registered engine a guard stands for.
+#[derive(Debug, Clone)]
+pub struct Selected {
+    /// The registered id.
+    pub id: String,
+    /// Who registered it.
+    pub owner: Owner,
+    /// Its artifact's fingerprint, recorded with a quarantine.
+    pub fingerprint: Option<String>,
+}
+
 /// How the guard treats failures.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct GuardPolicy {
@@ -78,6 +89,7 @@ pub struct GuardPolicy {
 pub struct GuardedEngine {
     id: String,
     owner: Owner,
+    fingerprint: Option<String>,
     primary: Option<Arc<dyn ContextEngine>>,
     /// Why there is no primary (resolution failed), for strict mode.
     unavailable: Option<EngineFailure>,
@@ -100,45 +112,38 @@ enum OnFailure<T> {
 }
 
 impl GuardedEngine {
-    /// Guards `primary` (the engine registered as `id` by `owner`).
+    /// Guards `primary`, the engine `selected` names.
     pub fn new(
-        id: impl Into<String>,
-        owner: Owner,
+        selected: Selected,
         primary: Arc<dyn ContextEngine>,
         legacy: Arc<dyn ContextEngine>,
         quarantine: Arc<QuarantineStore>,
         policy: GuardPolicy,
     ) -> Self {
-        Self::build(
-            id.into(),
-            owner,
-            Some(primary),
-            None,
-            legacy,
-            quarantine,
-            policy,
-        )
+        Self::build(selected, Some(primary), None, legacy, quarantine, policy)
     }
 
-    /// Stands in for engine `id`, which could not be made (`failure`): every
-    /// call goes to `legacy` (or fails, in strict mode).
+    /// Stands in for the engine `selected` names, which could not be made
+    /// (`failure`): every call goes to `legacy` (or fails, in strict mode).
     pub fn unavailable(
-        owner: Owner,
+        selected: Selected,
         failure: EngineFailure,
         legacy: Arc<dyn ContextEngine>,
         quarantine: Arc<QuarantineStore>,
         policy: GuardPolicy,
     ) -> Self {
-        let id = failure.engine_id.clone();
-        Self::build(id, owner, None, Some(failure), legacy, quarantine, policy)
+        Self::build(selected, None, Some(failure), legacy, quarantine, policy)
     }
 
     /// Just `legacy`, selected on purpose: nothing to guard.
     pub fn legacy_only(legacy: Arc<dyn ContextEngine>, quarantine: Arc<QuarantineStore>) -> Self {
-        let id = legacy.info().id.clone();
+        let selected = Selected {
+            id: legacy.info().id.clone(),
+            owner: Owner::Core,
+            fingerprint: None,
+        };
         Self::build(
-            id,
-            Owner::Core,
+            selected,
             None,
             None,
             legacy,
@@ -148,8 +153,7 @@ impl GuardedEngine {
     }
 
     fn build(
-        id: String,
-        owner: Owner,
+        selected: Selected,
         primary: Option<Arc<dyn ContextEngine>>,
         unavailable: Option<EngineFailure>,
         legacy: Arc<dyn ContextEngine>,
@@ -157,8 +161,9 @@ impl GuardedEngine {
         policy: GuardPolicy,
     ) -> Self {
         Self {
-            id,
-            owner,
+            id: selected.id,
+            owner: selected.owner,
+            fingerprint: selected.fingerprint,
             primary,
             unavailable,
             legacy,
@@ -317,7 +322,10 @@ impl GuardedEngine {
 
     fn quarantine_engine(&self, failure: &EngineFailure) {
         let owner = self.owner.to_string();
-        match self.quarantine.record(&owner, failure) {
+        match self
+            .quarantine
+            .record(&owner, self.fingerprint.as_deref(), failure)
+        {
             Ok(record) => tracing::warn!(
                 engine = %failure.engine_id,
                 owner,

@@ -25,6 +25,10 @@ pub struct QuarantineRecord {
     pub engine_id: String,
     /// Who registered it (`core` or `plugin:<name>`).
     pub owner: String,
+    /// Fingerprint of the engine artifact that failed (SHA-256 of the
+    /// component), so registering the same artifact again after a restart
+    /// keeps it quarantined while a new build gets a fresh chance.
+    pub fingerprint: Option<String>,
     /// The operation that first failed.
     pub operation: String,
     /// How it failed (`timeout`, `panic`, …).
@@ -89,6 +93,7 @@ impl QuarantineStore {
                  CREATE TABLE IF NOT EXISTS quarantine (
                      engine_id      TEXT PRIMARY KEY,
                      owner          TEXT NOT NULL,
+                     fingerprint    TEXT,
                      operation      TEXT NOT NULL,
                      classification TEXT NOT NULL,
                      reason         TEXT NOT NULL,
@@ -144,12 +149,13 @@ impl QuarantineStore {
         records
     }
 
-    /// Records a failure of `owner`'s engine. The first failure is kept as
-    /// the record; a later one counts up and pushes the retry out. Answers the
-    /// record as stored.
+    /// Records a failure of `owner`'s engine (artifact `fingerprint`). The
+    /// first failure is kept as the record; a later one counts up and pushes
+    /// the retry out. Answers the record as stored.
     pub fn record(
         &self,
         owner: &str,
+        fingerprint: Option<&str>,
         failure: &EngineFailure,
     ) -> Result<QuarantineRecord, QuarantineError> {
         let now = now_ms();
@@ -166,6 +172,7 @@ impl QuarantineStore {
             None => QuarantineRecord {
                 engine_id: failure.engine_id.clone(),
                 owner: owner.to_owned(),
+                fingerprint: fingerprint.map(str::to_owned),
                 operation: failure.operation.as_str().to_owned(),
                 classification: failure.kind.as_str().to_owned(),
                 reason: failure.message.clone(),
@@ -207,14 +214,15 @@ impl QuarantineStore {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .execute(
-                "INSERT INTO quarantine (engine_id, owner, operation, classification, reason,
-                                         stderr_tail, at_ms, failures, retry_at_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                "INSERT INTO quarantine (engine_id, owner, fingerprint, operation, classification,
+                                         reason, stderr_tail, at_ms, failures, retry_at_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
                  ON CONFLICT (engine_id) DO UPDATE SET
                      failures = excluded.failures, retry_at_ms = excluded.retry_at_ms",
                 params![
                     record.engine_id,
                     record.owner,
+                    record.fingerprint,
                     record.operation,
                     record.classification,
                     record.reason,
@@ -231,21 +239,22 @@ impl QuarantineStore {
 
 fn load_all(connection: &Connection) -> rusqlite::Result<HashMap<String, QuarantineRecord>> {
     let mut statement = connection.prepare(
-        "SELECT engine_id, owner, operation, classification, reason, stderr_tail, at_ms,
-                failures, retry_at_ms
+        "SELECT engine_id, owner, fingerprint, operation, classification, reason, stderr_tail,
+                at_ms, failures, retry_at_ms
          FROM quarantine",
     )?;
     let rows = statement.query_map([], |row| {
         Ok(QuarantineRecord {
             engine_id: row.get(0)?,
             owner: row.get(1)?,
-            operation: row.get(2)?,
-            classification: row.get(3)?,
-            reason: row.get(4)?,
-            stderr_tail: row.get(5)?,
-            at_ms: row.get(6)?,
-            failures: row.get(7)?,
-            retry_at_ms: row.get(8)?,
+            fingerprint: row.get(2)?,
+            operation: row.get(3)?,
+            classification: row.get(4)?,
+            reason: row.get(5)?,
+            stderr_tail: row.get(6)?,
+            at_ms: row.get(7)?,
+            failures: row.get(8)?,
+            retry_at_ms: row.get(9)?,
         })
     })?;
     rows.map(|row| row.map(|record| (record.engine_id.clone(), record)))
@@ -311,11 +320,16 @@ mod tests {
             store
                 .record(
                     "plugin:acme",
+                    Some("sha-1"),
                     &failure("acme", FailureKind::Timeout, "slow"),
                 )
                 .expect("record");
             let second = store
-                .record("plugin:acme", &failure("acme", FailureKind::Panic, "boom"))
+                .record(
+                    "plugin:acme",
+                    Some("sha-1"),
+                    &failure("acme", FailureKind::Panic, "boom"),
+                )
                 .expect("record again");
             assert_eq!(second.classification, "timeout", "first failure wins");
             assert_eq!(second.failures, 2);
@@ -323,6 +337,7 @@ mod tests {
         let reopened = QuarantineStore::open(&path, None).expect("reopen");
         let record = reopened.get("acme").expect("still quarantined");
         assert_eq!(record.owner, "plugin:acme");
+        assert_eq!(record.fingerprint.as_deref(), Some("sha-1"));
         assert_eq!(record.operation, "assemble");
         assert_eq!(record.reason, "slow");
         assert_eq!(record.stderr_tail, "panicked at src/lib.rs");
@@ -339,7 +354,7 @@ mod tests {
         let path = dir.path().join("q.sqlite3");
         let store = QuarantineStore::open(&path, None).expect("open");
         store
-            .record("plugin:x", &failure("x", FailureKind::Memory, "big"))
+            .record("plugin:x", None, &failure("x", FailureKind::Memory, "big"))
             .expect("record");
         assert!(store.clear("x").expect("clear"));
         assert!(!store.clear("x").expect("clear again"));
@@ -358,14 +373,14 @@ mod tests {
             QuarantineStore::open(&dir.path().join("q.sqlite3"), Some(Duration::from_secs(60)))
                 .expect("open");
         let first = store
-            .record("plugin:x", &failure("x", FailureKind::Panic, "boom"))
+            .record("plugin:x", None, &failure("x", FailureKind::Panic, "boom"))
             .expect("record");
         let first_delay = first.retry_at_ms.expect("retry scheduled") - first.at_ms;
         assert!((59_000..=61_000).contains(&first_delay), "{first_delay}");
         assert!(store.is_blocked("x"));
         assert!(first.retry_due(first.at_ms + 60_001));
         let second = store
-            .record("plugin:x", &failure("x", FailureKind::Panic, "boom"))
+            .record("plugin:x", None, &failure("x", FailureKind::Panic, "boom"))
             .expect("record");
         let second_delay = second.retry_at_ms.expect("retry") - now_ms();
         assert!(second_delay > 110_000, "doubled: {second_delay}");

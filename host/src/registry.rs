@@ -5,7 +5,13 @@
 //! engine only with [`RegisterOptions::allow_same_owner_refresh`]; `legacy` is
 //! registered once, by core. What an embedding host hands to plugins is a
 //! [`PluginRegistrar`], which always registers as that plugin and can never
-//! take a core id. A successful registration clears the id's quarantine.
+//! take a core id.
+//!
+//! A successful registration clears the id's quarantine when the engine is
+//! really new: a different artifact than the one quarantined (by
+//! fingerprint), or an explicit re-registration of an id this registry
+//! already holds. Registering the same broken artifact again at the next
+//! start-up keeps it quarantined, so records survive restarts.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -58,6 +64,21 @@ impl EngineFactory {
     pub fn native(engine: Arc<dyn ContextEngine>) -> Self {
         Self::Native(Arc::new(move || engine.clone()))
     }
+
+    /// SHA-256 of the component (hex), for wasm engines whose bytes can be
+    /// read; `None` for native engines.
+    pub fn fingerprint(&self) -> Option<String> {
+        match self {
+            Self::Native(_) => None,
+            Self::WasmFile(path) => std::fs::read(path).ok().map(|bytes| sha256_hex(&bytes)),
+            Self::WasmBytes { bytes, .. } => Some(sha256_hex(bytes)),
+        }
+    }
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(bytes))
 }
 
 impl fmt::Debug for EngineFactory {
@@ -121,6 +142,8 @@ pub struct Registration {
     pub factory: EngineFactory,
     /// Who registered it.
     pub owner: Owner,
+    /// The artifact's fingerprint ([`EngineFactory::fingerprint`]).
+    pub fingerprint: Option<String>,
     /// Changes on every (re-)registration of the id, so resolved engines
     /// know when they are stale.
     pub generation: u64,
@@ -179,7 +202,9 @@ impl Registry {
         if id.trim().is_empty() {
             return Err(RegisterError::EmptyId);
         }
+        let fingerprint = factory.fingerprint();
         let mut entries = self.entries.write().unwrap_or_else(PoisonError::into_inner);
+        let refresh = entries.contains_key(id);
         if let Some(existing) = entries.get(id) {
             if existing.owner != owner {
                 return Err(RegisterError::OwnedByOther {
@@ -194,13 +219,20 @@ impl Registry {
                 });
             }
         }
-        self.quarantine.clear(id)?;
+        let new_artifact = self
+            .quarantine
+            .get(id)
+            .is_some_and(|record| record.fingerprint != fingerprint);
+        if refresh || new_artifact {
+            self.quarantine.clear(id)?;
+        }
         let generation = self.generations.fetch_add(1, Ordering::Relaxed) + 1;
         entries.insert(
             id.to_owned(),
             Registration {
                 factory,
                 owner,
+                fingerprint,
                 generation,
             },
         );
@@ -368,15 +400,51 @@ mod tests {
         );
     }
 
+    fn bytes(data: &[u8]) -> EngineFactory {
+        EngineFactory::WasmBytes {
+            label: "x.wasm".into(),
+            bytes: data.into(),
+        }
+    }
+
     #[test]
-    fn registration_clears_the_quarantine() {
+    fn registering_the_quarantined_artifact_again_keeps_the_quarantine() {
         let (_dir, quarantine, registry) = registry();
         let failure = EngineFailure::new("x", Operation::Assemble, FailureKind::Panic, "boom");
-        quarantine.record("plugin:acme", &failure).expect("record");
-        assert!(quarantine.is_blocked("x"));
-        registry
-            .plugin("acme")
-            .register("x", wasm("x.wasm"), RegisterOptions::default())
+        let fingerprint = bytes(b"build-1").fingerprint();
+        quarantine
+            .record("plugin:acme", fingerprint.as_deref(), &failure)
+            .expect("record");
+        // A restart: the plugin registers the same build again.
+        let plugin = registry.plugin("acme");
+        plugin
+            .register("x", bytes(b"build-1"), RegisterOptions::default())
+            .expect("register");
+        assert!(
+            quarantine.is_blocked("x"),
+            "same artifact, still quarantined"
+        );
+        // An explicit refresh in the running host clears it.
+        let refresh = RegisterOptions {
+            allow_same_owner_refresh: true,
+        };
+        plugin
+            .register("x", bytes(b"build-1"), refresh)
+            .expect("refresh");
+        assert!(!quarantine.is_blocked("x"));
+    }
+
+    #[test]
+    fn registering_a_new_artifact_clears_the_quarantine() {
+        let (_dir, quarantine, registry) = registry();
+        let failure = EngineFailure::new("x", Operation::Assemble, FailureKind::Panic, "boom");
+        let fingerprint = bytes(b"build-1").fingerprint();
+        quarantine
+            .record("plugin:acme", fingerprint.as_deref(), &failure)
+            .expect("record");
+        let plugin = registry.plugin("acme");
+        plugin
+            .register("x", bytes(b"build-2"), RegisterOptions::default())
             .expect("register");
         assert!(!quarantine.is_blocked("x"));
     }

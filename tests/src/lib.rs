@@ -6,6 +6,8 @@ use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
 
+use ctxbox_host::engine_host::EngineHost;
+use ctxbox_host::guard::GuardPolicy;
 use ctxbox_host::history::{History, ToolPairing};
 use ctxbox_host::sandbox::{Sandbox, SandboxConfig, WasmEngine};
 use ctxbox_host::services::{HostServices, NoServices};
@@ -170,4 +172,66 @@ impl ctxbox_guest::HistoryView for NativeView<'_> {
     fn tokens(&self, range: Range<u32>) -> u64 {
         self.0.tokens(range.start as usize..range.end as usize)
     }
+}
+
+/// A real transcript from the shared fixtures (`../shared/fixtures/sessions`).
+pub fn fixture(name: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/fixtures/sessions")
+        .join(name)
+}
+
+/// An [`EngineHost`] in a fresh temporary data dir (kept alive by the
+/// returned guard) with every test guest registered by plugin `zoo`.
+pub fn zoo_host(
+    config: SandboxConfig,
+    policy: GuardPolicy,
+) -> (tempfile::TempDir, Arc<EngineHost>) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let host = zoo_host_in(dir.path(), config, policy);
+    (dir, host)
+}
+
+/// An [`EngineHost`] with its data in `dir`: native compaction with the
+/// extractive summarizer, SQLite state and quarantine, and every test guest
+/// registered by plugin `zoo` under its crate name.
+pub fn zoo_host_in(dir: &Path, config: SandboxConfig, policy: GuardPolicy) -> Arc<EngineHost> {
+    use ctxbox_host::compaction::{CompactionConfig, Compactor};
+    use ctxbox_host::legacy::LegacyEngine;
+    use ctxbox_host::native_services::NativeServices;
+    use ctxbox_host::quarantine::QuarantineStore;
+    use ctxbox_host::registry::{EngineFactory, RegisterOptions};
+    use ctxbox_host::state_store::{StateConfig, StateStore};
+    use ctxbox_host::transcript::TranscriptStore;
+
+    let compactor = Arc::new(
+        Compactor::from_config(
+            TranscriptStore::new(Default::default()),
+            CompactionConfig::default(),
+        )
+        .expect("the extractive summarizer needs no setup"),
+    );
+    let state = Arc::new(StateStore::open_in(dir, &StateConfig::default()).expect("state store"));
+    let quarantine = Arc::new(
+        QuarantineStore::open(&dir.join("quarantine.sqlite3"), None).expect("quarantine store"),
+    );
+    let host = EngineHost::new(
+        sandbox_with(config),
+        quarantine,
+        Arc::new(NativeServices::new(compactor.clone(), state)),
+        Arc::new(LegacyEngine::new(compactor)),
+        policy,
+    )
+    .expect("legacy registers");
+    let plugin = host.registry().plugin("zoo");
+    for (name, path) in guests::ALL {
+        plugin
+            .register(
+                name,
+                EngineFactory::WasmFile(path.into()),
+                RegisterOptions::default(),
+            )
+            .expect("each guest registers once");
+    }
+    Arc::new(host)
 }
