@@ -31,6 +31,7 @@ mod finalize;
 mod prompts;
 mod serialize;
 
+pub(crate) use self::accounting::tokens_before as context_tokens;
 pub use self::compactor::Compactor;
 pub use self::config::CompactionConfig;
 pub use self::finalize::{MAX_SUMMARY_CHARS, TRUNCATION_MARKER};
