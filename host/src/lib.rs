@@ -6,6 +6,7 @@
 
 pub mod bundled;
 pub mod compaction;
+pub mod config;
 pub mod engine;
 pub mod engine_host;
 pub mod error;

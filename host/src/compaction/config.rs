@@ -19,7 +19,9 @@ pub struct CompactionConfig {
     /// Recent history kept verbatim, in tokens (20,000).
     pub keep_recent_tokens: u64,
     /// One compaction window, seconds (180): summarization stops when it runs
-    /// out.
+    /// out. Zero, negative or invalid values mean the default, as in the
+    /// reference.
+    #[serde(deserialize_with = "positive_seconds_or_default")]
     pub timeout_seconds: u64,
     /// Continue the session in a new transcript file after compacting
     /// (the old one stays, archived).
@@ -33,13 +35,41 @@ pub struct CompactionConfig {
     pub summarizer: SummarizerConfig,
 }
 
+/// The default compaction window, seconds.
+pub const DEFAULT_TIMEOUT_SECONDS: u64 = 180;
+
+/// A positive whole number of seconds; anything else (zero, negative, a
+/// fraction, a string) is replaced by [`DEFAULT_TIMEOUT_SECONDS`] with a
+/// warning instead of failing the whole configuration.
+fn positive_seconds_or_default<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<u64, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Whole(i64),
+        Other(serde::de::IgnoredAny),
+    }
+    Ok(match Raw::deserialize(deserializer)? {
+        Raw::Whole(seconds) if seconds > 0 => seconds as u64,
+        _ => {
+            tracing::warn!(
+                key = "agents.defaults.compaction.timeoutSeconds",
+                default = DEFAULT_TIMEOUT_SECONDS,
+                "not a positive number of seconds; using the default"
+            );
+            DEFAULT_TIMEOUT_SECONDS
+        }
+    })
+}
+
 impl Default for CompactionConfig {
     fn default() -> Self {
         Self {
             enabled: true,
             reserve_tokens: 16_384,
             keep_recent_tokens: 20_000,
-            timeout_seconds: 180,
+            timeout_seconds: DEFAULT_TIMEOUT_SECONDS,
             truncate_after_compaction: false,
             custom_instructions: None,
             summary_concurrency: 4,

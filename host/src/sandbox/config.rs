@@ -21,8 +21,9 @@ pub struct SandboxConfig {
     pub max_wasm_stack_kib: u32,
     /// Wall-clock deadline of one call (compaction has its own), ms.
     pub call_timeout_ms: u64,
-    /// One compaction window, seconds (the reference's
-    /// `agents.defaults.compaction.timeoutSeconds`).
+    /// One compaction window, seconds. Not a key of its own: the host sets it
+    /// from the reference's `agents.defaults.compaction.timeoutSeconds`.
+    #[serde(skip)]
     pub compaction_timeout_seconds: u64,
     /// Windows a compaction may be extended to by progress reports.
     pub compaction_max_windows: u32,
@@ -90,7 +91,7 @@ impl SandboxConfig {
             ("sandbox.maxWasmStackKib", self.max_wasm_stack_kib.into()),
             ("sandbox.callTimeoutMs", self.call_timeout_ms),
             (
-                "sandbox.compactionTimeoutSeconds",
+                "agents.defaults.compaction.timeoutSeconds",
                 self.compaction_timeout_seconds,
             ),
             (
