@@ -18,6 +18,7 @@ pub mod provider;
 pub mod quarantine;
 pub mod registry;
 pub mod runner;
+pub mod runtime;
 pub mod sandbox;
 pub mod services;
 pub mod state_store;

@@ -3,6 +3,8 @@
 
 mod engine_source;
 mod inspect;
+mod run;
+mod settings;
 
 use std::process::ExitCode;
 
@@ -18,6 +20,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Replay a real conversation through an engine under a window (the main job).
+    Run(run::Args),
     /// Show an engine's identity, contract version and imports.
     Inspect(inspect::Args),
 }
@@ -39,6 +43,7 @@ pub fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
+            Command::Run(args) => run::run(args).await,
             Command::Inspect(args) => inspect::run(args).await,
         }
     });

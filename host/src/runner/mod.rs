@@ -15,6 +15,7 @@
 mod overflow;
 mod prompt;
 mod report;
+mod script;
 mod session;
 mod subagent;
 
@@ -23,6 +24,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 pub use self::report::{TurnError, TurnReport};
+pub use self::script::{FailedTurn, RunReport};
 pub use self::session::Session;
 pub use self::subagent::SpawnOutcome;
 use crate::engine::{CallOptions, ContextEngine};
@@ -130,7 +132,14 @@ impl TurnRunner {
             if report.model_calls >= MAX_MODEL_CALLS_PER_TURN {
                 return Err(TurnError::TooManyModelCalls(MAX_MODEL_CALLS_PER_TURN));
             }
-            let reply = self.model_call(session, &call, &mut report).await?;
+            let reply = match self.model_call(session, &call, &mut report).await {
+                Ok(reply) => reply,
+                // A recording that has no (more) answers for this turn: the
+                // conversation ended there (an unanswered message, or a last
+                // tool call never answered).
+                Err(TurnError::Provider(ProviderError::Exhausted)) => break,
+                Err(error) => return Err(error),
+            };
             let mut new = session.append(std::slice::from_ref(&reply))?;
             let calls_tools = reply.tool_call_ids().next().is_some();
             if calls_tools {
@@ -210,10 +219,12 @@ impl TurnRunner {
                 model: self.config.model.as_deref(),
                 tools: &self.config.tools,
             };
-            report.model_calls += 1;
-            report.note_prompt(prompt.estimated_tokens);
             match self.provider.complete(request, &call.abort).await {
-                Ok(reply) => return Ok(reply.message),
+                Ok(reply) => {
+                    report.model_calls += 1;
+                    report.note_prompt(prompt.estimated_tokens);
+                    return Ok(reply.message);
+                }
                 Err(ProviderError::ContextOverflow { prompt_tokens, .. }) => {
                     report.overflow_retries += 1;
                     self.recover(session, call, report, &mut recovery, prompt_tokens)

@@ -1,7 +1,7 @@
 //! Recovering from a context-overflow error (DESIGN §8): compact with
 //! `force: true` toward the budget, at most a few times per turn; a
 //! compaction that compacts nothing does not count against that and falls
-//! through to one pass of truncating oversized tool results.
+//! through to one pass of truncating oversized tool traffic.
 
 use super::{Session, TurnError, TurnReport, TurnRunner};
 use crate::engine::CallOptions;
@@ -45,9 +45,9 @@ impl TurnRunner {
                 return Ok(());
             }
         }
-        if !session.truncate_tool_results {
-            session.truncate_tool_results = true;
-            report.truncated_tool_results = true;
+        if !session.truncate_tool_traffic {
+            session.truncate_tool_traffic = true;
+            report.truncated_tool_traffic = true;
             return Ok(());
         }
         Err(TurnError::ContextOverflow {

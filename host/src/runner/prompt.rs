@@ -1,8 +1,9 @@
 //! Turning an `assemble` answer into what the provider is sent: the engine's
 //! messages (or a reused thread-bootstrap projection plus what came since),
-//! the system prompt with the engine's addition, oversized tool results cut
-//! down when overflow recovery asked for it, and tool calls and results
-//! always paired.
+//! the system prompt with the engine's addition, oversized tool traffic
+//! (tool results, tool-call arguments, thinking) cut down when overflow
+//! recovery asked for it, and tool calls and results always paired. The
+//! transcript keeps everything; only prompts are cut.
 
 use std::collections::HashSet;
 
@@ -12,10 +13,11 @@ use crate::provider::unavailable_tool_result;
 use crate::tokens;
 use crate::types::{AgentMessage, AssembleParams, ContentBlock, ContextProjection};
 
-/// Share of the prompt budget one tool result may take once truncation is on.
-const TOOL_RESULT_SHARE: f64 = 0.3;
-/// Smallest cap on a tool result, tokens.
-const MIN_TOOL_RESULT_TOKENS: u64 = 256;
+/// Share of the prompt budget one block of tool traffic may take once
+/// truncation is on.
+const BLOCK_SHARE: f64 = 0.3;
+/// Smallest cap on a block, tokens.
+const MIN_BLOCK_TOKENS: u64 = 256;
 
 /// A prompt the engine asked to reuse for its thread until `epoch` changes.
 pub(super) struct Projection {
@@ -92,10 +94,10 @@ impl TurnRunner {
             }
         };
 
-        if session.truncate_tool_results {
-            let cap = ((self.config.prompt_budget() as f64 * TOOL_RESULT_SHARE) as u64)
-                .max(MIN_TOOL_RESULT_TOKENS);
-            truncate_tool_results(&mut messages, cap);
+        if session.truncate_tool_traffic {
+            let cap =
+                ((self.config.prompt_budget() as f64 * BLOCK_SHARE) as u64).max(MIN_BLOCK_TOKENS);
+            truncate_tool_traffic(&mut messages, cap);
         }
         let messages = pair_tool_messages(messages);
         let estimated_tokens = tokens::estimate_text(&system_prompt)
@@ -127,16 +129,41 @@ fn latest_user_text<'a>(
     })
 }
 
-/// Cuts every tool result's text down to about `max_tokens` tokens.
-fn truncate_tool_results(messages: &mut [AgentMessage], max_tokens: u64) {
+/// Cuts every block of tool traffic down to about `max_tokens` tokens: tool
+/// results' text, tool-call arguments (kept valid JSON: an object holding the
+/// beginning of the original) and thinking. The conversation's own text is
+/// left alone.
+fn truncate_tool_traffic(messages: &mut [AgentMessage], max_tokens: u64) {
     for message in messages {
-        if let AgentMessage::ToolResult { content, .. } = message {
-            for block in content {
-                if let ContentBlock::Text { text } = block {
+        let is_tool_result = matches!(message, AgentMessage::ToolResult { .. });
+        let blocks = match message {
+            AgentMessage::ToolResult { content, .. } | AgentMessage::Assistant { content, .. } => {
+                content
+            }
+            _ => continue,
+        };
+        for block in blocks {
+            match block {
+                ContentBlock::Text { text } if is_tool_result => {
                     if let Some(cut) = truncated(text, max_tokens) {
                         *text = cut;
                     }
                 }
+                ContentBlock::Thinking { text, .. } => {
+                    if let Some(cut) = truncated(text, max_tokens) {
+                        *text = cut;
+                    }
+                }
+                ContentBlock::ToolCall { arguments_json, .. } => {
+                    if let Some(cut) = truncated(arguments_json, max_tokens) {
+                        *arguments_json = serde_json::json!({
+                            "truncatedArguments": cut,
+                            "originalChars": arguments_json.chars().count(),
+                        })
+                        .to_string();
+                    }
+                }
+                _ => {}
             }
         }
     }
@@ -266,7 +293,7 @@ mod tests {
     #[test]
     fn oversized_tool_results_are_cut_with_a_note() {
         let mut messages = vec![result("c1", &"a".repeat(4_000)), result("c2", "short")];
-        truncate_tool_results(&mut messages, 100);
+        truncate_tool_traffic(&mut messages, 100);
         let AgentMessage::ToolResult { content, .. } = &messages[0] else {
             panic!("still a tool result");
         };
@@ -276,6 +303,52 @@ mod tests {
         assert!(text.starts_with(&"a".repeat(400)));
         assert!(text.contains("3600 more characters"), "{text}");
         assert_eq!(messages[1], result("c2", "short"));
+    }
+
+    #[test]
+    fn oversized_tool_arguments_stay_valid_json_and_user_text_is_kept() {
+        let file = format!(r#"{{"path":"bot.py","content":"{}"}}"#, "x".repeat(8_000));
+        let file_chars = file.chars().count();
+        let user = AgentMessage::user_text("y".repeat(8_000));
+        let mut messages = vec![
+            user.clone(),
+            AgentMessage::Assistant {
+                content: vec![
+                    ContentBlock::Thinking {
+                        text: "z".repeat(8_000),
+                        signature: None,
+                    },
+                    ContentBlock::ToolCall {
+                        id: "c1".into(),
+                        name: "write".into(),
+                        arguments_json: file,
+                    },
+                ],
+                model: None,
+                provider: None,
+                usage: None,
+                stop_reason: StopReason::ToolUse,
+                error_message: None,
+            },
+        ];
+        truncate_tool_traffic(&mut messages, 100);
+        assert_eq!(messages[0], user, "the conversation's own text is not cut");
+        let blocks = messages[1].content();
+        let ContentBlock::Thinking { text, .. } = &blocks[0] else {
+            panic!("thinking");
+        };
+        assert!(text.len() < 1_000);
+        let ContentBlock::ToolCall { arguments_json, .. } = &blocks[1] else {
+            panic!("tool call");
+        };
+        let arguments: serde_json::Value =
+            serde_json::from_str(arguments_json).expect("valid JSON");
+        assert_eq!(arguments["originalChars"], file_chars);
+        assert!(
+            arguments["truncatedArguments"]
+                .as_str()
+                .is_some_and(|cut| cut.starts_with(r#"{"path":"bot.py""#))
+        );
     }
 
     #[test]

@@ -13,17 +13,18 @@ use crate::transcript::TranscriptError;
 pub struct TurnReport {
     /// The turn's number in its session (0-based).
     pub index: usize,
-    /// Model calls made.
+    /// Model calls answered.
     pub model_calls: u32,
-    /// The largest prompt sent, by the host's estimate.
+    /// The largest prompt the model accepted, by the host's estimate.
     pub largest_prompt_tokens: u64,
     /// Compactions that compacted (proactive, overflow and by the engine's
     /// own after-turn are counted when the runner triggered them).
     pub compactions: u32,
     /// Context-overflow errors the provider answered.
     pub overflow_retries: u32,
-    /// Whether oversized tool results were truncated in prompts.
-    pub truncated_tool_results: bool,
+    /// Whether oversized tool traffic (results, arguments, thinking) was
+    /// truncated in prompts.
+    pub truncated_tool_traffic: bool,
     /// Messages appended to the transcript.
     pub messages_appended: usize,
     /// The engine serving at the end of the turn.

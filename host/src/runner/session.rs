@@ -17,8 +17,8 @@ pub struct Session {
     /// A thread-bootstrap prompt the engine asked to reuse.
     pub(super) projection: Option<Projection>,
     /// Whether overflow recovery has switched on truncating oversized tool
-    /// results in prompts.
-    pub(super) truncate_tool_results: bool,
+    /// traffic in prompts.
+    pub(super) truncate_tool_traffic: bool,
 }
 
 impl Session {
@@ -35,7 +35,7 @@ impl Session {
             bootstrapped: false,
             turns: 0,
             projection: None,
-            truncate_tool_results: false,
+            truncate_tool_traffic: false,
         }
     }
 

@@ -251,6 +251,15 @@ impl Transcript {
         built
     }
 
+    /// Every message on the path from the root to the leaf, oldest first,
+    /// including those a compaction summarized: the whole conversation of the
+    /// active branch (e.g. to replay it).
+    pub fn branch(&self) -> Vec<MessageEntry> {
+        let state = self.state();
+        let path = context::active_path(&state.records, &state.by_id, state.leaf);
+        context::branch_messages(&state.records, &path)
+    }
+
     /// The active context as engines see it: the messages on the path from
     /// the root to the leaf, after the latest compaction's summary, with
     /// cached token estimates.
