@@ -178,10 +178,10 @@ impl GuardedEngine {
         &self.id
     }
 
-    /// Whether calls go to the selected engine now (not quarantined, and it
-    /// could be made).
+    /// Whether calls go to the selected engine now: it is not quarantined and
+    /// could be made (always, when `legacy` itself was selected).
     pub fn serving_selected(&self) -> bool {
-        self.active_primary().is_some()
+        !self.primary_was_wanted() || self.active_primary().is_some()
     }
 
     /// The engine that serves calls now: the selected one, or `legacy`.

@@ -8,7 +8,7 @@ mod replay;
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
-pub use self::replay::{Replay, ReplayScript, ScriptTurn};
+pub use self::replay::{Replay, ReplayScript, ScriptTurn, prompt_tokens};
 use crate::types::{AgentMessage, Usage};
 
 /// What a model is asked.
