@@ -1,7 +1,9 @@
 //! The `ctxbox` command line: argument parsing and dispatch. Each subcommand
 //! lives in its own module.
 
+mod compile;
 mod engine_source;
+mod health;
 mod inspect;
 mod run;
 mod settings;
@@ -24,6 +26,10 @@ enum Command {
     Run(run::Args),
     /// Show an engine's identity, contract version and imports.
     Inspect(inspect::Args),
+    /// Precompile engines into the cache.
+    Compile(compile::Args),
+    /// Show quarantined engines and why (exit code 2 if any).
+    Health(health::Args),
 }
 
 /// Parses the command line, runs the command, and turns an error into one
@@ -45,6 +51,8 @@ pub fn main() -> ExitCode {
         match cli.command {
             Command::Run(args) => run::run(args).await,
             Command::Inspect(args) => inspect::run(args).await,
+            Command::Compile(args) => compile::run(args).await,
+            Command::Health(args) => health::run(args).await,
         }
     });
     match result {
