@@ -278,7 +278,14 @@ impl GuardedEngine {
                 ..failure
             },
         };
-        if failure.kind == FailureKind::Aborted && options.abort.is_cancelled() {
+        // Once the caller has aborted, whatever the engine does next (being
+        // interrupted, or reporting the cancelled host service as an error)
+        // is the abort's doing: reported to the caller, never quarantined.
+        if options.abort.is_cancelled() {
+            let failure = EngineFailure {
+                kind: FailureKind::Aborted,
+                ..failure
+            };
             self.note(&failure, session, GuardAction::Aborted);
             return Err(failure);
         }

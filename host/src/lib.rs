@@ -5,6 +5,7 @@
 //! `legacy` engine to fall back on.
 
 pub mod bundled;
+pub mod check;
 pub mod compaction;
 pub mod config;
 pub mod engine;

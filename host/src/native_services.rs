@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use tokio_util::sync::CancellationToken;
 
 use crate::compaction::{CompactionError, Compactor};
 use crate::services::{HostServices, ProgressSink, ServiceCall, ServiceError, TranscriptDelta};
@@ -73,7 +72,7 @@ impl HostServices for NativeServices {
     ) -> Result<CompactResult, ServiceError> {
         let session = Self::session(&call, "delegate-compaction")?;
         self.compactor
-            .compact_session(session, params, progress, &CancellationToken::new())
+            .compact_session(session, params, progress, call.abort)
             .await
             .map_err(|error| match error {
                 CompactionError::Aborted | CompactionError::Timeout { .. } => {

@@ -9,6 +9,7 @@
 use std::time::Instant;
 
 use async_trait::async_trait;
+use tokio_util::sync::CancellationToken;
 
 use crate::history::History;
 use crate::types::{CompactParams, CompactResult, MessageEntry, SessionRef};
@@ -67,6 +68,9 @@ pub struct ServiceCall<'a> {
     pub history: Option<&'a History>,
     /// When the engine call's time runs out.
     pub deadline: Instant,
+    /// Cancelled when the engine call's caller gives up: long services
+    /// (compaction, summarizing) stop early.
+    pub abort: &'a CancellationToken,
 }
 
 /// Reports progress of a long service operation (re-arms the compaction
@@ -76,9 +80,14 @@ pub trait ProgressSink: Send + Sync {
     fn progress(&self);
 }
 
-/// The services a host offers engines. All methods default to `Unavailable`.
+/// The services a host offers engines. All methods default to `Unavailable`
+/// (and the notification to nothing).
 #[async_trait]
 pub trait HostServices: Send + Sync {
+    /// The engine called `report-progress` (the watchdog is re-armed by the
+    /// sandbox itself; this only lets a host observe it).
+    fn progress_reported(&self, _call: ServiceCall<'_>) {}
+
     /// Native compaction of the calling session.
     async fn delegate_compaction(
         &self,

@@ -1,6 +1,7 @@
 //! The `ctxbox` command line: argument parsing and dispatch. Each subcommand
 //! lives in its own module.
 
+mod check;
 mod compile;
 mod engine_source;
 mod health;
@@ -24,6 +25,8 @@ struct Cli {
 enum Command {
     /// Replay a real conversation through an engine under a window (the main job).
     Run(run::Args),
+    /// Run the contract against an engine and print a verdict.
+    Check(check::Args),
     /// Show an engine's identity, contract version and imports.
     Inspect(inspect::Args),
     /// Precompile engines into the cache.
@@ -50,6 +53,7 @@ pub fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Run(args) => run::run(args).await,
+            Command::Check(args) => check::run(args).await,
             Command::Inspect(args) => inspect::run(args).await,
             Command::Compile(args) => compile::run(args).await,
             Command::Health(args) => health::run(args).await,

@@ -56,6 +56,7 @@ impl StoreState {
             session: self.call.session.as_ref(),
             history: self.call.history.as_ref(),
             deadline: self.call.clock.deadline(),
+            abort: &self.call.abort,
         }
     }
 
@@ -129,6 +130,7 @@ impl wit_host::Host for StoreState {
 
     fn report_progress(&mut self) -> wasmtime::Result<()> {
         self.call.clock.progress();
+        self.services.progress_reported(self.service_call());
         Ok(())
     }
 
