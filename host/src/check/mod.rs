@@ -705,15 +705,31 @@ impl Checker {
 
 fn failure_text(failure: EngineFailure) -> String {
     let mut text = format!("{}: {}", failure.kind, failure.message);
-    if let Some(line) = failure
-        .stderr_tail
-        .lines()
-        .rev()
-        .find(|line| !line.trim().is_empty())
-    {
-        text.push_str(&format!(" (stderr: {})", line.trim()));
+    if let Some(gist) = stderr_gist(&failure.stderr_tail) {
+        text.push_str(&format!(" (stderr: {gist})"));
     }
     text
+}
+
+/// The telling part of a guest's stderr: a Rust panic's location and
+/// message, else its last line (Rust's backtrace hint left out).
+fn stderr_gist(tail: &str) -> Option<String> {
+    let lines: Vec<&str> = tail
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && !line.starts_with("note: run with `RUST_BACKTRACE"))
+        .collect();
+    match lines.iter().rposition(|line| line.contains("panicked at")) {
+        Some(start) => Some(
+            lines[start..]
+                .iter()
+                .take(2)
+                .copied()
+                .collect::<Vec<_>>()
+                .join(" "),
+        ),
+        None => lines.last().map(|line| (*line).to_owned()),
+    }
 }
 
 /// The host's count of the prompt an answer describes.
@@ -754,6 +770,20 @@ fn consistent(result: &CompactResult) -> Result<(), String> {
         return Err("compacted: true without tokens-after".to_owned());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_stderr_gist_is_the_panic_and_its_message() {
+        let tail = "starting\nthread '<unnamed>' panicked at src/lib.rs:19:13:\nfifth call\nnote: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n";
+        assert_eq!(
+            super::stderr_gist(tail).as_deref(),
+            Some("thread '<unnamed>' panicked at src/lib.rs:19:13: fifth call")
+        );
+        assert_eq!(super::stderr_gist("one\ntwo\n").as_deref(), Some("two"));
+        assert_eq!(super::stderr_gist("  \n"), None);
+    }
 }
 
 fn describe_compaction(result: &CompactResult) -> String {
