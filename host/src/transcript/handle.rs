@@ -67,6 +67,9 @@ struct State {
     context: Option<Arc<ActiveContext>>,
     /// The transcript this one rotated into, if it did.
     successor: Option<RotatedSession>,
+    /// The session id of the transcript this one continues (its
+    /// `parentSession`), when that file is readable.
+    predecessor: Option<String>,
 }
 
 impl Transcript {
@@ -158,6 +161,10 @@ impl Transcript {
             }
         }
         let generation = delta::generation(header_line, file.identity());
+        let predecessor = header
+            .parent_session
+            .as_deref()
+            .and_then(|parent| session_id_of(Path::new(parent)));
         Ok(Self {
             shared: Arc::new(Shared {
                 path,
@@ -173,6 +180,7 @@ impl Transcript {
                     report,
                     context: None,
                     successor,
+                    predecessor,
                 }),
                 compaction: tokio::sync::Mutex::new(()),
             }),
@@ -251,6 +259,22 @@ impl Transcript {
         built
     }
 
+    /// Every message on the path from the root to the leaf, compactions
+    /// ignored: the conversation as it happened on the live branch (what a
+    /// replay walks through).
+    pub fn active_branch(&self) -> Vec<MessageEntry> {
+        let state = self.state();
+        context::active_path(&state.records, &state.by_id, state.leaf)
+            .into_iter()
+            .filter_map(
+                |index| match state.records[index].node.as_ref().map(|node| &node.kind) {
+                    Some(NodeKind::Message { entry, .. }) => Some(entry.clone()),
+                    _ => None,
+                },
+            )
+            .collect()
+    }
+
     /// The active context as engines see it: the messages on the path from
     /// the root to the leaf, after the latest compaction's summary, with
     /// cached token estimates.
@@ -265,6 +289,9 @@ impl Transcript {
     /// as in the reference; compaction summaries are refused (compaction
     /// writes them).
     pub fn append(&self, messages: &[AgentMessage]) -> Result<Vec<MessageEntry>, TranscriptError> {
+        if messages.is_empty() {
+            return Ok(Vec::new());
+        }
         let mut state = self.state();
         let now = SystemTime::now();
         let timestamp_ms = wire::unix_millis(now);
@@ -391,16 +418,12 @@ impl Transcript {
         max_messages: u32,
         max_bytes: u64,
     ) -> TranscriptDelta {
-        let predecessor = self
-            .header()
-            .parent_session
-            .and_then(|parent| session_id_of(Path::new(&parent)));
         let state = self.state();
         let source = DeltaSource {
             records: &state.records,
             session_id: &state.header.id,
             generation: state.generation,
-            predecessor: predecessor.as_deref(),
+            predecessor: state.predecessor.as_deref(),
         };
         delta::read(
             &source,

@@ -202,6 +202,16 @@ fn honours_the_latest_compaction() {
     let transcript = store().open(&write(dir.path(), &lines)).expect("open");
     let context = transcript.context();
     assert_eq!(ids(&transcript), ["k", "b", "c", "d"]);
+    let branch: Vec<String> = transcript
+        .active_branch()
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
+    assert_eq!(
+        branch,
+        ["a", "b", "c", "d"],
+        "the branch ignores the compaction"
+    );
     assert_eq!(
         context.history.kind(0),
         Some(MessageKind::CompactionSummary)
