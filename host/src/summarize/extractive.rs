@@ -8,6 +8,7 @@
 //! and treats any other text as prose. Keyword lists cover English, Chinese,
 //! German and Arabic, the languages of the reference transcripts.
 
+use std::collections::HashSet;
 use std::sync::LazyLock;
 
 use async_trait::async_trait;
@@ -183,6 +184,7 @@ pub fn identifiers(text: &str) -> Vec<String> {
         .expect("the identifier pattern is valid")
     });
     let mut found: Vec<String> = Vec::new();
+    let mut seen = HashSet::new();
     for captures in PATTERN.captures_iter(text) {
         let identifier = if let Some(url) = captures.name("url") {
             Some(
@@ -211,7 +213,7 @@ pub fn identifiers(text: &str) -> Vec<String> {
         };
         if let Some(identifier) = identifier.filter(|id| id.chars().count() >= 2) {
             let identifier = clip(identifier, ITEM_CHARS);
-            if !found.contains(&identifier) {
+            if seen.insert(identifier.clone()) {
                 found.push(identifier);
             }
         }

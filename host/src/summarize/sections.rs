@@ -3,6 +3,8 @@
 //! rendered within a character and a token budget that keeps the newest lines
 //! of every section.
 
+use std::collections::HashSet;
+
 use crate::tokens;
 
 /// The sections a compaction summary must have, in this order.
@@ -41,6 +43,18 @@ pub struct SummaryDoc {
 struct Section {
     title: String,
     lines: Vec<String>,
+    /// The lines, for constant-time duplicate checks.
+    seen: HashSet<String>,
+}
+
+impl Section {
+    fn new(title: &str) -> Self {
+        Self {
+            title: title.trim().to_owned(),
+            lines: Vec::new(),
+            seen: HashSet::new(),
+        }
+    }
 }
 
 /// A rendered summary and how many lines the budget left out.
@@ -57,10 +71,7 @@ impl Default for SummaryDoc {
         Self {
             sections: REQUIRED_SECTIONS
                 .iter()
-                .map(|title| Section {
-                    title: (*title).to_owned(),
-                    lines: Vec::new(),
-                })
+                .map(|title| Section::new(title))
                 .collect(),
         }
     }
@@ -77,15 +88,12 @@ impl SummaryDoc {
         let section = match self.position(title) {
             Some(index) => &mut self.sections[index],
             None => {
-                self.sections.push(Section {
-                    title: title.trim().to_owned(),
-                    lines: Vec::new(),
-                });
+                self.sections.push(Section::new(title));
                 let last = self.sections.len() - 1;
                 &mut self.sections[last]
             }
         };
-        if !section.lines.contains(&line) {
+        if section.seen.insert(line.clone()) {
             section.lines.push(line);
         }
     }
