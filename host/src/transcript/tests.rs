@@ -59,7 +59,7 @@ fn call(id: &str) -> AgentMessage {
 #[test]
 fn appends_are_read_back_by_a_fresh_process() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("new.jsonl");
+    let path = dir.path().join("agents/main/sessions/new.jsonl");
     let stored = {
         let transcript = store()
             .create(
