@@ -411,7 +411,12 @@ impl Transcript {
         write_atomically(destination, contents.as_bytes())
     }
 
-    /// The entries appended after `cursor` (see [`super::delta`]).
+    /// `read-transcript-delta`: the messages (and compaction summaries)
+    /// appended after `cursor`, in file order, from the start when `None`; at
+    /// most `max_messages` of them and about `max_bytes` (a page always holds
+    /// at least one). A cursor that no longer fits — another session's, one
+    /// from before a rotation, from a replaced file, or not one of ours — is
+    /// answered with a reset to the start.
     pub fn read_delta(
         &self,
         cursor: Option<&str>,
