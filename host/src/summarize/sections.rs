@@ -176,11 +176,6 @@ impl SummaryDoc {
         lines
     }
 
-    /// Whether no section has a line.
-    pub fn is_empty(&self) -> bool {
-        self.sections.iter().all(|section| section.lines.is_empty())
-    }
-
     /// The summary as Markdown in at most `max_chars` characters and about
     /// `max_tokens` estimated tokens: every section keeps its newest lines
     /// within its share of the budget, and unused shares go to sections with
