@@ -174,10 +174,11 @@ impl ctxbox_guest::HistoryView for NativeView<'_> {
     }
 }
 
-/// A real transcript from the shared fixtures (`../shared/fixtures/sessions`).
+/// A real session transcript from `tests/fixtures/sessions` (see its
+/// SOURCES.md).
 pub fn fixture(name: &str) -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/fixtures/sessions")
+        .join("fixtures/sessions")
         .join(name)
 }
 

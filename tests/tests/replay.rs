@@ -80,7 +80,7 @@ async fn replay_fixture(name: &str) {
         .open(&fixture(name))
         .expect("fixture opens");
     let script =
-        ReplayScript::from_messages(recording.branch().into_iter().map(|entry| entry.message));
+        ReplayScript::from_messages(recording.active_branch().into_iter().map(|entry| entry.message));
     let compaction = runtime.config().agents.defaults.compaction.clone();
 
     for window in WINDOWS {

@@ -500,7 +500,7 @@ async fn a_turn_calls_the_engine_in_the_reference_order() {
     // The second turn does not bootstrap again.
     harness.turn("again").await.expect("second turn");
     assert_eq!(spy.count(Operation::Bootstrap), 1);
-    assert_eq!(harness.session.transcript().branch().len(), 6);
+    assert_eq!(harness.session.transcript().active_branch().len(), 6);
 }
 
 #[tokio::test]

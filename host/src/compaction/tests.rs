@@ -208,6 +208,38 @@ fn compacts_to_the_budget_without_orphaning_tool_calls() {
 }
 
 #[test]
+fn the_threshold_target_gets_under_the_trigger() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = TranscriptStore::new(TranscriptConfig::default());
+    let transcript = session(dir.path(), &store, 60);
+    let window = 40_000;
+    let threshold = window - CompactionConfig::default().reserve_tokens;
+    assert!(
+        transcript.history().total_tokens() > threshold,
+        "the session needs compacting"
+    );
+    let compactor = compactor(
+        &store,
+        Arc::new(crate::summarize::ExtractiveSummarizer),
+        CompactionConfig::default(),
+    );
+    let result = runtime()
+        .block_on(compactor.compact(
+            &transcript,
+            &params(window, CompactionTarget::Threshold, false),
+            &NoProgress,
+            &CancellationToken::new(),
+        ))
+        .expect("compaction runs");
+    assert!(result.compacted, "over the threshold, unforced: {result:?}");
+    assert!(
+        result.tokens_after.is_some_and(|after| after <= threshold),
+        "{result:?}"
+    );
+    assert_paired(&transcript.history());
+}
+
+#[test]
 fn a_second_compaction_folds_in_the_first() {
     let dir = tempfile::tempdir().expect("temp dir");
     let store = TranscriptStore::new(TranscriptConfig::default());

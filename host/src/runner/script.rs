@@ -107,7 +107,7 @@ impl TurnRunner {
         }
         report.original_tokens = session
             .transcript()
-            .branch()
+            .active_branch()
             .iter()
             .map(|entry| tokens::estimate_message(&entry.message))
             .sum();

@@ -8,6 +8,7 @@
 //! and treats any other text as prose. Keyword lists cover English, Chinese,
 //! German and Arabic, the languages of the reference transcripts.
 
+use std::collections::HashSet;
 use std::sync::LazyLock;
 
 use async_trait::async_trait;
@@ -102,7 +103,7 @@ pub(crate) fn extract(text: &str) -> SummaryDoc {
             .filter(|l| !l.is_empty())
             .collect();
         if speaker == Speaker::User {
-            let ask = collapse(&block);
+            let ask = ask_text(&block);
             if ask.chars().count() > 1 {
                 doc.push(
                     "Pending user asks",
@@ -111,7 +112,7 @@ pub(crate) fn extract(text: &str) -> SummaryDoc {
             }
         }
         let mut errors = 0;
-        for line in &lines {
+        for line in lines.iter().filter(|line| !is_layout(line)) {
             let lower = line.to_lowercase();
             let item = || format!("- {}", clip(&collapse(line), ITEM_CHARS));
             match speaker {
@@ -175,7 +176,7 @@ pub fn identifiers(text: &str) -> Vec<String> {
             r"(?P<url>https?://[^\s<>'`()\[\]{}]+)",
             r"|`(?P<code>[^`\n]{2,80})`",
             r"|(?P<uuid>\b[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}\b)",
-            r"|(?P<winpath>\b[A-Za-z]:\\[^\s'`<>|*?,;]+)",
+            r#"|(?P<winpath>\b[A-Za-z]:\\[^\s'"`<>|*?,;()]+)"#,
             r"|(?P<path>(?:~|\.{1,2})?/?(?:[\w.@+-]+/)+[\w.@+-]+)",
             r"|(?P<ip>\b(?:\d{1,3}\.){3}\d{1,3}(?::\d{2,5})?\b)",
             r"|(?P<hex>\b[0-9a-f]{7,64}\b)",
@@ -183,40 +184,70 @@ pub fn identifiers(text: &str) -> Vec<String> {
         .expect("the identifier pattern is valid")
     });
     let mut found: Vec<String> = Vec::new();
+    let mut seen = HashSet::new();
     for captures in PATTERN.captures_iter(text) {
-        let identifier = if let Some(url) = captures.name("url") {
+        let identifier: Option<String> = if let Some(url) = captures.name("url") {
             Some(
                 url.as_str()
-                    .trim_end_matches(['.', ',', ':', ';', '"', '\'']),
+                    .trim_end_matches(['.', ',', ':', ';', '"', '\''])
+                    .to_owned(),
             )
         } else if let Some(code) = captures.name("code") {
-            Some(code.as_str())
+            Some(code.as_str().to_owned())
+        } else if let Some(path) = captures.name("winpath") {
+            // Paths quoted in JSON (tool-call arguments) have doubled backslashes.
+            let path = path.as_str().replace("\\\\", "\\");
+            Some(path.trim_end_matches(['\\', '.', ',']).to_owned())
         } else if let Some(path) = captures.name("path") {
             let path = path.as_str().trim_end_matches('.');
             let last = path.rsplit('/').next().unwrap_or_default();
             let rooted = path.starts_with(['/', '~', '.']);
-            (rooted || last.contains('.')).then_some(path)
+            (rooted || last.contains('.')).then(|| path.to_owned())
         } else if let Some(hex) = captures.name("hex") {
             // A hash has both digits and letters; plain numbers and words are not ids.
             let hex = hex.as_str();
             (hex.bytes().any(|b| b.is_ascii_digit())
                 && hex.bytes().any(|b| b.is_ascii_alphabetic()))
-            .then_some(hex)
+            .then(|| hex.to_owned())
         } else {
             captures
                 .name("uuid")
-                .or_else(|| captures.name("winpath"))
                 .or_else(|| captures.name("ip"))
-                .map(|m| m.as_str().trim_end_matches(['.', ',']))
+                .map(|m| m.as_str().trim_end_matches(['.', ',']).to_owned())
         };
-        if let Some(identifier) = identifier.filter(|id| id.chars().count() >= 2) {
-            let identifier = clip(identifier, ITEM_CHARS);
-            if !found.contains(&identifier) {
+        let meaningful =
+            |id: &String| id.chars().count() >= 2 && id.chars().any(char::is_alphanumeric);
+        if let Some(identifier) = identifier.filter(meaningful) {
+            let identifier = clip(&identifier, ITEM_CHARS);
+            if seen.insert(identifier.clone()) {
                 found.push(identifier);
             }
         }
     }
     found
+}
+
+/// What the user asked: the message without fenced blocks (clients wrap
+/// metadata in them), whitespace collapsed.
+fn ask_text(block: &str) -> String {
+    let mut prose = String::new();
+    for (index, part) in block.split("```").enumerate() {
+        // Odd parts are inside a fence.
+        if index % 2 == 0 {
+            prose.push_str(part);
+            prose.push(' ');
+        }
+    }
+    let ask = collapse(&prose);
+    if ask.is_empty() { collapse(block) } else { ask }
+}
+
+/// Table rows, tree drawings, headings, quotes and code comments: layout,
+/// not statements.
+fn is_layout(line: &str) -> bool {
+    ["|", "├", "│", "└", "#", ">", "//", "```"]
+        .iter()
+        .any(|prefix| line.starts_with(prefix))
 }
 
 fn matches_any(lower: &str, markers: &[&str]) -> bool {
@@ -320,14 +351,12 @@ const CONSTRAINT_MARKERS: &[&str] = &[
     "必须",
     "禁止",
     "务必",
-    "不能",
     "只能",
     "一定要",
     "niemals",
-    "immer ",
-    "nicht ",
-    "muss ",
-    "darf ",
+    "darf nicht",
+    "nicht erlaubt",
+    "auf keinen fall",
     "verboten",
     "يجب",
     "لا تستخدم",
@@ -426,9 +455,35 @@ mod tests {
     }
 
     #[test]
+    fn asks_lose_client_envelopes_and_tables_are_not_statements() {
+        let doc = extract(
+            "[User]: Sender (untrusted metadata): ```json\n{\"id\": \"tui\"}\n``` [Thu 09:53] hast du es getestet?\n\n\
+             [Assistant]: | never | a table cell |\n## Decision heading\nWe decided to ship.",
+        );
+        assert_eq!(
+            doc.lines("Pending user asks"),
+            ["- Sender (untrusted metadata): [Thu 09:53] hast du es getestet?"]
+        );
+        assert!(
+            doc.lines("Constraints/Rules").is_empty(),
+            "{:?}",
+            doc.lines("Constraints/Rules")
+        );
+        assert_eq!(doc.lines("Decisions"), ["- We decided to ship."]);
+    }
+
+    #[test]
+    fn unescapes_windows_paths_quoted_in_json() {
+        let ids = identifiers(
+            r#"[Assistant tool calls]: read(path="C:\\Users\\WH\\.openclaw\\workspace\\")"#,
+        );
+        assert_eq!(ids, [r"C:\Users\WH\.openclaw\workspace"]);
+    }
+
+    #[test]
     fn finds_identifiers_but_not_words() {
         let ids = identifiers(
-            "see C:\\Users\\andre\\x.rs, 10.0.0.2:8080, a1b2c3d4-0000-4000-8000-123456789abc, and/or plain words 1234567",
+            "see C:\\Users\\andre\\x.rs, 10.0.0.2:8080, a1b2c3d4-0000-4000-8000-123456789abc, and/or plain words 1234567 `\\\\`",
         );
         assert_eq!(
             ids,

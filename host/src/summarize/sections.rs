@@ -3,6 +3,8 @@
 //! rendered within a character and a token budget that keeps the newest lines
 //! of every section.
 
+use std::collections::HashSet;
+
 use crate::tokens;
 
 /// The sections a compaction summary must have, in this order.
@@ -26,10 +28,27 @@ const MAX_LINE_CHARS: usize = 1_000;
 /// What an empty section shows.
 const EMPTY_SECTION: &str = "- (none)";
 
-/// Relative share of the budget of a required section (by position) and of
-/// any other section.
-const REQUIRED_WEIGHTS: [usize; 5] = [3, 2, 2, 2, 2];
-const OTHER_WEIGHT: usize = 1;
+/// Relative share of the budget of each required section (by position),
+/// and of all other sections together (split evenly among them).
+const REQUIRED_WEIGHTS: [usize; 5] = [36, 24, 24, 24, 24];
+const OTHERS_WEIGHT: usize = 36;
+
+/// Headings other summarizers (the reference's prompts among them) use for
+/// what a required section holds, normalized (see `normalize`).
+const ALIASES: [(&str, &str); 12] = [
+    ("keydecisions", "Decisions"),
+    ("nextsteps", "Open TODOs"),
+    ("todos", "Open TODOs"),
+    ("todo", "Open TODOs"),
+    ("remainingwork", "Open TODOs"),
+    ("inprogress", "Open TODOs"),
+    ("constraints&preferences", "Constraints/Rules"),
+    ("constraints/preferences", "Constraints/Rules"),
+    ("constraints", "Constraints/Rules"),
+    ("openquestions", "Pending user asks"),
+    ("pendingasks", "Pending user asks"),
+    ("identifiers", "Exact identifiers"),
+];
 
 /// A summary as sections of lines.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,6 +60,18 @@ pub struct SummaryDoc {
 struct Section {
     title: String,
     lines: Vec<String>,
+    /// The lines, for constant-time duplicate checks.
+    seen: HashSet<String>,
+}
+
+impl Section {
+    fn new(title: &str) -> Self {
+        Self {
+            title: title.trim().to_owned(),
+            lines: Vec::new(),
+            seen: HashSet::new(),
+        }
+    }
 }
 
 /// A rendered summary and how many lines the budget left out.
@@ -57,10 +88,7 @@ impl Default for SummaryDoc {
         Self {
             sections: REQUIRED_SECTIONS
                 .iter()
-                .map(|title| Section {
-                    title: (*title).to_owned(),
-                    lines: Vec::new(),
-                })
+                .map(|title| Section::new(title))
                 .collect(),
         }
     }
@@ -77,15 +105,12 @@ impl SummaryDoc {
         let section = match self.position(title) {
             Some(index) => &mut self.sections[index],
             None => {
-                self.sections.push(Section {
-                    title: title.trim().to_owned(),
-                    lines: Vec::new(),
-                });
+                self.sections.push(Section::new(title));
                 let last = self.sections.len() - 1;
                 &mut self.sections[last]
             }
         };
-        if !section.lines.contains(&line) {
+        if section.seen.insert(line.clone()) {
             section.lines.push(line);
         }
     }
@@ -96,7 +121,8 @@ impl SummaryDoc {
             .map_or(&[], |index| self.sections[index].lines.as_slice())
     }
 
-    /// Reads a Markdown summary: `#`/`##` headings open sections, other
+    /// Reads a Markdown summary: `##` headings open sections (the headings
+    /// other summarizers use for the required ones map to them), other
     /// non-blank lines belong to the current one (text before any heading to
     /// "Earlier summary"). File lists (`<read-files>`, `<modified-files>`),
     /// separators, empty-section placeholders and truncation notes are left
@@ -150,11 +176,6 @@ impl SummaryDoc {
         lines
     }
 
-    /// Whether no section has a line.
-    pub fn is_empty(&self) -> bool {
-        self.sections.iter().all(|section| section.lines.is_empty())
-    }
-
     /// The summary as Markdown in at most `max_chars` characters and about
     /// `max_tokens` estimated tokens: every section keeps its newest lines
     /// within its share of the budget, and unused shares go to sections with
@@ -188,6 +209,13 @@ impl SummaryDoc {
             })
             .sum();
         let available = max_chars.saturating_sub(header_cost);
+        let others = self
+            .sections
+            .iter()
+            .skip(REQUIRED_WEIGHTS.len())
+            .filter(|section| !section.lines.is_empty())
+            .count()
+            .max(1);
         let weights: Vec<usize> = self
             .sections
             .iter()
@@ -196,7 +224,10 @@ impl SummaryDoc {
                 if section.lines.is_empty() {
                     0
                 } else {
-                    REQUIRED_WEIGHTS.get(index).copied().unwrap_or(OTHER_WEIGHT)
+                    REQUIRED_WEIGHTS
+                        .get(index)
+                        .copied()
+                        .unwrap_or((OTHERS_WEIGHT / others).max(1))
                 }
             })
             .collect();
@@ -266,24 +297,26 @@ impl SummaryDoc {
     }
 
     fn position(&self, title: &str) -> Option<usize> {
-        let wanted = normalize(title);
+        let normalized = normalize(title);
+        let wanted = ALIASES
+            .iter()
+            .find(|(alias, _)| *alias == normalized)
+            .map_or(normalized, |(_, required)| normalize(required));
         self.sections
             .iter()
             .position(|section| normalize(&section.title) == wanted)
     }
 }
 
-/// The title of a `#` or `##` heading line (`###` and deeper are content),
+/// The title of a `##` heading line (`#` lines are often comments of quoted
+/// files, `###` and deeper are content),
 /// or of the reference's `**Turn Context (split turn):**` label.
 fn heading(line: &str) -> Option<&str> {
-    let title = line
-        .strip_prefix("## ")
-        .or_else(|| line.strip_prefix("# "))
-        .or_else(|| {
-            line.strip_prefix("**")
-                .and_then(|rest| rest.strip_suffix(":**"))
-                .filter(|label| label.to_lowercase().starts_with("turn context"))
-        })?;
+    let title = line.strip_prefix("## ").or_else(|| {
+        line.strip_prefix("**")
+            .and_then(|rest| rest.strip_suffix(":**"))
+            .filter(|label| label.to_lowercase().starts_with("turn context"))
+    })?;
     let title = title.trim().trim_end_matches(':').trim();
     (!title.is_empty()).then_some(title)
 }
@@ -379,6 +412,45 @@ mod tests {
         assert!(
             !format!("{doc:?}").contains("a.rs"),
             "file lists are regenerated"
+        );
+    }
+
+    #[test]
+    fn folds_the_references_headings_into_the_required_sections() {
+        let doc = SummaryDoc::parse(
+            "## Goal\nship\n## Constraints & Preferences\n- no prod\n## Key Decisions\n- **tokio**: async\n## Next Steps\n1. test\n# comment of a quoted file",
+        );
+        assert_eq!(doc.lines("Constraints/Rules"), ["- no prod"]);
+        assert_eq!(doc.lines("Decisions"), ["- **tokio**: async"]);
+        assert_eq!(
+            doc.lines("Open TODOs"),
+            ["1. test", "# comment of a quoted file"]
+        );
+        assert_eq!(doc.lines("Goal"), ["ship"]);
+    }
+
+    #[test]
+    fn other_sections_share_a_bounded_part_of_the_budget() {
+        let mut doc = SummaryDoc::default();
+        for section in 0..30 {
+            for line in 0..50 {
+                doc.push(
+                    &format!("Extra {section}"),
+                    &format!("- filler line {line} of extra {section}"),
+                );
+            }
+        }
+        for line in 0..200 {
+            doc.push("Decisions", &format!("- decision {line}"));
+        }
+        let text = doc.render(8_000, 100_000).text;
+        let decisions = text
+            .lines()
+            .filter(|line| line.starts_with("- decision"))
+            .count();
+        assert!(
+            decisions >= 100,
+            "the required sections keep their share: {decisions}"
         );
     }
 

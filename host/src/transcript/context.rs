@@ -110,14 +110,6 @@ pub(crate) fn build(records: &[Record], path: &[usize]) -> ActiveContext {
     messages.into_context(true, fresh_from, Some(previous))
 }
 
-/// Every message on `path`, oldest first, whatever compactions on it
-/// summarized: the whole conversation of the branch.
-pub(crate) fn branch_messages(records: &[Record], path: &[usize]) -> Vec<MessageEntry> {
-    let mut messages = Messages::default();
-    messages.extend(records, path);
-    messages.entries
-}
-
 /// The context's messages with their cached estimates, as they are collected.
 #[derive(Default)]
 struct Messages {

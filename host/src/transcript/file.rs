@@ -121,12 +121,20 @@ impl TranscriptFile {
     }
 
     /// Writes a new transcript atomically (temporary file, fsync, rename,
-    /// directory fsync). Refuses to replace an existing file.
+    /// directory fsync), creating its directory if needed. Refuses to replace
+    /// an existing file.
     pub fn create(path: &Path, contents: &[u8]) -> Result<(), TranscriptError> {
         if path.exists() {
             return Err(TranscriptError::AlreadyExists {
                 path: path.to_owned(),
             });
+        }
+        if let Some(parent) = path
+            .parent()
+            .filter(|parent| !parent.as_os_str().is_empty())
+        {
+            fs::create_dir_all(parent)
+                .map_err(|error| TranscriptError::io(parent, "create the directory", error))?;
         }
         write_atomically(path, contents)
     }

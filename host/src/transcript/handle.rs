@@ -67,6 +67,9 @@ struct State {
     context: Option<Arc<ActiveContext>>,
     /// The transcript this one rotated into, if it did.
     successor: Option<RotatedSession>,
+    /// The session id of the transcript this one continues (its
+    /// `parentSession`), when that file is readable.
+    predecessor: Option<String>,
 }
 
 impl Transcript {
@@ -158,6 +161,10 @@ impl Transcript {
             }
         }
         let generation = delta::generation(header_line, file.identity());
+        let predecessor = header
+            .parent_session
+            .as_deref()
+            .and_then(|parent| session_id_of(Path::new(parent)));
         Ok(Self {
             shared: Arc::new(Shared {
                 path,
@@ -173,6 +180,7 @@ impl Transcript {
                     report,
                     context: None,
                     successor,
+                    predecessor,
                 }),
                 compaction: tokio::sync::Mutex::new(()),
             }),
@@ -251,13 +259,20 @@ impl Transcript {
         built
     }
 
-    /// Every message on the path from the root to the leaf, oldest first,
-    /// including those a compaction summarized: the whole conversation of the
-    /// active branch (e.g. to replay it).
-    pub fn branch(&self) -> Vec<MessageEntry> {
+    /// Every message on the path from the root to the leaf, compactions
+    /// ignored: the conversation as it happened on the live branch (what a
+    /// replay walks through).
+    pub fn active_branch(&self) -> Vec<MessageEntry> {
         let state = self.state();
-        let path = context::active_path(&state.records, &state.by_id, state.leaf);
-        context::branch_messages(&state.records, &path)
+        context::active_path(&state.records, &state.by_id, state.leaf)
+            .into_iter()
+            .filter_map(
+                |index| match state.records[index].node.as_ref().map(|node| &node.kind) {
+                    Some(NodeKind::Message { entry, .. }) => Some(entry.clone()),
+                    _ => None,
+                },
+            )
+            .collect()
     }
 
     /// The active context as engines see it: the messages on the path from
@@ -274,6 +289,9 @@ impl Transcript {
     /// as in the reference; compaction summaries are refused (compaction
     /// writes them).
     pub fn append(&self, messages: &[AgentMessage]) -> Result<Vec<MessageEntry>, TranscriptError> {
+        if messages.is_empty() {
+            return Ok(Vec::new());
+        }
         let mut state = self.state();
         let now = SystemTime::now();
         let timestamp_ms = wire::unix_millis(now);
@@ -393,23 +411,24 @@ impl Transcript {
         write_atomically(destination, contents.as_bytes())
     }
 
-    /// The entries appended after `cursor` (see [`super::delta`]).
+    /// `read-transcript-delta`: the messages (and compaction summaries)
+    /// appended after `cursor`, in file order, from the start when `None`; at
+    /// most `max_messages` of them and about `max_bytes` (a page always holds
+    /// at least one). A cursor that no longer fits — another session's, one
+    /// from before a rotation, from a replaced file, or not one of ours — is
+    /// answered with a reset to the start.
     pub fn read_delta(
         &self,
         cursor: Option<&str>,
         max_messages: u32,
         max_bytes: u64,
     ) -> TranscriptDelta {
-        let predecessor = self
-            .header()
-            .parent_session
-            .and_then(|parent| session_id_of(Path::new(&parent)));
         let state = self.state();
         let source = DeltaSource {
             records: &state.records,
             session_id: &state.header.id,
             generation: state.generation,
-            predecessor: predecessor.as_deref(),
+            predecessor: state.predecessor.as_deref(),
         };
         delta::read(
             &source,

@@ -59,7 +59,7 @@ fn call(id: &str) -> AgentMessage {
 #[test]
 fn appends_are_read_back_by_a_fresh_process() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("new.jsonl");
+    let path = dir.path().join("agents/main/sessions/new.jsonl");
     let stored = {
         let transcript = store()
             .create(
@@ -202,6 +202,16 @@ fn honours_the_latest_compaction() {
     let transcript = store().open(&write(dir.path(), &lines)).expect("open");
     let context = transcript.context();
     assert_eq!(ids(&transcript), ["k", "b", "c", "d"]);
+    let branch: Vec<String> = transcript
+        .active_branch()
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
+    assert_eq!(
+        branch,
+        ["a", "b", "c", "d"],
+        "the branch ignores the compaction"
+    );
     assert_eq!(
         context.history.kind(0),
         Some(MessageKind::CompactionSummary)

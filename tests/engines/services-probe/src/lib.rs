@@ -1,0 +1,136 @@
+//! Test engine that exercises the host services from inside the sandbox.
+//!
+//! `assemble` runs the probe named by the prompt and answers the whole
+//! history followed by a note with the probe's report:
+//! - `state`: sets, reads, scans and deletes keys of its private store;
+//! - `delta`: reads the transcript from the cursor it keeps in its store, two
+//!   entries per page, following resets;
+//! - `summarize`: summarizes the history's text with the host's summarizer;
+//! - `quota`: tries to store more than its quota allows.
+//!
+//! `compact` reports progress and delegates to the host's native compaction.
+
+use ctxbox_guest::prelude::*;
+use ctxbox_guest::{CompactParams, CompactResult, HostErrorKind, TranscriptDelta};
+
+/// The engine's id (its state lives under it).
+const ID: &str = "services-probe";
+
+#[derive(Default)]
+struct Probe;
+
+impl Engine for Probe {
+    fn info(&self) -> EngineInfo {
+        EngineInfo::new(ID, "Services probe")
+    }
+
+    fn assemble(
+        &mut self,
+        _session: &SessionRef,
+        history: &History,
+        params: AssembleParams,
+    ) -> Result<AssembleResult, EngineError> {
+        let report = match params.prompt.as_deref() {
+            Some("state") => state_probe()?,
+            Some("delta") => delta_probe()?,
+            Some("summarize") => summarize_probe(history)?,
+            Some("quota") => quota_probe()?,
+            other => return Err(EngineError::internal(format!("no probe named {other:?}"))),
+        };
+        let len = history.len();
+        Ok(AssembleResult {
+            items: vec![
+                AssembledItem::keep(0..len),
+                AssembledItem::Insert(AgentMessage::note(ID, report)),
+            ],
+            estimated_tokens: history.tokens(0..len),
+            system_prompt_addition: None,
+            context_projection: None,
+        })
+    }
+
+    fn compact(
+        &mut self,
+        _session: &SessionRef,
+        _history: &History,
+        params: CompactParams,
+    ) -> Result<CompactResult, EngineError> {
+        host::report_progress();
+        Ok(host::delegate_compaction(&params)?)
+    }
+}
+
+ctxbox_guest::export_engine!(Probe);
+
+/// `get=… scan=… deleted=…,… missing=…`
+fn state_probe() -> Result<String, EngineError> {
+    host::state::set("probe/a", b"1")?;
+    host::state::set("probe/b", b"2")?;
+    host::state::set("other", b"3")?;
+    let got =
+        host::state::get("probe/a")?.map(|value| String::from_utf8_lossy(&value).into_owned());
+    let scanned: Vec<String> = host::state::scan("probe/")?
+        .into_iter()
+        .map(|entry| entry.key)
+        .collect();
+    let first_delete = host::state::delete("probe/b")?;
+    let second_delete = host::state::delete("probe/b")?;
+    let missing = host::state::get("probe/b")?;
+    Ok(format!(
+        "get={} scan={} deleted={first_delete},{second_delete} missing={}",
+        got.unwrap_or_default(),
+        scanned.join(","),
+        missing.map_or("none", |_| "some")
+    ))
+}
+
+/// One line per page or reset: `page <ids> more=<bool>`, `reset <reason>`,
+/// `missing`. The cursor survives in the engine's store between calls.
+fn delta_probe() -> Result<String, EngineError> {
+    let mut cursor =
+        host::state::get("cursor")?.map(|bytes| String::from_utf8_lossy(&bytes).into_owned());
+    let mut lines = Vec::new();
+    for _ in 0..100 {
+        match host::read_transcript_delta(cursor.as_deref(), Some(2), None)? {
+            TranscriptDelta::Page(page) => {
+                let ids: Vec<&str> = page.entries.iter().map(|entry| entry.id.as_str()).collect();
+                lines.push(format!("page {} more={}", ids.join(","), page.has_more));
+                cursor = Some(page.cursor);
+                if !page.has_more {
+                    break;
+                }
+            }
+            TranscriptDelta::Reset(reset) => {
+                lines.push(format!("reset {}", reset.reason));
+                cursor = Some(reset.cursor);
+            }
+            TranscriptDelta::Missing => {
+                lines.push("missing".to_owned());
+                break;
+            }
+        }
+    }
+    if let Some(cursor) = &cursor {
+        host::state::set("cursor", cursor.as_bytes())?;
+    }
+    Ok(lines.join("\n"))
+}
+
+fn summarize_probe(history: &History) -> Result<String, EngineError> {
+    let text: Vec<String> = history
+        .to_vec()
+        .iter()
+        .map(|entry| entry.message.text())
+        .collect();
+    Ok(host::summarize(&text.join("\n"), None, 200)?)
+}
+
+fn quota_probe() -> Result<String, EngineError> {
+    match host::state::set("big", &[7u8; 4096]) {
+        Ok(()) => Ok("stored".to_owned()),
+        Err(error) if matches!(error.kind, HostErrorKind::QuotaExceeded) => {
+            Ok(format!("quota-exceeded: {}", error.message))
+        }
+        Err(error) => Err(error.into()),
+    }
+}

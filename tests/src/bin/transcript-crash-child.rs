@@ -1,0 +1,101 @@
+//! Crash-test child: appends to a transcript and compacts it, forever, until
+//! the test kills it. After every durable write it prints `ack <entry id>`;
+//! when a compaction rotates the transcript it prints `file <new path>` (the
+//! acks after it belong to that file).
+//!
+//! Usage: `transcript-crash-child <transcript> <seed> <rotate: 0|1>`
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use ctxbox_host::compaction::{CompactionConfig, Compactor, NoProgress};
+use ctxbox_host::summarize::ExtractiveSummarizer;
+use ctxbox_host::transcript::{NewSession, TranscriptConfig, TranscriptStore};
+use ctxbox_host::types::{AgentMessage, CompactParams, CompactionTarget, ContentBlock, StopReason};
+use tokio_util::sync::CancellationToken;
+
+fn main() -> Result<()> {
+    let mut args = std::env::args().skip(1);
+    let path = PathBuf::from(args.next().context("transcript path")?);
+    let seed: u64 = args.next().context("seed")?.parse()?;
+    let rotate = args.next().context("rotate flag")? == "1";
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let store = TranscriptStore::new(TranscriptConfig::default());
+    let mut transcript = store.open_or_create(&path, NewSession::default())?;
+    let compactor = Compactor::new(
+        store.clone(),
+        Arc::new(ExtractiveSummarizer),
+        CompactionConfig {
+            truncate_after_compaction: rotate,
+            ..CompactionConfig::default()
+        },
+    );
+    let params = CompactParams {
+        token_budget: Some(3_000),
+        force: true,
+        compaction_target: CompactionTarget::Budget,
+        ..CompactParams::default()
+    };
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let mut out = std::io::stdout().lock();
+    for round in 0u64.. {
+        if rng.u8(..8) == 0 && transcript.history().len() > 8 {
+            let result = runtime.block_on(compactor.compact(
+                &transcript,
+                &params,
+                &NoProgress,
+                &CancellationToken::new(),
+            ))?;
+            if result.compacted {
+                let compaction = transcript.history().entries()[0].id.clone();
+                writeln!(out, "ack {compaction}")?;
+                if let Some(rotated) = result.rotated_session {
+                    transcript = store.open(std::path::Path::new(&rotated.session_file))?;
+                    writeln!(out, "file {}", transcript.path().display())?;
+                }
+            }
+        } else {
+            let messages = if rng.bool() {
+                vec![AgentMessage::user_text(format!(
+                    "ask {round}: {}",
+                    "words ".repeat(rng.usize(1..400))
+                ))]
+            } else {
+                let call = format!("call-{seed}-{round}");
+                vec![
+                    AgentMessage::Assistant {
+                        content: vec![ContentBlock::ToolCall {
+                            id: call.clone(),
+                            name: "read".into(),
+                            arguments_json: format!(r#"{{"path":"src/file{round}.rs"}}"#),
+                        }],
+                        model: None,
+                        provider: None,
+                        usage: None,
+                        stop_reason: StopReason::ToolUse,
+                        error_message: None,
+                    },
+                    AgentMessage::ToolResult {
+                        tool_call_id: call,
+                        tool_name: "read".into(),
+                        content: vec![ContentBlock::text(
+                            "output line\n".repeat(rng.usize(1..300)),
+                        )],
+                        is_error: false,
+                        details: None,
+                    },
+                ]
+            };
+            for entry in transcript.append(&messages)? {
+                writeln!(out, "ack {}", entry.id)?;
+            }
+        }
+        out.flush()?;
+    }
+    Ok(())
+}

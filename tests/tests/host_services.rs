@@ -1,0 +1,243 @@
+//! The host services from inside the sandbox: the `services-probe` engine
+//! uses state, transcript deltas, summarize and delegate-compaction through
+//! its imports, served by `NativeServices`.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail, ensure};
+use ctxbox_host::compaction::{CompactionConfig, Compactor};
+use ctxbox_host::engine::{CallOptions, ContextEngine};
+use ctxbox_host::native_services::NativeServices;
+use ctxbox_host::sandbox::{Sandbox, SandboxConfig, WasmEngine};
+use ctxbox_host::state_store::{StateConfig, StateStore};
+use ctxbox_host::summarize::ExtractiveSummarizer;
+use ctxbox_host::transcript::{NewSession, Transcript, TranscriptConfig, TranscriptStore};
+use ctxbox_host::types::{
+    AgentMessage, AssembleParams, AssembledItem, CompactParams, CompactionTarget, ContentBlock,
+    SessionRef,
+};
+use ctxbox_tests::guests;
+
+struct Host {
+    _dir: tempfile::TempDir,
+    dir: std::path::PathBuf,
+    transcripts: TranscriptStore,
+    state: Arc<StateStore>,
+    engine: WasmEngine,
+}
+
+async fn host(quota_bytes: u64, compaction: CompactionConfig) -> Result<Host> {
+    let dir = tempfile::tempdir()?;
+    let transcripts = TranscriptStore::new(TranscriptConfig::default());
+    let compactor = Arc::new(Compactor::new(
+        transcripts.clone(),
+        Arc::new(ExtractiveSummarizer),
+        compaction,
+    ));
+    let state = Arc::new(StateStore::open_in(
+        &dir.path().join("data"),
+        &StateConfig { quota_bytes },
+    )?);
+    let services = NativeServices::new(compactor, state.clone());
+    let sandbox = Sandbox::new(SandboxConfig::default())?;
+    let component = sandbox.load_file(guests::SERVICES_PROBE.as_ref())?;
+    let engine = sandbox.instantiate(&component, Arc::new(services)).await?;
+    Ok(Host {
+        dir: dir.path().to_owned(),
+        _dir: dir,
+        transcripts,
+        state,
+        engine,
+    })
+}
+
+impl Host {
+    /// Runs probe `name` on `session` and answers its report.
+    async fn probe(
+        &self,
+        name: &str,
+        session: &SessionRef,
+        transcript: Option<&Transcript>,
+    ) -> Result<String> {
+        let history = transcript
+            .map(Transcript::history)
+            .unwrap_or_else(|| ctxbox_host::history::History::new(vec![]));
+        let params = AssembleParams {
+            prompt: Some(name.to_owned()),
+            ..AssembleParams::default()
+        };
+        let result = self
+            .engine
+            .assemble(&CallOptions::default(), session, &history, &params)
+            .await?;
+        match result.items.last() {
+            Some(AssembledItem::Insert(AgentMessage::Custom { content, .. })) => {
+                match content.first() {
+                    Some(ContentBlock::Text { text }) => Ok(text.clone()),
+                    other => bail!("the note holds {other:?}"),
+                }
+            }
+            other => bail!("no report note: {other:?}"),
+        }
+    }
+
+    fn session(&self, name: &str) -> Result<Transcript> {
+        let transcript = self
+            .transcripts
+            .create(&self.dir.join(name), NewSession::default())?;
+        for turn in 0..12 {
+            transcript.append(&[
+                AgentMessage::user_text(format!(
+                    "Turn {turn}: deploy /srv/app/release-{turn} to 10.0.0.{turn}. {}",
+                    "Context words. ".repeat(20)
+                )),
+                AgentMessage::assistant_text(format!(
+                    "I decided to use the blue-green rollout for release {turn}. {}",
+                    "Details follow. ".repeat(20)
+                )),
+            ])?;
+        }
+        Ok(transcript)
+    }
+}
+
+fn ids(transcript: &Transcript, from: usize) -> Vec<String> {
+    transcript.history().entries()[from..]
+        .iter()
+        .map(|e| e.id.clone())
+        .collect()
+}
+
+/// The ids listed on the report's `page` lines, in order.
+fn paged_ids(report: &str) -> Vec<String> {
+    report
+        .lines()
+        .filter_map(|line| line.strip_prefix("page "))
+        .flat_map(|line| {
+            let ids = line.rsplit_once(" more=").map_or(line, |(ids, _)| ids);
+            ids.split(',')
+                .filter(|id| !id.is_empty())
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_lives_in_the_engines_private_store() -> Result<()> {
+    let host = host(1 << 20, CompactionConfig::default()).await?;
+    let transcript = host.session("state.jsonl")?;
+    let report = host
+        .probe("state", &transcript.session_ref(), Some(&transcript))
+        .await?;
+    ensure!(
+        report == "get=1 scan=probe/a,probe/b deleted=true,false missing=none",
+        "{report}"
+    );
+    ensure!(host.state.get("services-probe", "other")? == Some(b"3".to_vec()));
+    ensure!(host.state.get("services-probe", "probe/b")?.is_none());
+    ensure!(host.state.get("someone-else", "other")?.is_none());
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_quota_is_enforced_across_the_boundary() -> Result<()> {
+    let host = host(1_024, CompactionConfig::default()).await?;
+    let transcript = host.session("quota.jsonl")?;
+    let report = host
+        .probe("quota", &transcript.session_ref(), Some(&transcript))
+        .await?;
+    ensure!(report.starts_with("quota-exceeded: "), "{report}");
+    ensure!(host.state.get("services-probe", "big")?.is_none());
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn summarize_uses_the_hosts_summarizer() -> Result<()> {
+    let host = host(1 << 20, CompactionConfig::default()).await?;
+    let transcript = host.session("summarize.jsonl")?;
+    let report = host
+        .probe("summarize", &transcript.session_ref(), Some(&transcript))
+        .await?;
+    ensure!(
+        report.contains("## Decisions") && report.contains("blue-green"),
+        "{report}"
+    );
+    ensure!(
+        report.contains("/srv/app/release-11"),
+        "identifiers are kept: {report}"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deltas_page_through_appends_and_reset_after_rotation() -> Result<()> {
+    let rotate = CompactionConfig {
+        truncate_after_compaction: true,
+        ..CompactionConfig::default()
+    };
+    let host = host(1 << 20, rotate).await?;
+    let transcript = host.session("delta.jsonl")?;
+    let session = transcript.session_ref();
+
+    let report = host.probe("delta", &session, Some(&transcript)).await?;
+    ensure!(paged_ids(&report) == ids(&transcript, 0), "{report}");
+    ensure!(
+        report.lines().all(|line| line.starts_with("page ")),
+        "{report}"
+    );
+    ensure!(report.ends_with("more=false"), "{report}");
+
+    // Only what was appended since comes next.
+    transcript.append(&[
+        AgentMessage::user_text("one more"),
+        AgentMessage::assistant_text("ok"),
+    ])?;
+    let report = host.probe("delta", &session, Some(&transcript)).await?;
+    ensure!(paged_ids(&report) == ids(&transcript, 24), "{report}");
+
+    // delegate-compaction, rotating into a new transcript.
+    let params = CompactParams {
+        token_budget: Some(2_000),
+        force: true,
+        compaction_target: CompactionTarget::Budget,
+        ..CompactParams::default()
+    };
+    let result = host
+        .engine
+        .compact(
+            &CallOptions::default(),
+            &session,
+            &transcript.history(),
+            &params,
+        )
+        .await?;
+    ensure!(result.ok && result.compacted, "{result:?}");
+    ensure!(
+        result.tokens_after.is_some_and(|after| after <= 2_000),
+        "{result:?}"
+    );
+    let first_kept = result.first_kept_entry_id.clone().context("first kept")?;
+    ensure!(transcript.history().entry(1).map(|e| e.id.clone()) == Some(first_kept));
+    let rotated = result.rotated_session.context("rotated")?;
+
+    // The engine's cursor belongs to the old session: reset, then the new file.
+    let successor = host.transcripts.open(Path::new(&rotated.session_file))?;
+    let new_session = SessionRef::new(rotated.session_id.clone(), rotated.session_file.clone());
+    let report = host.probe("delta", &new_session, Some(&successor)).await?;
+    let first = report.lines().next().unwrap_or_default();
+    ensure!(
+        first.starts_with("reset ") && first.contains("rotated"),
+        "{report}"
+    );
+    // File order: the kept entries, then the compaction that summarizes
+    // what came before them.
+    let mut in_file_order = ids(&successor, 1);
+    in_file_order.extend(ids(&successor, 0).into_iter().take(1));
+    ensure!(paged_ids(&report) == in_file_order, "{report}");
+
+    let missing = SessionRef::new("gone", host.dir.join("gone.jsonl").to_string_lossy());
+    ensure!(host.probe("delta", &missing, None).await? == "missing");
+    Ok(())
+}
