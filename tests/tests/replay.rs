@@ -79,8 +79,12 @@ async fn replay_fixture(name: &str) {
         .transcripts()
         .open(&fixture(name))
         .expect("fixture opens");
-    let script =
-        ReplayScript::from_messages(recording.active_branch().into_iter().map(|entry| entry.message));
+    let script = ReplayScript::from_messages(
+        recording
+            .active_branch()
+            .into_iter()
+            .map(|entry| entry.message),
+    );
     let compaction = runtime.config().agents.defaults.compaction.clone();
 
     for window in WINDOWS {

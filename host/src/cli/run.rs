@@ -21,8 +21,9 @@ use super::settings::HostArgs;
 /// The conversation replayed when none is given: a real 23-turn session (a
 /// Feishu assistant setting up SSH keys and git backups; see
 /// `tests/fixtures/sessions/SOURCES.md`).
-const SAMPLE: &[u8] =
-    include_bytes!("../../../tests/fixtures/sessions/qwen-minimax-feishu-zh-3-hook-compactions.jsonl");
+const SAMPLE: &[u8] = include_bytes!(
+    "../../../tests/fixtures/sessions/qwen-minimax-feishu-zh-3-hook-compactions.jsonl"
+);
 /// The system prompt replayed conversations are sent with.
 const SYSTEM_PROMPT: &str = "You are a helpful assistant with access to tools.";
 /// The plugin name engines given by path on the command line register under.
@@ -61,8 +62,12 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let engine_id = engine_id(&runtime, args.engine.as_deref())?;
     let (recording, label) = recording(&runtime, args.transcript.as_deref())?;
-    let script =
-        ReplayScript::from_messages(recording.active_branch().into_iter().map(|entry| entry.message));
+    let script = ReplayScript::from_messages(
+        recording
+            .active_branch()
+            .into_iter()
+            .map(|entry| entry.message),
+    );
     if script.turns.is_empty() {
         bail!("`{label}` has no user messages to replay");
     }
