@@ -38,6 +38,13 @@ pub enum Operation {
 }
 
 impl Operation {
+    /// Whether the operation may compact (`compact`, and `after-turn`, where
+    /// an engine that owns compaction compacts proactively): it runs under
+    /// the compaction watchdog and fuel budget.
+    pub fn may_compact(self) -> bool {
+        matches!(self, Self::Compact | Self::AfterTurn)
+    }
+
     /// The contract's (kebab-case) name.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -12,6 +12,8 @@ pub mod engine;
 pub mod engine_host;
 pub mod error;
 pub mod guard;
+#[cfg(feature = "guest-view")]
+pub mod guest_view;
 pub mod history;
 pub mod legacy;
 pub mod native_services;

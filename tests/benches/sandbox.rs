@@ -12,7 +12,7 @@ use ctxbox_host::engine::{CallOptions, ContextEngine};
 use ctxbox_host::history::History;
 use ctxbox_host::sandbox::{SandboxConfig, WasmEngine};
 use ctxbox_host::types::AssembleParams;
-use ctxbox_tests::{NativeView, conversation, guests, sandbox_with, session};
+use ctxbox_tests::{conversation, guests, sandbox_with, session};
 use tokio::runtime::Runtime;
 
 /// Sessions warmed per batch before they are closed again (below the pool size).
@@ -104,7 +104,7 @@ fn keep_recent_assemble(c: &mut Criterion) {
             BenchmarkId::new("native", messages),
             &history,
             |b, history| {
-                b.iter(|| keep_recent::plan(&NativeView(history), black_box(Some(BUDGET))))
+                b.iter(|| keep_recent::plan(history, black_box(Some(BUDGET))))
             },
         );
     }

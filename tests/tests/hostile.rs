@@ -12,7 +12,7 @@ use ctxbox_host::guard::{GuardAction, GuardPolicy, GuardedEngine};
 use ctxbox_host::history::History;
 use ctxbox_host::sandbox::SandboxConfig;
 use ctxbox_host::types::{AssembleParams, AssembleResult, AssembledItem, CompactParams};
-use ctxbox_tests::{NativeView, conversation, guests, session, zoo_host};
+use ctxbox_tests::{conversation, guests, session, zoo_host};
 use tokio_util::sync::CancellationToken;
 
 /// Generous bound on how long a stopped engine may take to be stopped on a
@@ -58,7 +58,7 @@ async fn bystander_turn(engine: &GuardedEngine) {
         "the bystander's engine is untouched"
     );
     // Exactly what keep-recent's native build plans for the same input.
-    let expected = keep_recent::plan(&NativeView(&history), Some(400));
+    let expected = keep_recent::plan(&history, Some(400));
     let Some(ctxbox_guest::AssembledItem::Keep(tail)) = expected.items.last() else {
         panic!("keep-recent keeps a tail");
     };

@@ -9,7 +9,7 @@ use ctxbox_host::types::{
     ContextMode, HostParam, MaintainReason, SubagentEndReason, SubagentSpawn,
 };
 use ctxbox_host::validate;
-use ctxbox_tests::{NativeView, conversation, engine, entry, guests, sandbox, session};
+use ctxbox_tests::{conversation, engine, entry, guests, sandbox, session};
 
 fn budget(tokens: u64) -> AssembleParams {
     AssembleParams {
@@ -31,7 +31,7 @@ fn kept(result: &AssembleResult) -> Vec<(u32, u32)> {
 
 /// The same plan from the native build, in host types.
 fn native_plan(history: &History, token_budget: Option<u64>) -> Vec<(u32, u32)> {
-    let plan = keep_recent::plan(&NativeView(history), token_budget);
+    let plan = keep_recent::plan(history, token_budget);
     plan.items
         .iter()
         .filter_map(|item| match item {

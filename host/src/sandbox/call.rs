@@ -144,7 +144,7 @@ impl CallClock {
     /// The clock of one call of `operation` under `config`.
     pub(crate) fn start(operation: Operation, config: &SandboxConfig) -> Self {
         let origin = Instant::now();
-        let (timeout, watchdog) = if operation == Operation::Compact {
+        let (timeout, watchdog) = if operation.may_compact() {
             let window = config.compaction_window();
             let ceiling = window.saturating_mul(config.compaction_max_windows);
             (
@@ -314,6 +314,14 @@ mod tests {
             clock.progress();
         }
         assert!(clock.deadline() <= clock.origin + Duration::from_secs(3));
+    }
+
+    #[test]
+    fn after_turn_runs_under_the_compaction_watchdog() {
+        let clock = CallClock::start(Operation::AfterTurn, &config(10, 1, 3));
+        assert!(clock.deadline() >= clock.origin + Duration::from_millis(900));
+        let fuel = config(10, 1, 3).fuel_for(Operation::AfterTurn);
+        assert_eq!(fuel, SandboxConfig::default().fuel_per_compaction);
     }
 
     #[test]

@@ -31,7 +31,7 @@ pub struct SandboxConfig {
     pub abort_grace_ms: u64,
     /// Fuel (roughly, wasm instructions) per call.
     pub fuel_per_call: u64,
-    /// Fuel of one `compact` call.
+    /// Fuel of one `compact` (or `after-turn`) call.
     pub fuel_per_compaction: u64,
     /// Fuel to instantiate an engine (its start-up code).
     pub fuel_per_instantiation: u64,
@@ -54,6 +54,11 @@ pub struct SandboxConfig {
     pub recycle_after_calls: u64,
     /// Where compiled engines are cached; `None` disables the cache.
     pub cache_dir: Option<PathBuf>,
+    /// Fuel and wall-clock guards. Not a configuration key: only benches turn
+    /// them off, to measure what they cost. Without them an engine can hang
+    /// the host.
+    #[serde(skip)]
+    pub guards: bool,
 }
 
 impl Default for SandboxConfig {
@@ -78,6 +83,7 @@ impl Default for SandboxConfig {
             stdio_tail_bytes: 8_192,
             recycle_after_calls: 10_000,
             cache_dir: None,
+            guards: true,
         }
     }
 }
@@ -131,8 +137,8 @@ impl SandboxConfig {
     /// Fuel of one call of `operation`.
     pub fn fuel_for(&self, operation: Operation) -> u64 {
         match operation {
-            Operation::Compact => self.fuel_per_compaction,
             Operation::Load => self.fuel_per_instantiation,
+            operation if operation.may_compact() => self.fuel_per_compaction,
             _ => self.fuel_per_call,
         }
     }

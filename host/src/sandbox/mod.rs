@@ -135,8 +135,8 @@ fn engine_config(config: &SandboxConfig) -> Result<wasmtime::Config, SandboxErro
 
     let mut wasm = wasmtime::Config::new();
     wasm.wasm_component_model(true)
-        .consume_fuel(true)
-        .epoch_interruption(true)
+        .consume_fuel(config.guards)
+        .epoch_interruption(config.guards)
         .concurrency_support(false)
         .max_wasm_stack(stack)
         .async_stack_size(stack + HOST_STACK_HEADROOM)
