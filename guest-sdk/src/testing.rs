@@ -1,13 +1,13 @@
-//! Running engine logic natively: an in-memory history, and the prompt the
-//! host would build from an `assemble` answer, checked against the host's
-//! tool-pairing rule. For unit tests and native benches; nothing here talks to
-//! the host.
+//! Running engine logic natively: an in-memory history, synthetic sessions,
+//! and the prompt the host would build from an `assemble` answer, checked
+//! against the host's tool-pairing rule. For unit tests and native benches;
+//! nothing here talks to the host.
 
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 
 use crate::{
-    AgentMessage, AssembleResult, AssembledItem, HistoryView, MessageEntry, MessageKind,
+    AgentMessage, AssembleResult, AssembledItem, HistoryView, MessageEntry, MessageKind, ToolCall,
     ToolPairing,
 };
 
@@ -112,6 +112,44 @@ pub fn rough_tokens(message: &AgentMessage) -> u64 {
     (chars as u64).div_ceil(4) + 12
 }
 
+/// Entries for `messages`, oldest first: ids `e0`, `e1`, …, each the parent of
+/// the next, one second apart.
+pub fn entries(messages: impl IntoIterator<Item = AgentMessage>) -> Vec<MessageEntry> {
+    messages
+        .into_iter()
+        .enumerate()
+        .map(|(index, message)| MessageEntry {
+            id: format!("e{index}"),
+            parent_id: index.checked_sub(1).map(|parent| format!("e{parent}")),
+            timestamp_ms: 1_700_000_000_000 + index as i64 * 1_000,
+            message,
+        })
+        .collect()
+}
+
+/// A synthetic session of `turns` turns of four entries each: a question, an
+/// assistant call of `read_file` (call id `call-<turn>`), its result of about
+/// 400 characters, and an answer.
+pub fn conversation(turns: usize) -> Vec<MessageEntry> {
+    entries((0..turns).flat_map(|turn| {
+        let call_id = format!("call-{turn}");
+        [
+            AgentMessage::user_text(format!("question {turn}: {}", "please look ".repeat(10))),
+            AgentMessage::tool_use([ToolCall::new(
+                call_id.clone(),
+                "read_file",
+                format!(r#"{{"path":"src/{turn}.rs"}}"#),
+            )]),
+            AgentMessage::tool_result(
+                call_id,
+                "read_file",
+                format!("output {turn}: {}", "data ".repeat(80)),
+            ),
+            AgentMessage::assistant_text(format!("answer {turn}: {}", "because ".repeat(10))),
+        ]
+    }))
+}
+
 /// Each entry's pairing role, as the host computes it: results point at the
 /// assistant message that made their call, assistant messages with calls at
 /// their last result.
@@ -205,7 +243,7 @@ pub fn check_tool_pairing(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{AssistantMessage, ContentBlock, StopReason, ToolCall, ToolResultMessage};
+    use crate::{ContentBlock, ToolResultMessage};
 
     fn entry(id: &str, message: AgentMessage) -> MessageEntry {
         MessageEntry {
@@ -221,33 +259,11 @@ mod tests {
     }
 
     fn calls(ids: &[&str]) -> AgentMessage {
-        AgentMessage::Assistant(AssistantMessage {
-            content: ids
-                .iter()
-                .map(|&id| {
-                    ContentBlock::ToolCall(ToolCall {
-                        id: id.into(),
-                        name: "read".into(),
-                        arguments_json: "{}".into(),
-                    })
-                })
-                .collect(),
-            model: None,
-            provider: None,
-            usage: None,
-            stop_reason: StopReason::ToolUse,
-            error_message: None,
-        })
+        AgentMessage::tool_use(ids.iter().map(|&id| ToolCall::new(id, "read", "{}")))
     }
 
     fn result(call_id: &str) -> AgentMessage {
-        AgentMessage::ToolResult(ToolResultMessage {
-            tool_call_id: call_id.into(),
-            tool_name: "read".into(),
-            content: vec![ContentBlock::Text("ok".into())],
-            is_error: false,
-            details: None,
-        })
+        AgentMessage::tool_result(call_id, "read", "ok")
     }
 
     /// user, call c1, its result, user, calls c2 and c3, their results, a
@@ -324,6 +340,26 @@ mod tests {
         ]);
         assert_eq!(history.split_pair(1), Some(0..3));
         assert_eq!(history.split_pair(2), Some(0..3));
+    }
+
+    #[test]
+    fn conversations_are_well_formed_chains() {
+        let session = conversation(3);
+        assert_eq!(session.len(), 12);
+        assert_eq!(session[5].id, "e5");
+        assert_eq!(session[5].parent_id.as_deref(), Some("e4"));
+        let history = MemoryHistory::new(session);
+        assert_eq!(history.tool_pairing(5), Some(ToolPairing::ToolCalls(6)));
+        assert_eq!(
+            history.tool_pairing(6),
+            Some(ToolPairing::ToolResult(Some(5)))
+        );
+        let all: Vec<AgentMessage> = history
+            .entries()
+            .iter()
+            .map(|e| e.message.clone())
+            .collect();
+        assert_eq!(check_tool_pairing(&all, &history), Ok(()));
     }
 
     #[test]

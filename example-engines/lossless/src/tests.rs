@@ -3,11 +3,10 @@
 use std::cell::{Cell, RefCell};
 use std::ops::Range;
 
-use ctxbox_guest::testing::{MemoryHistory, check_tool_pairing, rough_tokens};
-use ctxbox_guest::{
-    AgentMessage, AssistantMessage, ContentBlock, EngineErrorKind, HostError, HostErrorKind,
-    StopReason, ToolCall, ToolResultMessage,
+use ctxbox_guest::testing::{
+    MemoryHistory, check_tool_pairing, conversation, entries, rough_tokens,
 };
+use ctxbox_guest::{AgentMessage, EngineErrorKind, HostError, HostErrorKind};
 
 use super::*;
 use crate::layout::Keys;
@@ -83,80 +82,16 @@ fn session(id: &str) -> SessionRef {
     }
 }
 
-fn entry(n: usize, message: AgentMessage) -> MessageEntry {
-    MessageEntry {
-        id: format!("e{n}"),
-        parent_id: n.checked_sub(1).map(|parent| format!("e{parent}")),
-        timestamp_ms: n as i64 * 1_000,
-        message,
-    }
-}
-
-fn assistant(content: Vec<ContentBlock>, stop_reason: StopReason) -> AgentMessage {
-    AgentMessage::Assistant(AssistantMessage {
-        content,
-        model: Some("model".into()),
-        provider: None,
-        usage: None,
-        stop_reason,
-        error_message: None,
-    })
-}
-
-/// `turns` exchanges of four messages: a question, a tool call, its result,
-/// an answer.
-fn tool_conversation(turns: usize) -> Vec<MessageEntry> {
-    let mut entries = Vec::with_capacity(turns * 4);
-    for turn in 0..turns {
-        let call_id = format!("call-{turn}");
-        let messages = [
-            AgentMessage::user_text(format!("question {turn}: {}", "please look ".repeat(10))),
-            assistant(
-                vec![ContentBlock::ToolCall(ToolCall {
-                    id: call_id.clone(),
-                    name: "read_file".into(),
-                    arguments_json: format!(r#"{{"path":"src/{turn}.rs"}}"#),
-                })],
-                StopReason::ToolUse,
-            ),
-            AgentMessage::ToolResult(ToolResultMessage {
-                tool_call_id: call_id,
-                tool_name: "read_file".into(),
-                content: vec![ContentBlock::Text(format!(
-                    "output {turn}: {}",
-                    "data ".repeat(80)
-                ))],
-                is_error: false,
-                details: None,
-            }),
-            assistant(
-                vec![ContentBlock::Text(format!(
-                    "answer {turn}: {}",
-                    "because ".repeat(10)
-                ))],
-                StopReason::Stop,
-            ),
-        ];
-        for message in messages {
-            entries.push(entry(entries.len(), message));
-        }
-    }
-    entries
-}
-
 /// `n` text messages, alternately from the user and the assistant.
 fn chat(n: usize) -> Vec<MessageEntry> {
-    (0..n)
-        .map(|i| {
-            let text = format!("message {i}: {}", "words ".repeat(20));
-            let message = if i % 2 == 0 {
-                AgentMessage::user_text(text)
-            } else {
-                assistant(vec![ContentBlock::Text(text)], StopReason::Stop)
-            };
-            entry(i, message)
-        })
-        .collect()
+    entries((0..n).map(|i| {
+        let text = format!("message {i}: {}", "words ".repeat(20));
+        if i % 2 == 0 {
+            AgentMessage::user_text(text)
+        } else {
+            AgentMessage::assistant_text(text)
+        }
+    }))
 }
 
 fn ids(entries: &[MessageEntry]) -> Vec<String> {
@@ -325,7 +260,7 @@ fn ingest_stores_each_message_once_in_order() {
 fn bootstrap_imports_the_existing_history_once() {
     let engine = engine();
     let s = session("s1");
-    let entries = tool_conversation(200);
+    let entries = conversation(200);
     engine.ingest(&s, entries[..10].to_vec()).unwrap();
     let history = MemoryHistory::new(entries.clone());
     let result = engine.bootstrap(&s, &history).unwrap();
@@ -433,7 +368,7 @@ fn a_long_session_never_loses_a_message() {
     let s = session("long");
     let mut history_entries: Vec<MessageEntry> = Vec::new();
     let budget = 4_000;
-    for turn in tool_conversation(120).chunks(4) {
+    for turn in conversation(120).chunks(4) {
         let pre_prompt = history_entries.len() as u32;
         // The question is ingested before the turn; the rest arrives with
         // `after-turn`, which also sees the question again.
@@ -466,7 +401,7 @@ fn a_long_session_never_loses_a_message() {
 fn after_turn_compacts_only_over_the_threshold() {
     let engine = engine();
     let s = session("s1");
-    let entries = tool_conversation(30);
+    let entries = conversation(30);
     let history = MemoryHistory::new(entries.clone());
     let total = history.tokens(0..history.len());
 
@@ -557,7 +492,7 @@ fn custom_instructions_reach_the_summarizer() {
 fn leaf_chunks_take_their_tool_results_along() {
     // Question, call, result, answer: chunks of 6 would end before a result
     // every other time.
-    let entries = tool_conversation(40);
+    let entries = conversation(40);
     let engine = engine_with(
         Config {
             leaf_chunk_messages: 6,
@@ -599,14 +534,14 @@ fn assemble_fits_the_budget_and_never_separates_a_tool_call_from_its_results() {
             FakeServices::default(),
         );
         let s = session("s1");
-        let entries = tool_conversation(60);
+        let entries = conversation(60);
         let history = MemoryHistory::new(entries.clone());
         engine.bootstrap(&s, &history).unwrap();
         engine
             .compact(&s, &history, &compact_params(None, true))
             .unwrap();
         // Add unsummarized messages between the summaries and the fresh tail.
-        let entries = tool_conversation(75);
+        let entries = conversation(75);
         let history = MemoryHistory::new(entries.clone());
         engine.ingest(&s, entries.clone()).unwrap();
         assert_lossless(&engine, "s1", &ids(&entries), &history);
@@ -631,7 +566,7 @@ fn assemble_fits_the_budget_and_never_separates_a_tool_call_from_its_results() {
                     AssembledItem::Insert(message) => Some(
                         engine
                             .services
-                            .estimate_tokens(&[entry(0, message.clone())]),
+                            .estimate_tokens(&ctxbox_guest::testing::entries([message.clone()])),
                     ),
                     AssembledItem::Keep(_) => None,
                 })
@@ -663,7 +598,7 @@ fn assemble_fits_the_budget_and_never_separates_a_tool_call_from_its_results() {
 fn the_fresh_tail_is_kept_verbatim() {
     let engine = engine();
     let s = session("s1");
-    let entries = tool_conversation(40);
+    let entries = conversation(40);
     let history = MemoryHistory::new(entries.clone());
     engine.bootstrap(&s, &history).unwrap();
     engine
@@ -685,7 +620,7 @@ fn the_fresh_tail_is_kept_verbatim() {
 fn an_oversized_fresh_tail_is_cut_to_its_newest_part_that_fits() {
     let engine = engine();
     let s = session("s1");
-    let entries = tool_conversation(20);
+    let entries = conversation(20);
     let history = MemoryHistory::new(entries.clone());
     engine.bootstrap(&s, &history).unwrap();
     let len = history.len();
