@@ -13,7 +13,7 @@ use crate::{
 
 /// A [`HistoryView`] over entries held in memory, with the host's tool
 /// pairing and per-entry token estimates.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct MemoryHistory {
     entries: Vec<MessageEntry>,
     /// `prefix_tokens[i]`: estimated tokens of entries `0..i`.
@@ -51,6 +51,13 @@ impl MemoryHistory {
     /// The entries, oldest first.
     pub fn entries(&self) -> &[MessageEntry] {
         &self.entries
+    }
+}
+
+impl Default for MemoryHistory {
+    /// An empty history.
+    fn default() -> Self {
+        Self::new(Vec::new())
     }
 }
 
@@ -300,6 +307,14 @@ mod tests {
         );
         assert_eq!(history.tool_pairing(7), Some(ToolPairing::ToolResult(None)));
         assert_eq!(history.tool_pairing(8), None);
+    }
+
+    #[test]
+    fn an_empty_history_has_no_tokens() {
+        let history = MemoryHistory::default();
+        assert!(history.is_empty());
+        assert_eq!(history.tokens(0..5), 0);
+        assert_eq!(history.split_pair(0), None);
     }
 
     #[test]
