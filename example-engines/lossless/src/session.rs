@@ -1,7 +1,7 @@
 //! One session's data in the store: typed reads and writes, and appending
 //! messages so that an acknowledged message is never lost.
 
-use std::collections::HashSet;
+use std::collections::BTreeSet;
 
 use ctxbox_guest::codec::{Encoder, decode_entry, encode_entry};
 use ctxbox_guest::{EngineError, MessageEntry};
@@ -74,7 +74,9 @@ impl<'a, S: Store> Session<'a, S> {
         // messages: a session with no messages has none to look up.
         let may_have_seen = meta.next_seq > 0;
         let mut appended: Vec<String> = Vec::new();
-        let mut in_this_call: HashSet<String> = HashSet::new();
+        // A BTreeSet, not a HashSet: no random seed, so the component needs
+        // no `wasi:random` import.
+        let mut in_this_call: BTreeSet<String> = BTreeSet::new();
         for entry in entries {
             let already_stored = in_this_call.contains(&entry.id)
                 || (may_have_seen && self.store.get(&self.keys.entry_index(&entry.id))?.is_some());
