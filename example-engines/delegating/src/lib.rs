@@ -13,6 +13,8 @@
 //! natively. It reads the kind of each entry before the recent turns and
 //! copies only the stale tool results it replaces.
 
+#![warn(missing_docs)]
+
 mod config;
 mod elide;
 

@@ -32,8 +32,8 @@
 //! keys fall under another's prefix. Sequence numbers and node ids are 16
 //! lowercase hex digits, so keys sort in order. Values use the SDK's
 //! [`codec`](ctxbox_guest::codec) (varints, length-prefixed strings; no
-//! serde, to keep the guest small and quick to build), each led by a format
-//! byte (1).
+//! serde, to keep the guest small and quick to build); messages, the meta and
+//! nodes are led by a format byte (1), index values are a bare varint.
 //!
 //! | key | value |
 //! |---|---|
@@ -52,6 +52,8 @@
 //! the host [`Services`] compaction needs. The wasm export
 //! ([`LosslessEngine`]) wires them to the host; tests and benches run the same
 //! logic natively with a [`MemoryStore`] and their own services.
+
+#![warn(missing_docs)]
 
 mod assemble;
 mod compaction;
