@@ -56,7 +56,9 @@ pub fn plan(history: &impl HistoryView, config: &Config) -> AssembleResult {
     }
     AssembleResult {
         items,
-        estimated_tokens: history.tokens(0..len) - elided_tokens
+        // Saturating: a host whose token sums disagree must not make the
+        // engine panic.
+        estimated_tokens: history.tokens(0..len).saturating_sub(elided_tokens)
             + placeholders * PLACEHOLDER_TOKENS,
         system_prompt_addition: (placeholders > 0).then(|| SYSTEM_PROMPT_ADDITION.to_owned()),
         context_projection: None,

@@ -43,12 +43,14 @@ pub(crate) fn plan<S: Store>(
             (&[][..], overflowing_tail_start(history, tail, budget)..len)
         }
         Some(budget) => {
-            let available = budget - history.tokens(tail..len);
+            // Saturating: a host whose token sums disagree must not make the
+            // engine panic.
+            let available = budget.saturating_sub(history.tokens(tail..len));
             let start = pair_safe_forward(
                 history,
                 fitting_start(history, coverage.covered_end..tail, available),
             );
-            let available = available - history.tokens(start..tail);
+            let available = available.saturating_sub(history.tokens(start..tail));
             let shown_roots = if start == coverage.covered_end {
                 newest_fitting_roots(roots, available)
             } else {
