@@ -46,6 +46,14 @@
 //! message or leaves a dangling reference: messages before the meta that
 //! counts them, nodes before the meta that makes them roots.
 //!
+//! # Limits
+//!
+//! A message the host never hands the engine is not stored; if the summaries
+//! come to cover its place in the history, it is left out of the prompt.
+//! `bootstrap` stores the whole history in one call, so a history larger than
+//! the host's per-call input allowance (64 MiB by default) fails it. The
+//! tunables ([`Config`]) are fixed at their defaults in the wasm build.
+//!
 //! # Native use
 //!
 //! [`Lossless`] is the engine's logic over two small ports, a [`Store`] and
