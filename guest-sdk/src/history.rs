@@ -29,6 +29,48 @@ pub trait HistoryView {
 
     /// Estimated tokens of the entries in `range` (the host's estimator).
     fn tokens(&self, range: Range<u32>) -> u64;
+
+    /// The entries in `range` (clamped to the history), oldest first.
+    /// Default: one [`entry`](HistoryView::entry) call per index.
+    fn range(&self, range: Range<u32>) -> Vec<MessageEntry> {
+        (range.start..range.end.min(self.len()))
+            .map_while(|index| self.entry(index))
+            .collect()
+    }
+
+    /// Position of the entry whose transcript id is `entry_id`. Default: a
+    /// linear scan from the newest entry back.
+    fn find(&self, entry_id: &str) -> Option<u32> {
+        (0..self.len())
+            .rev()
+            .find(|&index| self.entry(index).is_some_and(|entry| entry.id == entry_id))
+    }
+
+    /// The tool-call pair that cutting the history just before `cut` would
+    /// separate, as the positions from the assistant call to its last result
+    /// (`call..last_result + 1`); `None` when the cut separates no pair.
+    ///
+    /// Looks at the entries on both sides of the cut, so it finds every pair
+    /// whose results follow their call directly or with at most one other
+    /// message between them, which is how agent loops write them.
+    fn split_pair(&self, cut: u32) -> Option<Range<u32>> {
+        let straddling = |call: u32| match self.tool_pairing(call) {
+            Some(ToolPairing::ToolCalls(last_result)) if call < cut && last_result >= cut => {
+                Some(call..last_result + 1)
+            }
+            _ => None,
+        };
+        if let Some(ToolPairing::ToolResult(Some(call))) = self.tool_pairing(cut)
+            && call < cut
+        {
+            return straddling(call).or(Some(call..cut + 1));
+        }
+        match self.tool_pairing(cut.checked_sub(1)?)? {
+            ToolPairing::ToolCalls(_) => straddling(cut - 1),
+            ToolPairing::ToolResult(Some(call)) => straddling(call),
+            _ => None,
+        }
+    }
 }
 
 /// The history passed to an engine call. Valid only during that call.
@@ -118,5 +160,13 @@ impl HistoryView for History<'_> {
 
     fn tokens(&self, range: Range<u32>) -> u64 {
         History::tokens(self, range)
+    }
+
+    fn range(&self, range: Range<u32>) -> Vec<MessageEntry> {
+        History::range(self, range)
+    }
+
+    fn find(&self, entry_id: &str) -> Option<u32> {
+        History::find(self, entry_id)
     }
 }

@@ -49,14 +49,19 @@
 //! Everything in [`host`] talks to the ctxbox host and works only inside a
 //! call made by the host on `wasm32`; on other targets (unit tests, native
 //! benches) those functions panic. Engine logic that should also run natively
-//! can be written against [`HistoryView`] instead of [`History`].
+//! can be written against [`HistoryView`] instead of [`History`], and tested
+//! with the in-memory history and prompt checks of [`testing`]. Engines that
+//! keep messages or records of their own in the state store can encode them
+//! with [`codec`].
 
 #![warn(missing_docs)]
 
+pub mod codec;
 mod engine;
 mod glue;
 mod history;
 pub mod host;
+pub mod testing;
 mod types;
 
 pub use engine::Engine;
@@ -90,6 +95,8 @@ pub mod __private {
             pub_export_macro: true,
             export_macro_name: "__export_context_engine",
             default_bindings_module: "ctxbox_guest::__private::bindings",
+            // Engines' native tests compare messages and answers.
+            additional_derives: [PartialEq],
         });
     }
 }

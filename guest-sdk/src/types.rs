@@ -70,6 +70,22 @@ impl AssembledItem {
     }
 }
 
+impl ToolCall {
+    /// A call of tool `name` with `arguments_json` (a JSON object), under the
+    /// session-unique `id`.
+    pub fn new(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments_json: impl Into<String>,
+    ) -> Self {
+        Self {
+            id: id.into(),
+            name: name.into(),
+            arguments_json: arguments_json.into(),
+        }
+    }
+}
+
 impl EngineError {
     /// An error of `kind` with `message`.
     pub fn new(kind: EngineErrorKind, message: impl Into<String>) -> Self {
@@ -99,6 +115,46 @@ impl AgentMessage {
     pub fn user_text(text: impl Into<String>) -> Self {
         Self::User(UserMessage {
             content: vec![ContentBlock::Text(text.into())],
+        })
+    }
+
+    /// An assistant message with one text block that ended normally.
+    pub fn assistant_text(text: impl Into<String>) -> Self {
+        Self::Assistant(AssistantMessage {
+            content: vec![ContentBlock::Text(text.into())],
+            model: None,
+            provider: None,
+            usage: None,
+            stop_reason: StopReason::Stop,
+            error_message: None,
+        })
+    }
+
+    /// An assistant message making `calls` (stopped for tool use).
+    pub fn tool_use(calls: impl IntoIterator<Item = ToolCall>) -> Self {
+        Self::Assistant(AssistantMessage {
+            content: calls.into_iter().map(ContentBlock::ToolCall).collect(),
+            model: None,
+            provider: None,
+            usage: None,
+            stop_reason: StopReason::ToolUse,
+            error_message: None,
+        })
+    }
+
+    /// A successful tool result answering call `tool_call_id` with one text
+    /// block.
+    pub fn tool_result(
+        tool_call_id: impl Into<String>,
+        tool_name: impl Into<String>,
+        text: impl Into<String>,
+    ) -> Self {
+        Self::ToolResult(ToolResultMessage {
+            tool_call_id: tool_call_id.into(),
+            tool_name: tool_name.into(),
+            content: vec![ContentBlock::Text(text.into())],
+            is_error: false,
+            details: None,
         })
     }
 
@@ -155,5 +211,31 @@ impl AgentMessage {
             ContentBlock::ToolCall(call) => Some(call),
             _ => None,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn message_constructors_build_what_they_say() {
+        let answer = AgentMessage::assistant_text("done");
+        assert_eq!(answer.kind(), MessageKind::Assistant);
+        assert_eq!(answer.text(), "done");
+        assert!(matches!(answer, AgentMessage::Assistant(ref m) if m.stop_reason == StopReason::Stop));
+
+        let calls = AgentMessage::tool_use([
+            ToolCall::new("c1", "read", "{}"),
+            ToolCall::new("c2", "grep", r#"{"q":"x"}"#),
+        ]);
+        let ids: Vec<&str> = calls.tool_calls().map(|call| call.id.as_str()).collect();
+        assert_eq!(ids, ["c1", "c2"]);
+        assert!(matches!(calls, AgentMessage::Assistant(ref m) if m.stop_reason == StopReason::ToolUse));
+
+        let result = AgentMessage::tool_result("c1", "read", "contents");
+        assert_eq!(result.text(), "contents");
+        assert!(matches!(result, AgentMessage::ToolResult(ref m)
+            if m.tool_call_id == "c1" && m.tool_name == "read" && !m.is_error));
     }
 }
