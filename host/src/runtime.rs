@@ -3,8 +3,10 @@
 //! sandbox, the quarantine database, and the engine registry with the
 //! bundled example engines and the configured ones registered.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
 
 use crate::bundled;
 use crate::compaction::Compactor;
@@ -19,8 +21,12 @@ use crate::registry::{EngineFactory, RegisterError, RegisterOptions};
 use crate::sandbox::{Sandbox, SandboxConfig};
 use crate::state_store::{StateError, StateStore};
 use crate::summarize::SummarizeError;
-use crate::transcript::TranscriptStore;
+use crate::provider::{Provider, Replay, ReplayScript, ToolExecutor};
+use crate::runner::{RunReport, RunnerConfig, Session, TurnReport, TurnRunner};
+use crate::transcript::{NewSession, TranscriptError, TranscriptStore};
 
+/// The system prompt replayed conversations are sent with.
+pub const REPLAY_SYSTEM_PROMPT: &str = "You are a helpful assistant with access to tools.";
 /// The plugin name bundled example engines are registered under.
 pub const BUNDLED_OWNER: &str = "bundled";
 /// The plugin name engines from `plugins.engines` are registered under.
@@ -145,5 +151,59 @@ impl Runtime {
     pub async fn select(&self, override_id: Option<&str>) -> Arc<GuardedEngine> {
         let slot = override_id.or(self.config.plugins.slots.context_engine.as_deref());
         self.engines.select(slot).await
+    }
+
+    /// A turn runner for `engine` with this host's transcripts and
+    /// `agents.defaults` (reserve, proactive compaction, model), for a model
+    /// with a `window`-token context that may call `tools`.
+    pub fn runner(
+        &self,
+        engine: Arc<GuardedEngine>,
+        provider: Arc<dyn Provider>,
+        tool_executor: Arc<dyn ToolExecutor>,
+        window: u64,
+        tools: Vec<String>,
+    ) -> TurnRunner {
+        let defaults = &self.config.agents.defaults;
+        TurnRunner::new(
+            engine,
+            provider,
+            tool_executor,
+            self.transcripts.clone(),
+            RunnerConfig {
+                window,
+                reserve_tokens: defaults.compaction.reserve_tokens,
+                proactive_compaction: defaults.compaction.enabled,
+                system_prompt: REPLAY_SYSTEM_PROMPT.to_owned(),
+                model: defaults.model.clone(),
+                tools,
+            },
+        )
+    }
+
+    /// Replays `script` through `engine` under a `window`-token model into a
+    /// new session file at `output` (what `ctxbox run` does). `on_turn`
+    /// hears of each turn as it ends.
+    pub async fn replay(
+        &self,
+        script: &ReplayScript,
+        engine: Arc<GuardedEngine>,
+        window: u64,
+        output: &Path,
+        abort: &CancellationToken,
+        on_turn: &mut dyn FnMut(usize, Option<&TurnReport>),
+    ) -> Result<RunReport, TranscriptError> {
+        let transcript = self.transcripts.create(
+            output,
+            NewSession {
+                session_id: None,
+                cwd: ".".into(),
+                parent_session: None,
+            },
+        )?;
+        let replay = Arc::new(Replay::new(window));
+        let runner = self.runner(engine, replay.clone(), replay.clone(), window, script.tool_names());
+        let mut session = Session::new(transcript, None);
+        runner.run_script(&mut session, &replay, script, abort, on_turn).await
     }
 }

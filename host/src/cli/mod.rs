@@ -1,6 +1,7 @@
 //! The `ctxbox` command line: argument parsing and dispatch. Each subcommand
 //! lives in its own module.
 
+mod bench;
 mod check;
 mod compile;
 mod engine_source;
@@ -27,6 +28,8 @@ enum Command {
     Run(run::Args),
     /// Run the contract against an engine and print a verdict.
     Check(check::Args),
+    /// Measure the performance targets (ratios against native and unguarded baselines).
+    Bench(bench::Args),
     /// Show an engine's identity, contract version and imports.
     Inspect(inspect::Args),
     /// Precompile engines into the cache.
@@ -54,6 +57,7 @@ pub fn main() -> ExitCode {
         match cli.command {
             Command::Run(args) => run::run(args).await,
             Command::Check(args) => check::run(args).await,
+            Command::Bench(args) => bench::run(args).await,
             Command::Inspect(args) => inspect::run(args).await,
             Command::Compile(args) => compile::run(args).await,
             Command::Health(args) => health::run(args).await,

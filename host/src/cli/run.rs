@@ -21,11 +21,9 @@ use super::settings::HostArgs;
 /// The conversation replayed when none is given: a real 23-turn session (a
 /// Feishu assistant setting up SSH keys and git backups; see
 /// `tests/fixtures/sessions/SOURCES.md`).
-const SAMPLE: &[u8] = include_bytes!(
+pub(crate) const SAMPLE: &[u8] = include_bytes!(
     "../../../tests/fixtures/sessions/qwen-minimax-feishu-zh-3-hook-compactions.jsonl"
 );
-/// The system prompt replayed conversations are sent with.
-const SYSTEM_PROMPT: &str = "You are a helpful assistant with access to tools.";
 /// The plugin name engines given by path on the command line register under.
 const CLI_OWNER: &str = "cli";
 
@@ -79,42 +77,8 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             .join("sessions")
             .join(format!("run-{}.jsonl", uuid::Uuid::new_v4())),
     };
-    if let Some(parent) = output.parent() {
-        std::fs::create_dir_all(parent)
-            .with_context(|| format!("cannot create `{}`", parent.display()))?;
-    }
-    let transcript = runtime
-        .transcripts()
-        .create(
-            &output,
-            NewSession {
-                session_id: None,
-                cwd: recording.header().cwd,
-                parent_session: None,
-            },
-        )
-        .with_context(|| format!("cannot create the session file `{}`", output.display()))?;
-
     let engine = runtime.select(engine_id.as_deref()).await;
-    let replay = Arc::new(Replay::new(window));
-    let compaction = &runtime.config().agents.defaults.compaction;
-    let runner = TurnRunner::new(
-        engine.clone(),
-        replay.clone(),
-        replay.clone(),
-        runtime.transcripts().clone(),
-        RunnerConfig {
-            window,
-            reserve_tokens: compaction.reserve_tokens,
-            proactive_compaction: compaction.enabled,
-            system_prompt: SYSTEM_PROMPT.to_owned(),
-            model: runtime.config().agents.defaults.model.clone(),
-            tools: tool_names(&script),
-        },
-    );
-    let mut session = Session::new(transcript, None);
     let selected = engine.selected_id().to_owned();
-
     let progress = progress_bar(script.turns.len(), args.json);
     let abort = CancellationToken::new();
     let cancel = abort.clone();
@@ -123,12 +87,10 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             cancel.cancel();
         }
     });
-    let report = runner
-        .run_script(&mut session, &replay, &script, &abort, &mut |_, _| {
-            progress.inc(1)
-        })
+    let report = runtime
+        .replay(&script, engine, window, &output, &abort, &mut |_, _| progress.inc(1))
         .await
-        .context("the replayed session could not be written")?;
+        .with_context(|| format!("cannot write the replayed session `{}`", output.display()))?;
     progress.finish_and_clear();
 
     if args.json {
@@ -229,23 +191,6 @@ fn recording(
         |name| name.to_string_lossy().into_owned(),
     );
     Ok((transcript, label))
-}
-
-/// Every tool the recording calls, as the model's tool list.
-fn tool_names(script: &ReplayScript) -> Vec<String> {
-    let mut names: Vec<String> = script
-        .turns
-        .iter()
-        .flat_map(|turn| &turn.responses)
-        .flat_map(|message| message.content())
-        .filter_map(|block| match block {
-            ctxbox_host::types::ContentBlock::ToolCall { name, .. } => Some(name.clone()),
-            _ => None,
-        })
-        .collect();
-    names.sort();
-    names.dedup();
-    names
 }
 
 fn progress_bar(turns: usize, quiet: bool) -> ProgressBar {

@@ -73,6 +73,23 @@ impl ReplayScript {
         script
     }
 
+    /// Every tool the recording calls, sorted: the model's tool list.
+    pub fn tool_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .turns
+            .iter()
+            .flat_map(|turn| &turn.responses)
+            .flat_map(AgentMessage::content)
+            .filter_map(|block| match block {
+                ContentBlock::ToolCall { name, .. } => Some(name.clone()),
+                _ => None,
+            })
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+
     /// Number of model calls the recording holds (its assistant messages).
     pub fn model_calls(&self) -> usize {
         self.turns

@@ -1,0 +1,126 @@
+//! `ctxbox bench`: every performance target of DESIGN §10 measured in one
+//! run, side by side with its baseline, because ratios survive a noisy
+//! machine where absolute times do not. Criterion benches
+//! (`cargo bench -p ctxbox-tests`) give the detailed statistics behind it.
+
+mod compaction;
+mod measure;
+mod memory;
+mod replay;
+mod sandbox;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use serde::Serialize;
+
+use self::measure::Stats;
+
+/// Arguments of `ctxbox bench`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Fewer samples: a smoke run in seconds, not a measurement.
+    #[arg(long)]
+    quick: bool,
+    /// Concurrent warm sessions for the memory target.
+    #[arg(long, default_value_t = 1_000)]
+    sessions: usize,
+    /// Sessions the memory growth is followed to.
+    #[arg(long, default_value_t = 5_000)]
+    max_sessions: usize,
+    /// Messages in the session native compaction is measured on.
+    #[arg(long, default_value_t = 100_000)]
+    compaction_messages: usize,
+    /// The session to replay (default: the largest fixture when run from a
+    /// checkout, else the built-in sample).
+    #[arg(long)]
+    transcript: Option<PathBuf>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// What the measurements are given.
+pub struct Options {
+    quick: bool,
+    sessions: usize,
+    max_sessions: usize,
+    compaction_messages: usize,
+    transcript: Option<PathBuf>,
+}
+
+impl Options {
+    /// `runs`, or a tenth of it (at least 3) for a quick run.
+    fn runs(&self, runs: usize) -> usize {
+        if self.quick { (runs / 10).max(3) } else { runs }
+    }
+}
+
+/// One measured figure beside its target.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    what: String,
+    figure: String,
+    target: String,
+    /// Whether the target is met (`None`: a figure to report, no target).
+    met: Option<bool>,
+}
+
+impl Row {
+    fn timed(what: &str, stats: Stats, target: &str, met: bool) -> Self {
+        Self {
+            what: what.to_owned(),
+            figure: stats.describe(),
+            target: target.to_owned(),
+            met: Some(met),
+        }
+    }
+
+    fn skipped(what: &str, why: &str) -> Self {
+        Self {
+            what: what.to_owned(),
+            figure: format!("not measured: {why}"),
+            target: "-".to_owned(),
+            met: None,
+        }
+    }
+}
+
+/// Runs `ctxbox bench`.
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let options = Options {
+        quick: args.quick,
+        sessions: if args.quick { args.sessions.min(100) } else { args.sessions },
+        max_sessions: if args.quick { args.max_sessions.min(200) } else { args.max_sessions },
+        compaction_messages: if args.quick { args.compaction_messages.min(5_000) } else { args.compaction_messages },
+        transcript: args.transcript,
+    };
+    let mut rows = Vec::new();
+    sandbox::rows(&options, &mut rows).await?;
+    memory::rows(&options, &mut rows).await?;
+    compaction::rows(&options, &mut rows).await?;
+    replay::rows(&options, &mut rows).await?;
+
+    if args.json {
+        let machine = serde_json::json!({
+            "cores": std::thread::available_parallelism().map_or(0, usize::from),
+            "quick": options.quick,
+        });
+        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "machine": machine, "rows": rows }))?);
+    } else {
+        print_table(&rows);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_table(rows: &[Row]) {
+    let what = rows.iter().map(|row| row.what.chars().count()).max().unwrap_or(0);
+    for row in rows {
+        let verdict = match row.met {
+            Some(true) => "met",
+            Some(false) => "MISSED",
+            None => "",
+        };
+        println!("{:<what$}  {:<8}  {:<6}  {}", row.what, row.target, verdict, row.figure);
+    }
+}
