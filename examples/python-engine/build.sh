@@ -3,6 +3,7 @@
 # ctxbox host loads, with componentize-py, against the contract in ../../wit.
 #
 #   examples/python-engine/build.sh [OUTPUT.wasm]
+#   examples/python-engine/build.sh --install-only   # the tools, no component
 #
 # Two steps:
 #  1. componentize-py turns src/ into a component. Its CPython runtime
@@ -37,6 +38,11 @@ WASM_TOOLS_VERSION=1.263.0
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
 build_dir=${CARGO_TARGET_DIR:-$root/target}/python-engine
+install_only=
+if [[ ${1:-} == --install-only ]]; then
+    install_only=1
+    shift
+fi
 out=${1:-$build_dir/keep_recent_py.wasm}
 venv=$build_dir/venv
 tools=$build_dir/tools
@@ -71,6 +77,11 @@ if ! has_version "$wasm_tools" "$WASM_TOOLS_VERSION"; then
         -u MAKEFLAGS -u MFLAGS -u CARGO_TARGET_DIR \
         cargo install --locked --quiet --root "$tools" --no-default-features \
         --features component,compose "wasm-tools@$WASM_TOOLS_VERSION"
+fi
+
+if [[ -n $install_only ]]; then
+    echo "componentize-py $COMPONENTIZE_PY_VERSION and wasm-tools $WASM_TOOLS_VERSION are installed" >&2
+    exit 0
 fi
 
 # Work next to the output (not in $build_dir, which the tests crate's build
