@@ -60,7 +60,9 @@ fn python_engine(root: &Path, out_dir: &Path) -> String {
         Ok(status) => panic!(
             "building the Python example engine failed ({status}, see the output above); to reproduce: examples/python-engine/build.sh"
         ),
-        Err(error) => Err(format!("the Python example engine was not built: cannot run bash: {error}")),
+        Err(error) => Err(format!(
+            "the Python example engine was not built: cannot run bash: {error}"
+        )),
     };
     format!(
         "/// The `keep-recent-py` component (examples/python-engine), or why it was not built.\npub const KEEP_RECENT_PY: Result<&str, &str> = {outcome:?};\n"

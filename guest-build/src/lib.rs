@@ -30,7 +30,9 @@ impl Guest {
 
 /// The workspace root, from a crate directory one level below it.
 pub fn workspace_root() -> PathBuf {
-    let manifest_dir = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR is set by cargo"));
+    let manifest_dir = PathBuf::from(
+        env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR is set by cargo"),
+    );
     manifest_dir
         .parent()
         .expect("crates live one level below the workspace root")
@@ -126,9 +128,13 @@ pub fn build(root: &Path, crates: &[(String, PathBuf)]) -> Vec<Guest> {
         .collect()
 }
 
-/// Rust source declaring one `pub const NAME: &str = "path";` per guest.
+/// Rust source declaring one `pub const NAME: &str = "path";` per guest,
+/// and `ALL`, every guest as `(crate name, path)`.
 pub fn constants(guests: &[Guest]) -> String {
     let mut source = String::new();
+    let mut all = String::from(
+        "/// Every guest as (crate name, component path).\npub const ALL: &[(&str, &str)] = &[\n",
+    );
     for guest in guests {
         let _ = writeln!(
             source,
@@ -137,8 +143,10 @@ pub fn constants(guests: &[Guest]) -> String {
             guest.const_name(),
             guest.wasm.display().to_string()
         );
+        let _ = writeln!(all, "    ({:?}, {}),", guest.name, guest.const_name());
     }
-    source
+    all.push_str("];\n");
+    source + &all
 }
 
 /// `<outer target dir>/wasm-guests/<workspace folder name>`: the outer
@@ -147,7 +155,10 @@ pub fn constants(guests: &[Guest]) -> String {
 /// from overwriting each other's components.
 fn guest_target_dir(root: &Path) -> PathBuf {
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR is set by cargo"));
-    let checkout = root.file_name().map(|name| name.to_owned()).unwrap_or_else(|| "workspace".into());
+    let checkout = root
+        .file_name()
+        .map(|name| name.to_owned())
+        .unwrap_or_else(|| "workspace".into());
     out_dir
         .ancestors()
         .nth(4)

@@ -3,9 +3,9 @@
 use crate::history::History;
 use crate::host;
 use crate::{
-    AfterTurnParams, AssembleParams, AssembleResult, BootstrapResult, CompactParams,
-    CompactResult, EngineError, EngineInfo, IngestBatchResult, IngestResult, MaintainReason,
-    MaintainResult, MessageEntry, SessionRef, SubagentEndReason, SubagentSpawn,
+    AfterTurnParams, AssembleParams, AssembleResult, BootstrapResult, CompactParams, CompactResult,
+    EngineError, EngineInfo, IngestBatchResult, IngestResult, MaintainReason, MaintainResult,
+    MessageEntry, SessionRef, SubagentEndReason, SubagentSpawn,
 };
 
 /// A context engine. Only [`info`](Engine::info) and

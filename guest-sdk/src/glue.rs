@@ -2,14 +2,15 @@
 
 use std::marker::PhantomData;
 
-use crate::__private::bindings::exports::ctxbox::engine::engine::{
-    AfterTurnParams, AssembleParams, AssembleResult, BootstrapResult, Guest,
-    IngestBatchResult, IngestResult, MaintainReason, MaintainResult, SubagentEndReason,
-    SubagentSpawn,
-};
 use crate::__private::bindings::ctxbox::engine::history::History as RawHistory;
+use crate::__private::bindings::exports::ctxbox::engine::engine::{
+    AfterTurnParams, AssembleParams, AssembleResult, BootstrapResult, Guest, IngestBatchResult,
+    IngestResult, MaintainReason, MaintainResult, SubagentEndReason, SubagentSpawn,
+};
 use crate::history::History;
-use crate::{CompactParams, CompactResult, Engine, EngineError, EngineInfo, MessageEntry, SessionRef};
+use crate::{
+    CompactParams, CompactResult, Engine, EngineError, EngineInfo, MessageEntry, SessionRef,
+};
 
 /// Where an exported engine's single instance lives; implemented by
 /// [`export_engine!`](crate::export_engine).
@@ -29,7 +30,10 @@ impl<S: EngineSlot> Guest for Glue<S> {
         Ok(S::with(|engine| engine.info()))
     }
 
-    fn bootstrap(session: SessionRef, history: &RawHistory) -> Result<BootstrapResult, EngineError> {
+    fn bootstrap(
+        session: SessionRef,
+        history: &RawHistory,
+    ) -> Result<BootstrapResult, EngineError> {
         let history = History::new(history);
         S::with(|engine| engine.bootstrap(&session, &history))
     }

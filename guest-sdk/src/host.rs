@@ -4,7 +4,9 @@
 //! in progress. On targets other than `wasm32` they panic: there is no host.
 
 use crate::__private::bindings::ctxbox::engine::host as raw;
-use crate::{CompactParams, CompactResult, HostError, LogLevel, MessageEntry, StateEntry, TranscriptDelta};
+use crate::{
+    CompactParams, CompactResult, HostError, LogLevel, MessageEntry, StateEntry, TranscriptDelta,
+};
 
 /// Writes a record to the host's log. Rate- and size-limited by the host;
 /// never fails. The [`trace!`](crate::trace), [`debug!`](crate::debug),
@@ -37,7 +39,11 @@ pub fn delegate_compaction(params: &CompactParams) -> Result<CompactResult, Host
 }
 
 /// Summarizes `text` with the host's summarizer in at most `max_tokens` tokens.
-pub fn summarize(text: &str, instructions: Option<&str>, max_tokens: u32) -> Result<String, HostError> {
+pub fn summarize(
+    text: &str,
+    instructions: Option<&str>,
+    max_tokens: u32,
+) -> Result<String, HostError> {
     raw::summarize(text, instructions, max_tokens)
 }
 

@@ -63,13 +63,17 @@ pub use engine::Engine;
 pub use history::{History, HistoryView};
 pub use types::*;
 
-/// The usual imports for writing an engine: `use ctxbox_guest::prelude::*;`.
+/// The usual imports for writing an engine: `use ctxbox_guest::prelude::*;`
+/// brings the trait, the history, the host functions and every type an
+/// [`Engine`] method takes or returns.
 pub mod prelude {
     pub use crate::host;
     pub use crate::{
-        AgentMessage, AssembleParams, AssembleResult, AssembledItem, ContentBlock, Engine,
-        EngineError, EngineErrorKind, EngineInfo, History, HistoryView, MessageEntry,
-        MessageKind, SessionRef, ToolPairing,
+        AfterTurnParams, AgentMessage, AssembleParams, AssembleResult, AssembledItem,
+        BootstrapResult, CompactParams, CompactResult, ContentBlock, Engine, EngineError,
+        EngineErrorKind, EngineInfo, History, HistoryView, HostParam, IngestBatchResult,
+        IngestResult, LogLevel, MaintainReason, MaintainResult, MessageEntry, MessageKind,
+        SessionRef, SubagentEndReason, SubagentSpawn, ToolPairing,
     };
 }
 

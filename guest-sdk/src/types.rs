@@ -15,10 +15,10 @@ pub use host::{
     TranscriptReset,
 };
 pub use types::{
-    AgentMessage, AssistantMessage, BranchSummary, CompactParams, CompactResult,
-    CompactionSummary, CompactionTarget, ContentBlock, CustomMessage, EngineError,
-    EngineErrorKind, HostParam, Image, MessageEntry, MessageKind, RotatedSession, SessionRef,
-    StopReason, Thinking, ToolCall, ToolResultMessage, Usage, UserMessage,
+    AgentMessage, AssistantMessage, BranchSummary, CompactParams, CompactResult, CompactionSummary,
+    CompactionTarget, ContentBlock, CustomMessage, EngineError, EngineErrorKind, HostParam, Image,
+    MessageEntry, MessageKind, RotatedSession, SessionRef, StopReason, Thinking, ToolCall,
+    ToolResultMessage, Usage, UserMessage,
 };
 
 impl EngineInfo {

@@ -7,9 +7,9 @@ use tokio_util::sync::CancellationToken;
 use crate::error::EngineFailure;
 use crate::history::History;
 use crate::types::{
-    AfterTurnParams, AssembleParams, AssembleResult, BootstrapResult, CompactParams,
-    CompactResult, EngineInfo, IngestBatchResult, IngestResult, MaintainReason, MaintainResult,
-    MessageEntry, SessionRef, SubagentEndReason, SubagentSpawn,
+    AfterTurnParams, AssembleParams, AssembleResult, BootstrapResult, CompactParams, CompactResult,
+    EngineInfo, IngestBatchResult, IngestResult, MaintainReason, MaintainResult, MessageEntry,
+    SessionRef, SubagentEndReason, SubagentSpawn,
 };
 
 /// Per-call options from the caller.

@@ -213,14 +213,15 @@ pub enum LoadError {
         expected: String,
     },
     /// The component imports something the sandbox does not grant.
-    #[error("`{name}` imports `{import}`, which ctxbox engines may not use ({why})")]
+    #[error(
+        "`{name}` imports what ctxbox engines may not use: {}",
+        list_refused(refused)
+    )]
     DisallowedImport {
         /// File name or label.
         name: String,
-        /// The refused import.
-        import: String,
-        /// Why it is refused.
-        why: &'static str,
+        /// Every refused import, with why.
+        refused: Vec<RefusedImport>,
     },
     /// The component's imports or exports do not match the contract.
     #[error("`{name}` does not match the ctxbox:engine contract: {reason}")]
@@ -238,6 +239,23 @@ pub enum LoadError {
         /// What went wrong.
         reason: String,
     },
+}
+
+/// An import the sandbox does not grant, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefusedImport {
+    /// The interface, e.g. `wasi:sockets/tcp@0.2.6`.
+    pub import: String,
+    /// Why it is refused.
+    pub why: &'static str,
+}
+
+fn list_refused(refused: &[RefusedImport]) -> String {
+    refused
+        .iter()
+        .map(|refused| format!("`{}` ({})", refused.import, refused.why))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Why the sandbox itself could not be set up (configuration errors).

@@ -41,6 +41,9 @@ struct Inner {
     /// `prefix_tokens[i]` = estimated tokens of entries `0..i`.
     prefix_tokens: Vec<u64>,
     pairing: Vec<ToolPairing>,
+    /// `splits_pair[p]`: a cut between entries `p - 1` and `p` would separate
+    /// a tool call from one of its results.
+    splits_pair: Vec<bool>,
     positions: OnceLock<HashMap<String, u32>>,
 }
 
@@ -69,11 +72,13 @@ impl History {
             prefix_tokens.push(total);
         }
         let pairing = compute_pairing(&entries);
+        let splits_pair = compute_pair_splits(&pairing);
         Self {
             inner: Arc::new(Inner {
                 entries,
                 prefix_tokens,
                 pairing,
+                splits_pair,
                 positions: OnceLock::new(),
             }),
         }
@@ -107,6 +112,17 @@ impl History {
     /// The pairing role of the entry at `index`.
     pub fn tool_pairing(&self, index: usize) -> Option<ToolPairing> {
         self.inner.pairing.get(index).copied()
+    }
+
+    /// Whether cutting the history before entry `position` (between
+    /// `position - 1` and `position`) would separate a tool call from one of
+    /// its results. Cutting at 0 or at the end never does.
+    pub fn splits_pair(&self, position: usize) -> bool {
+        self.inner
+            .splits_pair
+            .get(position)
+            .copied()
+            .unwrap_or(false)
     }
 
     /// Position of the entry with id `entry_id`.
@@ -197,6 +213,21 @@ fn compute_pairing(entries: &[MessageEntry]) -> Vec<ToolPairing> {
     pairing
 }
 
+/// For every cut position, whether some call before it has a result at or
+/// after it.
+fn compute_pair_splits(pairing: &[ToolPairing]) -> Vec<bool> {
+    let mut splits = Vec::with_capacity(pairing.len() + 1);
+    let mut furthest_result: Option<u32> = None;
+    for (position, role) in pairing.iter().enumerate() {
+        splits.push(furthest_result.is_some_and(|last| last as usize >= position));
+        if let ToolPairing::ToolCalls { last_result } = role {
+            furthest_result = furthest_result.max(Some(*last_result));
+        }
+    }
+    splits.push(false);
+    splits
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -246,11 +277,27 @@ mod tests {
             entry("b", call("c2")),
         ]);
         assert_eq!(history.tool_pairing(0), Some(ToolPairing::None));
-        assert_eq!(history.tool_pairing(1), Some(ToolPairing::ToolCalls { last_result: 2 }));
-        assert_eq!(history.tool_pairing(2), Some(ToolPairing::ToolResult { call: Some(1) }));
-        assert_eq!(history.tool_pairing(3), Some(ToolPairing::ToolResult { call: None }));
-        assert_eq!(history.tool_pairing(4), Some(ToolPairing::ToolCalls { last_result: 4 }));
+        assert_eq!(
+            history.tool_pairing(1),
+            Some(ToolPairing::ToolCalls { last_result: 2 })
+        );
+        assert_eq!(
+            history.tool_pairing(2),
+            Some(ToolPairing::ToolResult { call: Some(1) })
+        );
+        assert_eq!(
+            history.tool_pairing(3),
+            Some(ToolPairing::ToolResult { call: None })
+        );
+        assert_eq!(
+            history.tool_pairing(4),
+            Some(ToolPairing::ToolCalls { last_result: 4 })
+        );
         assert_eq!(history.tool_pairing(5), None);
+        // Cutting between the call (1) and its result (2) splits the pair;
+        // cutting before the orphan result (3) or the pending call (4) does not.
+        let splits: Vec<bool> = (0..=5).map(|p| history.splits_pair(p)).collect();
+        assert_eq!(splits, vec![false, false, true, false, false, false]);
     }
 
     #[test]

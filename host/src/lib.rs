@@ -4,11 +4,26 @@
 //! agent's model sees, as sandboxed WebAssembly components, with a native
 //! `legacy` engine to fall back on.
 
+pub mod bundled;
+pub mod compaction;
+pub mod config;
 pub mod engine;
+pub mod engine_host;
 pub mod error;
+pub mod guard;
 pub mod history;
+pub mod legacy;
+pub mod native_services;
+pub mod provider;
+pub mod quarantine;
+pub mod registry;
+pub mod runner;
+pub mod runtime;
 pub mod sandbox;
 pub mod services;
+pub mod state_store;
+pub mod summarize;
 pub mod tokens;
+pub mod transcript;
 pub mod types;
-pub mod bundled;
+pub mod validate;

@@ -71,9 +71,7 @@ pub fn weighted_chars(text: &str) -> u64 {
     if bytes.is_ascii() {
         return bytes.len() as u64;
     }
-    text.chars()
-        .map(|c| if is_cjk(c) { 4 } else { 1 })
-        .sum()
+    text.chars().map(|c| if is_cjk(c) { 4 } else { 1 }).sum()
 }
 
 /// Whether `c` is a CJK ideograph, kana, hangul syllable, or CJK / full-width

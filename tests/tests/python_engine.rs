@@ -33,7 +33,9 @@ fn component_path() -> Option<&'static Path> {
             panic!("CTXBOX_REQUIRE_PYTHON_ENGINE is set but {why}")
         }
         Err(why) => {
-            eprintln!("skipping the Python engine test: {why} (set CTXBOX_REQUIRE_PYTHON_ENGINE=1 to make this a failure)");
+            eprintln!(
+                "skipping the Python engine test: {why} (set CTXBOX_REQUIRE_PYTHON_ENGINE=1 to make this a failure)"
+            );
             None
         }
     }
@@ -58,7 +60,11 @@ fn loaded() -> Option<&'static (Sandbox, LoadedComponent)> {
         eprintln!(
             "keep-recent-py: {} bytes, loaded ({}) in {:.0} ms",
             std::fs::metadata(path).map(|meta| meta.len()).unwrap_or(0),
-            if component.from_cache() { "from cache" } else { "compiled" },
+            if component.from_cache() {
+                "from cache"
+            } else {
+                "compiled"
+            },
             started.elapsed().as_secs_f64() * 1e3
         );
         (sandbox, component)
@@ -124,14 +130,26 @@ fn tool_result(call_id: &str, text: &str) -> AgentMessage {
 fn chat(turns: usize) -> Vec<AgentMessage> {
     let mut messages = Vec::new();
     for turn in 0..turns {
-        messages.push(AgentMessage::user_text(format!("question {turn}: {}", "why ".repeat(5 + turn % 17))));
-        messages.push(AgentMessage::assistant_text(format!("answer {turn}: {}", "because ".repeat(8 + turn % 23))));
+        messages.push(AgentMessage::user_text(format!(
+            "question {turn}: {}",
+            "why ".repeat(5 + turn % 17)
+        )));
+        messages.push(AgentMessage::assistant_text(format!(
+            "answer {turn}: {}",
+            "because ".repeat(8 + turn % 23)
+        )));
     }
     messages
 }
 
 fn history(messages: Vec<AgentMessage>) -> History {
-    History::new(messages.into_iter().enumerate().map(|(index, message)| entry(index, message)).collect())
+    History::new(
+        messages
+            .into_iter()
+            .enumerate()
+            .map(|(index, message)| entry(index, message))
+            .collect(),
+    )
 }
 
 fn params(token_budget: Option<u64>) -> AssembleParams {
@@ -161,7 +179,12 @@ fn note(result: &AssembleResult) -> Option<String> {
         .items
         .iter()
         .filter_map(|item| match item {
-            AssembledItem::Insert(AgentMessage::Custom { custom_type, content, display, .. }) => {
+            AssembledItem::Insert(AgentMessage::Custom {
+                custom_type,
+                content,
+                display,
+                ..
+            }) => {
                 assert_eq!(custom_type, "keep-recent-py");
                 assert!(!display, "the note is hidden from UIs");
                 match content.as_slice() {
@@ -206,11 +229,13 @@ impl ctxbox_guest::HistoryView for HostView<'_> {
     }
     fn tool_pairing(&self, index: u32) -> Option<ctxbox_guest::ToolPairing> {
         use ctxbox_guest::ToolPairing as Guest;
-        self.0.tool_pairing(index as usize).map(|pairing| match pairing {
-            ToolPairing::None => Guest::None,
-            ToolPairing::ToolCalls { last_result } => Guest::ToolCalls(last_result),
-            ToolPairing::ToolResult { call } => Guest::ToolResult(call),
-        })
+        self.0
+            .tool_pairing(index as usize)
+            .map(|pairing| match pairing {
+                ToolPairing::None => Guest::None,
+                ToolPairing::ToolCalls { last_result } => Guest::ToolCalls(last_result),
+                ToolPairing::ToolResult { call } => Guest::ToolResult(call),
+            })
     }
     fn tokens(&self, range: Range<u32>) -> u64 {
         self.0.tokens(range.start as usize..range.end as usize)
@@ -233,8 +258,15 @@ fn assert_matches_rust(history: &History, token_budget: Option<u64>, python: &As
         ctxbox_guest::AssembledItem::Insert(message) => Some(message.text()),
         ctxbox_guest::AssembledItem::Keep(_) => None,
     });
-    assert_eq!(kept(python), rust_kept, "kept ranges, budget {token_budget:?}");
-    assert_eq!(python.estimated_tokens, rust.estimated_tokens, "estimate, budget {token_budget:?}");
+    assert_eq!(
+        kept(python),
+        rust_kept,
+        "kept ranges, budget {token_budget:?}"
+    );
+    assert_eq!(
+        python.estimated_tokens, rust.estimated_tokens,
+        "estimate, budget {token_budget:?}"
+    );
     assert_eq!(
         note(python),
         rust_note.map(|text| text.replace("[keep-recent:", "[keep-recent-py:")),
@@ -264,9 +296,15 @@ async fn assemble_keeps_the_newest_suffix_with_a_note() {
     let budget = keep_recent::NOTE_TOKENS + history.tokens(34..40);
     assert!(history.tokens(33..40) + keep_recent::NOTE_TOKENS > budget);
 
-    let result = engine.assemble(&call, &session(), &history, &params(Some(budget))).await.unwrap();
+    let result = engine
+        .assemble(&call, &session(), &history, &params(Some(budget)))
+        .await
+        .unwrap();
     assert_eq!(kept(&result), vec![34..len]);
-    assert!(matches!(result.items[0], AssembledItem::Insert(_)), "the note comes first");
+    assert!(
+        matches!(result.items[0], AssembledItem::Insert(_)),
+        "the note comes first"
+    );
     let omitted_tokens = history.tokens(0..34);
     assert_eq!(
         note(&result).as_deref(),
@@ -277,7 +315,10 @@ async fn assemble_keeps_the_newest_suffix_with_a_note() {
             .as_str()
         )
     );
-    assert_eq!(result.estimated_tokens, history.tokens(34..40) + keep_recent::NOTE_TOKENS);
+    assert_eq!(
+        result.estimated_tokens,
+        history.tokens(34..40) + keep_recent::NOTE_TOKENS
+    );
     assert_eq!(result.system_prompt_addition, None);
     assert_eq!(result.context_projection, None);
     assert_matches_rust(&history, Some(budget), &result);
@@ -290,13 +331,19 @@ async fn assemble_keeps_everything_that_fits_without_a_note() {
     let history = history(chat(5));
     let total = history.total_tokens();
     for budget in [None, Some(total), Some(total * 10)] {
-        let result = engine.assemble(&call, &session(), &history, &params(budget)).await.unwrap();
+        let result = engine
+            .assemble(&call, &session(), &history, &params(budget))
+            .await
+            .unwrap();
         assert_eq!(kept(&result), vec![0..10], "budget {budget:?}");
         assert_eq!(note(&result), None);
         assert_eq!(result.estimated_tokens, total);
     }
     let empty = History::new(Vec::new());
-    let result = engine.assemble(&call, &session(), &empty, &params(Some(0))).await.unwrap();
+    let result = engine
+        .assemble(&call, &session(), &empty, &params(Some(0)))
+        .await
+        .unwrap();
     assert_matches_rust(&empty, Some(0), &result);
 }
 
@@ -313,27 +360,39 @@ async fn assemble_never_separates_a_tool_call_from_its_results() {
 
     // The suffix 7..10 fits, but 7 and 8 answer the call at 6: keep 9..10.
     let budget = keep_recent::NOTE_TOKENS + history.tokens(7..10);
-    let result = engine.assemble(&call, &session(), &history, &params(Some(budget))).await.unwrap();
+    let result = engine
+        .assemble(&call, &session(), &history, &params(Some(budget)))
+        .await
+        .unwrap();
     assert_eq!(kept(&result), vec![9..10]);
     assert!(note(&result).unwrap().contains("9 earlier messages"));
     assert_matches_rust(&history, Some(budget), &result);
 
     // Room for the whole pair: it is kept whole.
     let budget = keep_recent::NOTE_TOKENS + history.tokens(6..10);
-    let result = engine.assemble(&call, &session(), &history, &params(Some(budget))).await.unwrap();
+    let result = engine
+        .assemble(&call, &session(), &history, &params(Some(budget)))
+        .await
+        .unwrap();
     assert_eq!(kept(&result), vec![6..10]);
 
     // When the results are the newest entries and nothing fits, the newest
     // call is kept with its results rather than dropped.
     let history = history_of_trailing_results();
-    let result = engine.assemble(&call, &session(), &history, &params(Some(1))).await.unwrap();
+    let result = engine
+        .assemble(&call, &session(), &history, &params(Some(1)))
+        .await
+        .unwrap();
     assert_eq!(kept(&result), vec![6..9]);
     assert_matches_rust(&history, Some(1), &result);
 
     // Every budget agrees with the Rust engine.
     let total = history.total_tokens();
     for budget in (0..=total + 10).step_by(7) {
-        let result = engine.assemble(&call, &session(), &history, &params(Some(budget))).await.unwrap();
+        let result = engine
+            .assemble(&call, &session(), &history, &params(Some(budget)))
+            .await
+            .unwrap();
         assert_matches_rust(&history, Some(budget), &result);
     }
 }
@@ -357,7 +416,10 @@ async fn assemble_pins_a_leading_compaction_summary() {
     messages.extend(chat(10));
     let history = history(messages);
     let budget = history.tokens(0..1) * 2 + keep_recent::NOTE_TOKENS + history.tokens(15..21);
-    let result = engine.assemble(&call, &session(), &history, &params(Some(budget))).await.unwrap();
+    let result = engine
+        .assemble(&call, &session(), &history, &params(Some(budget)))
+        .await
+        .unwrap();
     assert_eq!(kept(&result).first(), Some(&(0..1)), "the summary is kept");
     assert_matches_rust(&history, Some(budget), &result);
 }
@@ -368,13 +430,21 @@ async fn compact_reports_truthfully_that_the_host_could_not_compact() {
     let history = history(chat(10));
     // `NoServices` has no native compaction to delegate to.
     let result = engine
-        .compact(&CallOptions::default(), &session(), &history, &CompactParams::default())
+        .compact(
+            &CallOptions::default(),
+            &session(),
+            &history,
+            &CompactParams::default(),
+        )
         .await
         .unwrap();
     assert!(!result.ok);
     assert!(!result.compacted);
     let reason = result.reason.expect("a reason");
-    assert!(reason.starts_with("host compaction unavailable:"), "{reason}");
+    assert!(
+        reason.starts_with("host compaction unavailable:"),
+        "{reason}"
+    );
     assert_eq!(result.tokens_before, history.total_tokens());
     assert_eq!(result.tokens_after, None);
     assert_eq!(result.first_kept_entry_id, None);
@@ -392,8 +462,17 @@ async fn the_other_exports_answer_the_reference_defaults() {
     assert_eq!(bootstrap.imported_messages, None);
 
     let new = entry(4, AgentMessage::user_text("hello"));
-    assert!(!engine.ingest(&call, &session, &new, false).await.unwrap().ingested);
-    let batch = engine.ingest_batch(&call, &session, &[new.clone(), new], true).await.unwrap();
+    assert!(
+        !engine
+            .ingest(&call, &session, &new, false)
+            .await
+            .unwrap()
+            .ingested
+    );
+    let batch = engine
+        .ingest_batch(&call, &session, &[new.clone(), new], true)
+        .await
+        .unwrap();
     assert_eq!(batch.ingested_count, 0);
 
     let after_turn = AfterTurnParams {
@@ -402,9 +481,19 @@ async fn the_other_exports_answer_the_reference_defaults() {
         is_heartbeat: false,
         runtime_context: Some("{}".to_owned()),
     };
-    engine.after_turn(&call, &session, &history, &after_turn).await.unwrap();
-    for reason in [MaintainReason::Bootstrap, MaintainReason::Turn, MaintainReason::Compaction] {
-        let maintained = engine.maintain(&call, &session, &history, reason, None).await.unwrap();
+    engine
+        .after_turn(&call, &session, &history, &after_turn)
+        .await
+        .unwrap();
+    for reason in [
+        MaintainReason::Bootstrap,
+        MaintainReason::Turn,
+        MaintainReason::Compaction,
+    ] {
+        let maintained = engine
+            .maintain(&call, &session, &history, reason, None)
+            .await
+            .unwrap();
         assert!(!maintained.changed);
         assert_eq!(maintained.rewritten_entries, 0);
     }
@@ -415,9 +504,18 @@ async fn the_other_exports_answer_the_reference_defaults() {
         context_mode: ContextMode::Fork,
         ttl_ms: Some(60_000),
     };
-    assert_eq!(engine.prepare_subagent_spawn(&call, &spawn).await.unwrap(), None);
-    engine.rollback_subagent_spawn(&call, "nothing").await.unwrap();
-    engine.on_subagent_ended(&call, "child", SubagentEndReason::Completed).await.unwrap();
+    assert_eq!(
+        engine.prepare_subagent_spawn(&call, &spawn).await.unwrap(),
+        None
+    );
+    engine
+        .rollback_subagent_spawn(&call, "nothing")
+        .await
+        .unwrap();
+    engine
+        .on_subagent_ended(&call, "child", SubagentEndReason::Completed)
+        .await
+        .unwrap();
     engine.dispose().await.unwrap();
 }
 
@@ -433,7 +531,12 @@ async fn assemble_on_a_thousand_messages() {
     let mut result = None;
     for _ in 0..50 {
         let started = Instant::now();
-        result = Some(engine.assemble(&call, &session(), &history, &params(Some(budget))).await.unwrap());
+        result = Some(
+            engine
+                .assemble(&call, &session(), &history, &params(Some(budget)))
+                .await
+                .unwrap(),
+        );
         times.push(started.elapsed().as_secs_f64() * 1e3);
     }
     let result = result.unwrap();

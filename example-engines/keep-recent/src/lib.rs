@@ -55,7 +55,10 @@ pub fn plan(history: &impl HistoryView, token_budget: Option<u64>) -> AssembleRe
     let pinned_end = pinned_summary_end(history, budget);
     let pinned_tokens = history.tokens(0..pinned_end);
     let available = budget.saturating_sub(NOTE_TOKENS + pinned_tokens);
-    let start = pair_safe_start(history, fitting_suffix_start(history, pinned_end, available));
+    let start = pair_safe_start(
+        history,
+        fitting_suffix_start(history, pinned_end, available),
+    );
 
     let omitted = start - pinned_end;
     let kept_tokens = history.tokens(start..len);
@@ -181,7 +184,10 @@ mod tests {
     }
 
     fn has_note(result: &AssembleResult) -> bool {
-        result.items.iter().any(|item| matches!(item, AssembledItem::Insert(_)))
+        result
+            .items
+            .iter()
+            .any(|item| matches!(item, AssembledItem::Insert(_)))
     }
 
     #[test]
@@ -208,8 +214,16 @@ mod tests {
         let history = Rows(vec![
             user(10),
             (MessageKind::Assistant, 100, ToolPairing::ToolCalls(3)),
-            (MessageKind::ToolResult, 10, ToolPairing::ToolResult(Some(1))),
-            (MessageKind::ToolResult, 10, ToolPairing::ToolResult(Some(1))),
+            (
+                MessageKind::ToolResult,
+                10,
+                ToolPairing::ToolResult(Some(1)),
+            ),
+            (
+                MessageKind::ToolResult,
+                10,
+                ToolPairing::ToolResult(Some(1)),
+            ),
             user(10),
         ]);
         // 30 tokens fit entries 2..5, but 2 and 3 answer the call at 1.
@@ -222,7 +236,11 @@ mod tests {
         let history = Rows(vec![
             user(10),
             (MessageKind::Assistant, 500, ToolPairing::ToolCalls(2)),
-            (MessageKind::ToolResult, 500, ToolPairing::ToolResult(Some(1))),
+            (
+                MessageKind::ToolResult,
+                500,
+                ToolPairing::ToolResult(Some(1)),
+            ),
         ]);
         let result = plan(&history, Some(100));
         assert_eq!(kept_ranges(&result), vec![1..3]);

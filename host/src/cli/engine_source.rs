@@ -29,7 +29,11 @@ impl EngineSource {
         let names: Vec<&str> = bundled::ENGINES.iter().map(|(name, _)| *name).collect();
         bail!(
             "no engine `{spec}`: not a bundled engine ({}) and no such file",
-            if names.is_empty() { "none bundled".to_owned() } else { names.join(", ") }
+            if names.is_empty() {
+                "none bundled".to_owned()
+            } else {
+                names.join(", ")
+            }
         )
     }
 

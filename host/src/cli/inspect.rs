@@ -38,7 +38,9 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let component = source.load(&sandbox)?;
     let load_ms = started.elapsed().as_secs_f64() * 1e3;
     let started = Instant::now();
-    let engine = sandbox.instantiate(&component, Arc::new(NoServices)).await?;
+    let engine = sandbox
+        .instantiate(&component, Arc::new(NoServices))
+        .await?;
     let instantiate_ms = started.elapsed().as_secs_f64() * 1e3;
     let info = engine.info();
 
@@ -60,24 +62,44 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let params = match &info.accepted_host_params {
         None => "all (none declared)".to_owned(),
         Some(params) if params.is_empty() => "none".to_owned(),
-        Some(params) => params.iter().map(|p| format!("{p:?}")).collect::<Vec<_>>().join(", "),
+        Some(params) => params
+            .iter()
+            .map(|p| format!("{p:?}"))
+            .collect::<Vec<_>>()
+            .join(", "),
     };
-    println!("engine       {} ({}) {}", info.id, info.name, info.version.as_deref().unwrap_or("(no version)"));
+    println!(
+        "engine       {} ({}) {}",
+        info.id,
+        info.name,
+        info.version.as_deref().unwrap_or("(no version)")
+    );
     println!("source       {}", source.label());
     println!("sha256       {}", component.content_hash());
     println!("contract     {WIT_PACKAGE}@{WIT_VERSION}");
     println!(
         "compaction   {}",
-        if info.owns_compaction { "owned by the engine" } else { "the host decides when" }
+        if info.owns_compaction {
+            "owned by the engine"
+        } else {
+            "the host decides when"
+        }
     );
     println!("host params  {params}");
     if let Some(mode) = info.turn_maintenance_mode {
         println!("maintenance  {mode:?}");
     }
-    println!("imports      {}", component.imports().join("\n             "));
+    println!(
+        "imports      {}",
+        component.imports().join("\n             ")
+    );
     println!(
         "load         {load_ms:.1} ms ({}), first instance + info {instantiate_ms:.2} ms",
-        if component.from_cache() { "from cache" } else { "compiled" }
+        if component.from_cache() {
+            "from cache"
+        } else {
+            "compiled"
+        }
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -3,6 +3,8 @@
 
 mod engine_source;
 mod inspect;
+mod run;
+mod settings;
 
 use std::process::ExitCode;
 
@@ -18,6 +20,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Replay a real conversation through an engine under a window (the main job).
+    Run(run::Args),
     /// Show an engine's identity, contract version and imports.
     Inspect(inspect::Args),
 }
@@ -27,7 +31,10 @@ enum Command {
 pub fn main() -> ExitCode {
     init_tracing();
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("error: cannot start the async runtime: {error}");
@@ -36,6 +43,7 @@ pub fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
+            Command::Run(args) => run::run(args).await,
             Command::Inspect(args) => inspect::run(args).await,
         }
     });

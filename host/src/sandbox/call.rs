@@ -11,9 +11,9 @@ use super::config::SandboxConfig;
 use crate::error::{FailureKind, Operation};
 use crate::history::History;
 use crate::types::{
-    AfterTurnParams, AssembleParams, AssembleResult, BootstrapResult, CompactParams,
-    CompactResult, EngineInfo, IngestBatchResult, IngestResult, MaintainReason, MaintainResult,
-    MessageEntry, SessionRef, SubagentEndReason, SubagentSpawn,
+    AfterTurnParams, AssembleParams, AssembleResult, BootstrapResult, CompactParams, CompactResult,
+    EngineInfo, IngestBatchResult, IngestResult, MaintainReason, MaintainResult, MessageEntry,
+    SessionRef, SubagentEndReason, SubagentSpawn,
 };
 
 /// How often the epoch ticker advances; the granularity of deadlines.
@@ -219,7 +219,11 @@ fn nanos(duration: Duration) -> u64 {
 /// though the guest is not running wasm (blocked in a host wait, where epoch
 /// interruption cannot reach it). The epoch callback normally stops the call
 /// first; this fires two ticks later.
-pub(crate) async fn expiry(clock: &CallClock, abort: &CancellationToken, grace: Duration) -> FailureKind {
+pub(crate) async fn expiry(
+    clock: &CallClock,
+    abort: &CancellationToken,
+    grace: Duration,
+) -> FailureKind {
     let mut abort_seen = false;
     loop {
         let wake = clock.next_expiry() + 2 * EPOCH_TICK;

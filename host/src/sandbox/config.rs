@@ -21,8 +21,9 @@ pub struct SandboxConfig {
     pub max_wasm_stack_kib: u32,
     /// Wall-clock deadline of one call (compaction has its own), ms.
     pub call_timeout_ms: u64,
-    /// One compaction window, seconds (the reference's
-    /// `agents.defaults.compaction.timeoutSeconds`).
+    /// One compaction window, seconds. Not a key of its own: the host sets it
+    /// from the reference's `agents.defaults.compaction.timeoutSeconds`.
+    #[serde(skip)]
     pub compaction_timeout_seconds: u64,
     /// Windows a compaction may be extended to by progress reports.
     pub compaction_max_windows: u32,
@@ -42,7 +43,8 @@ pub struct SandboxConfig {
     pub max_range_kib: u64,
     /// Resource handles (WASI streams, pollables…) an instance may hold.
     pub max_handles: u32,
-    /// Log records an engine may write per call; further ones are dropped.
+    /// Log records an engine may write per call; further ones are dropped,
+    /// and a call writing 100 times this many fails with `host-limit`.
     pub max_log_records_per_call: u32,
     /// Longest log record, bytes; longer ones are truncated.
     pub max_log_message_bytes: u32,
@@ -88,8 +90,14 @@ impl SandboxConfig {
             ("sandbox.memoryLimitMib", self.memory_limit_mib),
             ("sandbox.maxWasmStackKib", self.max_wasm_stack_kib.into()),
             ("sandbox.callTimeoutMs", self.call_timeout_ms),
-            ("sandbox.compactionTimeoutSeconds", self.compaction_timeout_seconds),
-            ("sandbox.compactionMaxWindows", self.compaction_max_windows.into()),
+            (
+                "agents.defaults.compaction.timeoutSeconds",
+                self.compaction_timeout_seconds,
+            ),
+            (
+                "sandbox.compactionMaxWindows",
+                self.compaction_max_windows.into(),
+            ),
             ("sandbox.fuelPerCall", self.fuel_per_call),
             ("sandbox.fuelPerCompaction", self.fuel_per_compaction),
             ("sandbox.fuelPerInstantiation", self.fuel_per_instantiation),
@@ -151,7 +159,9 @@ mod tests {
 
     #[test]
     fn defaults_are_valid() {
-        SandboxConfig::default().validate().expect("defaults validate");
+        SandboxConfig::default()
+            .validate()
+            .expect("defaults validate");
     }
 
     #[test]
@@ -161,7 +171,10 @@ mod tests {
             ..SandboxConfig::default()
         };
         let error = config.validate().expect_err("zero timeout refused");
-        assert!(error.to_string().contains("sandbox.callTimeoutMs"), "{error}");
+        assert!(
+            error.to_string().contains("sandbox.callTimeoutMs"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -10,11 +10,11 @@ use super::bindings::exports::ctxbox::engine::engine as wit_engine;
 use crate::history::ToolPairing;
 use crate::services::{ServiceError, TranscriptDelta};
 use crate::types::{
-    AfterTurnParams, AgentMessage, AssembleParams, AssembleResult, AssembledItem,
-    BootstrapResult, CompactParams, CompactResult, CompactionTarget, ContentBlock, ContextMode,
-    ContextProjection, EngineInfo, HostParam, IngestBatchResult, IngestResult, MaintainReason,
-    MaintainResult, MessageEntry, MessageKind, RotatedSession, SessionRef, StopReason,
-    SubagentEndReason, SubagentSpawn, TurnMaintenanceMode, Usage,
+    AfterTurnParams, AgentMessage, AssembleParams, AssembleResult, AssembledItem, BootstrapResult,
+    CompactParams, CompactResult, CompactionTarget, ContentBlock, ContextMode, ContextProjection,
+    EngineInfo, HostParam, IngestBatchResult, IngestResult, MaintainReason, MaintainResult,
+    MessageEntry, MessageKind, RotatedSession, SessionRef, StopReason, SubagentEndReason,
+    SubagentSpawn, TurnMaintenanceMode, Usage,
 };
 
 // ---- messages (both directions) ----
@@ -271,10 +271,13 @@ pub(crate) fn to_wit_compact_result(result: &CompactResult) -> wit::CompactResul
         first_kept_entry_id: result.first_kept_entry_id.clone(),
         tokens_before: result.tokens_before,
         tokens_after: result.tokens_after,
-        rotated_session: result.rotated_session.as_ref().map(|r| wit::RotatedSession {
-            session_id: r.session_id.clone(),
-            session_file: r.session_file.clone(),
-        }),
+        rotated_session: result
+            .rotated_session
+            .as_ref()
+            .map(|r| wit::RotatedSession {
+                session_id: r.session_id.clone(),
+                session_file: r.session_file.clone(),
+            }),
         details: result.details.clone(),
     }
 }
@@ -412,12 +415,14 @@ pub(crate) fn from_wit_assemble(result: wit_engine::AssembleResult) -> AssembleR
             .collect(),
         estimated_tokens: result.estimated_tokens,
         system_prompt_addition: result.system_prompt_addition,
-        context_projection: result.context_projection.map(|projection| match projection {
-            wit_engine::ContextProjection::PerTurn => ContextProjection::PerTurn,
-            wit_engine::ContextProjection::ThreadBootstrap(epoch) => {
-                ContextProjection::ThreadBootstrap { epoch }
-            }
-        }),
+        context_projection: result
+            .context_projection
+            .map(|projection| match projection {
+                wit_engine::ContextProjection::PerTurn => ContextProjection::PerTurn,
+                wit_engine::ContextProjection::ThreadBootstrap(epoch) => {
+                    ContextProjection::ThreadBootstrap { epoch }
+                }
+            }),
     }
 }
 

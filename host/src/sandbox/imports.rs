@@ -19,6 +19,10 @@ use crate::history::History;
 use crate::services::{ProgressSink, ServiceCall, ServiceError};
 use crate::tokens;
 
+/// A call that logs this many times its allowance is flooding the host and
+/// fails with `host-limit`; below that, records past the allowance are
+/// dropped and counted.
+const LOG_FLOOD_FACTOR: u32 = 100;
 /// Most entries one `state-scan` page may ask for.
 const MAX_SCAN_LIMIT: u32 = 10_000;
 /// Default and cap of `read-transcript-delta` pages (DESIGN §8).
@@ -80,7 +84,18 @@ impl wit_host::Host for StoreState {
     fn log(&mut self, level: wit_host::LogLevel, message: String) -> wasmtime::Result<()> {
         self.charge(message.len())?;
         self.call.log_records += 1;
-        if self.call.log_records > self.config.max_log_records_per_call {
+        let allowance = self.config.max_log_records_per_call;
+        if self.call.log_records > allowance.saturating_mul(LOG_FLOOD_FACTOR) {
+            return Err(HostTrap::new(
+                FailureKind::HostLimit,
+                format!(
+                    "the engine wrote more than {} log records in one {} call (allowance {allowance})",
+                    allowance.saturating_mul(LOG_FLOOD_FACTOR),
+                    self.call.operation
+                ),
+            ));
+        }
+        if self.call.log_records > allowance {
             self.call.logs_dropped += 1;
             return Ok(());
         }
@@ -93,11 +108,21 @@ impl wit_host::Host for StoreState {
             .as_ref()
             .map_or("", |session| session.session_id.as_str());
         match level {
-            wit_host::LogLevel::Trace => tracing::trace!(target: "ctxbox::engine", engine, session, "{message}"),
-            wit_host::LogLevel::Debug => tracing::debug!(target: "ctxbox::engine", engine, session, "{message}"),
-            wit_host::LogLevel::Info => tracing::info!(target: "ctxbox::engine", engine, session, "{message}"),
-            wit_host::LogLevel::Warn => tracing::warn!(target: "ctxbox::engine", engine, session, "{message}"),
-            wit_host::LogLevel::Error => tracing::error!(target: "ctxbox::engine", engine, session, "{message}"),
+            wit_host::LogLevel::Trace => {
+                tracing::trace!(target: "ctxbox::engine", engine, session, "{message}")
+            }
+            wit_host::LogLevel::Debug => {
+                tracing::debug!(target: "ctxbox::engine", engine, session, "{message}")
+            }
+            wit_host::LogLevel::Info => {
+                tracing::info!(target: "ctxbox::engine", engine, session, "{message}")
+            }
+            wit_host::LogLevel::Warn => {
+                tracing::warn!(target: "ctxbox::engine", engine, session, "{message}")
+            }
+            wit_host::LogLevel::Error => {
+                tracing::error!(target: "ctxbox::engine", engine, session, "{message}")
+            }
         }
         Ok(())
     }
@@ -127,9 +152,12 @@ impl wit_host::Host for StoreState {
             params.runtime_context.as_deref(),
         ]))?;
         if self.call.operation != Operation::Compact {
-            return Ok(Err(convert::to_wit_host_error(ServiceError::InvalidArgument(
-                format!("delegate-compaction is only available during compact, not {}", self.call.operation),
-            ))));
+            return Ok(Err(convert::to_wit_host_error(
+                ServiceError::InvalidArgument(format!(
+                    "delegate-compaction is only available during compact, not {}",
+                    self.call.operation
+                )),
+            )));
         }
         let params = convert::from_wit_compact_params(params);
         let progress = ClockProgress(self.call.clock.clone());
@@ -149,7 +177,12 @@ impl wit_host::Host for StoreState {
         self.charge(text.len() + instructions.as_ref().map_or(0, String::len))?;
         let services = self.services.clone();
         let result = services
-            .summarize(self.service_call(), &text, instructions.as_deref(), max_tokens)
+            .summarize(
+                self.service_call(),
+                &text,
+                instructions.as_deref(),
+                max_tokens,
+            )
             .await;
         Ok(service_result(result))
     }
@@ -169,7 +202,12 @@ impl wit_host::Host for StoreState {
             .clamp(1, DELTA_MAX_BYTES);
         let services = self.services.clone();
         let result = services
-            .read_transcript_delta(self.service_call(), cursor.as_deref(), max_messages, max_bytes)
+            .read_transcript_delta(
+                self.service_call(),
+                cursor.as_deref(),
+                max_messages,
+                max_bytes,
+            )
             .await;
         Ok(service_result(result).map(convert::to_wit_delta))
     }
@@ -177,7 +215,9 @@ impl wit_host::Host for StoreState {
     async fn state_get(&mut self, key: String) -> wasmtime::Result<HostResult<Option<Vec<u8>>>> {
         self.charge(key.len())?;
         let services = self.services.clone();
-        Ok(service_result(services.state_get(self.service_call(), &key).await))
+        Ok(service_result(
+            services.state_get(self.service_call(), &key).await,
+        ))
     }
 
     async fn state_set(&mut self, key: String, value: Vec<u8>) -> wasmtime::Result<HostResult<()>> {
@@ -191,7 +231,9 @@ impl wit_host::Host for StoreState {
     async fn state_delete(&mut self, key: String) -> wasmtime::Result<HostResult<bool>> {
         self.charge(key.len())?;
         let services = self.services.clone();
-        Ok(service_result(services.state_delete(self.service_call(), &key).await))
+        Ok(service_result(
+            services.state_delete(self.service_call(), &key).await,
+        ))
     }
 
     async fn state_scan(
@@ -281,7 +323,11 @@ impl wit_history::HostHistory for StoreState {
             .map(convert::to_wit_pairing))
     }
 
-    fn find(&mut self, this: Resource<HistoryHandle>, entry_id: String) -> wasmtime::Result<Option<u32>> {
+    fn find(
+        &mut self,
+        this: Resource<HistoryHandle>,
+        entry_id: String,
+    ) -> wasmtime::Result<Option<u32>> {
         self.charge(entry_id.len())?;
         Ok(self
             .lent_history(&this)?
@@ -289,7 +335,12 @@ impl wit_history::HostHistory for StoreState {
             .map(|index| index as u32))
     }
 
-    fn tokens(&mut self, this: Resource<HistoryHandle>, start: u32, end: u32) -> wasmtime::Result<u64> {
+    fn tokens(
+        &mut self,
+        this: Resource<HistoryHandle>,
+        start: u32,
+        end: u32,
+    ) -> wasmtime::Result<u64> {
         Ok(self
             .lent_history(&this)?
             .tokens(start as usize..end as usize))

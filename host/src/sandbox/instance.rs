@@ -72,7 +72,12 @@ impl Live {
             Ok(UpdateDeadline::Yield(1))
         });
         if let Err(error) = store.set_fuel(fuel) {
-            return Err(failure_of(&store, operation, FailureKind::Trap, error.to_string()));
+            return Err(failure_of(
+                &store,
+                operation,
+                FailureKind::Trap,
+                error.to_string(),
+            ));
         }
         store.set_epoch_deadline(1);
 
@@ -148,7 +153,12 @@ impl Live {
 
         // Lend the history for this call only; the handle is deleted after.
         let lent = match request.history() {
-            Some(history) => match self.store.data_mut().table.push(HistoryHandle(history.clone())) {
+            Some(history) => match self
+                .store
+                .data_mut()
+                .table
+                .push(HistoryHandle(history.clone()))
+            {
                 Ok(handle) => Some(handle),
                 Err(error) => {
                     return Err(CallError::Poisoned(self.failure(
@@ -203,7 +213,11 @@ impl Live {
                     }
                     _ => "the call ran past its wall-clock deadline while blocked in a host wait",
                 };
-                Err(CallError::Poisoned(self.failure(operation, kind, message.to_owned())))
+                Err(CallError::Poisoned(self.failure(
+                    operation,
+                    kind,
+                    message.to_owned(),
+                )))
             }
         }
     }

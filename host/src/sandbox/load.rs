@@ -9,10 +9,10 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
 
+use super::Sandbox;
 use super::bindings::ContextEnginePre;
 use super::store::StoreState;
-use super::Sandbox;
-use crate::error::LoadError;
+use crate::error::{LoadError, RefusedImport};
 
 /// The contract package this host implements.
 pub const WIT_PACKAGE: &str = "ctxbox:engine";
@@ -125,7 +125,10 @@ impl Sandbox {
         let Some(cache_dir) = &self.inner.config.cache_dir else {
             return Ok((compile()?, false));
         };
-        let path = cache_dir.join(format!("{content_hash}-{}.cwasm", self.inner.compatibility_hash));
+        let path = cache_dir.join(format!(
+            "{content_hash}-{}.cwasm",
+            self.inner.compatibility_hash
+        ));
         if let Some(component) = self.read_cache(&path) {
             return Ok((component, true));
         }
@@ -239,10 +242,10 @@ fn check_imports(
 ) -> Result<Vec<String>, LoadError> {
     let component_type = component.component_type();
     let mut imports = Vec::new();
+    let mut refused = Vec::new();
     for (import, _) in component_type.imports(&sandbox.inner.engine) {
         if let Some(why) = refusal(import) {
-            return Err(LoadError::DisallowedImport {
-                name: name.to_owned(),
+            refused.push(RefusedImport {
                 import: import.to_owned(),
                 why,
             });
@@ -252,7 +255,14 @@ fn check_imports(
         }
         imports.push(import.to_owned());
     }
-    Ok(imports)
+    if refused.is_empty() {
+        Ok(imports)
+    } else {
+        Err(LoadError::DisallowedImport {
+            name: name.to_owned(),
+            refused,
+        })
+    }
 }
 
 /// Checks that the component exports the engine interface of the supported
@@ -295,7 +305,10 @@ mod tests {
 
     #[test]
     fn headers_are_told_apart() {
-        assert!(matches!(check_header("x", b"hello"), Err(LoadError::NotWasm { .. })));
+        assert!(matches!(
+            check_header("x", b"hello"),
+            Err(LoadError::NotWasm { .. })
+        ));
         assert!(matches!(
             check_header("x", b"\0asm\x01\x00\x00\x00"),
             Err(LoadError::CoreModule { .. })

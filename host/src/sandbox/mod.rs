@@ -40,9 +40,9 @@ use wasmtime::{InstanceAllocationStrategy, PoolingAllocationConfig};
 
 pub use self::config::SandboxConfig;
 pub use self::load::{LoadedComponent, WIT_PACKAGE, WIT_VERSION};
-pub use self::wasm_engine::WasmEngine;
 use self::pool::InstancePool;
 use self::store::StoreState;
+pub use self::wasm_engine::WasmEngine;
 use crate::error::SandboxError;
 
 /// Core wasm instances one component may create (a Rust `wasm32-wasip2`

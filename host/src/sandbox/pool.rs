@@ -6,9 +6,9 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Instant;
 
+use super::call::Request;
 use super::instance::Live;
 use crate::engine::CallOptions;
-use super::call::Request;
 
 /// Where one session's instance of one engine lives (empty between a failure
 /// or a recycle and the next call).

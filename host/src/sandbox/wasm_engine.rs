@@ -18,9 +18,9 @@ use crate::error::{EngineFailure, FailureKind, Operation};
 use crate::history::History;
 use crate::services::HostServices;
 use crate::types::{
-    AfterTurnParams, AssembleParams, AssembleResult, BootstrapResult, CompactParams,
-    CompactResult, EngineInfo, IngestBatchResult, IngestResult, MaintainReason, MaintainResult,
-    MessageEntry, SessionRef, SubagentEndReason, SubagentSpawn,
+    AfterTurnParams, AssembleParams, AssembleResult, BootstrapResult, CompactParams, CompactResult,
+    EngineInfo, IngestBatchResult, IngestResult, MaintainReason, MaintainResult, MessageEntry,
+    SessionRef, SubagentEndReason, SubagentSpawn,
 };
 
 /// A sandboxed engine. Cheap to clone; clones share instances.
@@ -127,20 +127,46 @@ impl WasmEngine {
         live
     }
 
+    /// Creates the instance for `session_id` now, if it has none, so its first
+    /// call does not pay for instantiation.
+    pub async fn prewarm(&self, session_id: &str) -> EngineResult<()> {
+        let cell = self.cell_for_session(session_id);
+        let mut slot = cell.live.lock().await;
+        cell.touch(&self.shared.sandbox.inner.pool);
+        if slot.is_none() {
+            *slot = Some(self.start_instance(Operation::Load).await?);
+        }
+        Ok(())
+    }
+
     fn session_cells(&self) -> Vec<Arc<SlotCell>> {
-        let sessions = self.shared.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        let sessions = self
+            .shared
+            .sessions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         sessions.values().cloned().collect()
     }
 
     fn cell_for(&self, request: &Request<'_>) -> Arc<SlotCell> {
-        let Some(session) = request.session() else {
-            return self.shared.control.clone();
-        };
-        let mut sessions = self.shared.sessions.lock().unwrap_or_else(PoisonError::into_inner);
-        sessions
-            .entry(session.session_id.clone())
-            .or_insert_with(|| self.shared.sandbox.inner.pool.new_cell())
-            .clone()
+        match request.session() {
+            Some(session) => self.cell_for_session(&session.session_id),
+            None => self.shared.control.clone(),
+        }
+    }
+
+    fn cell_for_session(&self, session_id: &str) -> Arc<SlotCell> {
+        let mut sessions = self
+            .shared
+            .sessions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(cell) = sessions.get(session_id) {
+            return cell.clone();
+        }
+        let cell = self.shared.sandbox.inner.pool.new_cell();
+        sessions.insert(session_id.to_owned(), cell.clone());
+        cell
     }
 
     fn failure(&self, operation: Operation, kind: FailureKind, message: &str) -> EngineFailure {
@@ -178,7 +204,10 @@ impl WasmEngine {
             }
             Err(CallError::Poisoned(failure)) => {
                 *slot = None;
-                self.trace_recycle(&request, "the call failed; the next call gets a fresh instance");
+                self.trace_recycle(
+                    &request,
+                    "the call failed; the next call gets a fresh instance",
+                );
                 Err(failure)
             }
             Err(CallError::Answered(failure)) => Err(failure),
@@ -217,7 +246,9 @@ impl WasmEngine {
     fn trace_recycle(&self, request: &Request<'_>, reason: &str) {
         tracing::info!(
             engine = &*self.shared.id,
-            session = request.session().map_or("", |session| session.session_id.as_str()),
+            session = request
+                .session()
+                .map_or("", |session| session.session_id.as_str()),
             operation = request.operation().as_str(),
             classification = "recycle",
             reason,
@@ -260,7 +291,9 @@ impl ContextEngine for WasmEngine {
         session: &SessionRef,
         history: &History,
     ) -> EngineResult<BootstrapResult> {
-        let response = self.call(Request::Bootstrap { session, history }, call).await?;
+        let response = self
+            .call(Request::Bootstrap { session, history }, call)
+            .await?;
         expect_response!(self, response, Operation::Bootstrap, Bootstrap)
     }
 
@@ -367,7 +400,9 @@ impl ContextEngine for WasmEngine {
         call: &CallOptions,
         spawn: &SubagentSpawn,
     ) -> EngineResult<Option<String>> {
-        let response = self.call(Request::PrepareSubagentSpawn(spawn), call).await?;
+        let response = self
+            .call(Request::PrepareSubagentSpawn(spawn), call)
+            .await?;
         expect_response!(self, response, Operation::PrepareSubagentSpawn, Spawn)
     }
 
@@ -398,7 +433,11 @@ impl ContextEngine for WasmEngine {
 
     async fn close_session(&self, session_id: &str) {
         let cell = {
-            let mut sessions = self.shared.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut sessions = self
+                .shared
+                .sessions
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
             sessions.remove(session_id)
         };
         if let Some(cell) = cell {
@@ -408,7 +447,11 @@ impl ContextEngine for WasmEngine {
 
     async fn dispose(&self) -> EngineResult<()> {
         let cells = {
-            let mut sessions = self.shared.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut sessions = self
+                .shared
+                .sessions
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
             sessions.drain().map(|(_, cell)| cell).collect::<Vec<_>>()
         };
         for cell in cells {

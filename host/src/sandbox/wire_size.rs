@@ -73,5 +73,8 @@ pub(crate) fn items(items: &[AssembledItem]) -> usize {
 
 /// Bytes of a few optional strings.
 pub(crate) fn strings<'a>(values: impl IntoIterator<Item = Option<&'a str>>) -> usize {
-    values.into_iter().map(|value| value.map_or(0, str::len)).sum()
+    values
+        .into_iter()
+        .map(|value| value.map_or(0, str::len))
+        .sum()
 }

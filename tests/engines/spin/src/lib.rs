@@ -11,7 +11,12 @@ impl Engine for Spin {
         EngineInfo::new("spin", "Spin")
     }
 
-    fn assemble(&mut self, _: &SessionRef, _: &History, _: AssembleParams) -> Result<AssembleResult, EngineError> {
+    fn assemble(
+        &mut self,
+        _: &SessionRef,
+        _: &History,
+        _: AssembleParams,
+    ) -> Result<AssembleResult, EngineError> {
         let mut counter = 0u64;
         loop {
             counter = std::hint::black_box(counter.wrapping_add(1));

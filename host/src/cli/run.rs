@@ -1,0 +1,321 @@
+//! `ctxbox run`: replay a real conversation turn by turn through an engine
+//! under a window, and report what the engine did with it.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use ctxbox_host::provider::{Replay, ReplayScript};
+use ctxbox_host::registry::{EngineFactory, RegisterOptions};
+use ctxbox_host::runner::{RunReport, RunnerConfig, Session, TurnReport, TurnRunner};
+use ctxbox_host::runtime::Runtime;
+use ctxbox_host::transcript::NewSession;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use super::settings::HostArgs;
+
+/// The conversation replayed when none is given.
+const SAMPLE: &[u8] = include_bytes!("../../samples/sample-session.jsonl");
+/// The system prompt replayed conversations are sent with.
+const SYSTEM_PROMPT: &str = "You are a helpful assistant with access to tools.";
+/// The plugin name engines given by path on the command line register under.
+const CLI_OWNER: &str = "cli";
+
+/// Arguments of `ctxbox run`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// A session transcript (OpenClaw/pi JSONL) to replay (default: a built-in sample).
+    transcript: Option<PathBuf>,
+    /// The engine: a registered id (e.g. `keep-recent`) or a path to a `.wasm`
+    /// component (default: `plugins.slots.contextEngine`, else `legacy`).
+    #[arg(long, value_name = "ID|PATH.wasm")]
+    engine: Option<String>,
+    /// The model's context window, tokens (default: `agents.defaults.contextTokens`, else 16384).
+    #[arg(long, value_name = "TOKENS")]
+    window: Option<u64>,
+    /// Where to write the replayed session (default: a new file in the data dir's `sessions/`).
+    #[arg(long, value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// Print a JSON report instead of tables.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    host: HostArgs,
+}
+
+/// Runs `ctxbox run`.
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let runtime = args.host.runtime()?;
+    let window = args
+        .window
+        .unwrap_or_else(|| runtime.config().context_tokens());
+    if window < 1_024 {
+        bail!("--window {window} is too small: a model window has at least 1024 tokens");
+    }
+    let engine_id = engine_id(&runtime, args.engine.as_deref())?;
+    let (recording, label) = recording(&runtime, args.transcript.as_deref())?;
+    let script =
+        ReplayScript::from_messages(recording.branch().into_iter().map(|entry| entry.message));
+    if script.turns.is_empty() {
+        bail!("`{label}` has no user messages to replay");
+    }
+
+    let output = match &args.output {
+        Some(path) => path.clone(),
+        None => runtime
+            .data_dir()
+            .join("sessions")
+            .join(format!("run-{}.jsonl", uuid::Uuid::new_v4())),
+    };
+    if let Some(parent) = output.parent() {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("cannot create `{}`", parent.display()))?;
+    }
+    let transcript = runtime
+        .transcripts()
+        .create(
+            &output,
+            NewSession {
+                session_id: None,
+                cwd: recording.header().cwd,
+                parent_session: None,
+            },
+        )
+        .with_context(|| format!("cannot create the session file `{}`", output.display()))?;
+
+    let engine = runtime.select(engine_id.as_deref()).await;
+    let replay = Arc::new(Replay::new(window));
+    let compaction = &runtime.config().agents.defaults.compaction;
+    let runner = TurnRunner::new(
+        engine.clone(),
+        replay.clone(),
+        replay.clone(),
+        runtime.transcripts().clone(),
+        RunnerConfig {
+            window,
+            reserve_tokens: compaction.reserve_tokens,
+            proactive_compaction: compaction.enabled,
+            system_prompt: SYSTEM_PROMPT.to_owned(),
+            model: runtime.config().agents.defaults.model.clone(),
+            tools: tool_names(&script),
+        },
+    );
+    let mut session = Session::new(transcript, None);
+    let selected = engine.selected_id().to_owned();
+
+    let progress = progress_bar(script.turns.len(), args.json);
+    let abort = CancellationToken::new();
+    let cancel = abort.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            cancel.cancel();
+        }
+    });
+    let report = runner
+        .run_script(&mut session, &replay, &script, &abort, &mut |_, _| {
+            progress.inc(1)
+        })
+        .await
+        .context("the replayed session could not be written")?;
+    progress.finish_and_clear();
+
+    if args.json {
+        let summary = json!({
+            "transcript": label,
+            "engine": selected,
+            "window": window,
+            "session": output,
+            "shareKept": report.share_kept(),
+            "report": report,
+        });
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    } else {
+        print_turns(&report.turns);
+        print_summary(&report, &label, &selected, window, &output);
+    }
+    Ok(if report.failed_turns.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// The engine to select: a registered id, or a component path registered
+/// here under its file name. Unknown ids are an error, not a silent fallback.
+fn engine_id(runtime: &Runtime, spec: Option<&str>) -> anyhow::Result<Option<String>> {
+    let Some(spec) = spec else {
+        return Ok(None);
+    };
+    let path = Path::new(spec);
+    if spec.ends_with(".wasm") || path.is_file() {
+        if !path.is_file() {
+            bail!("no engine component at `{spec}`");
+        }
+        let id = path
+            .file_stem()
+            .map(|stem| stem.to_string_lossy().replace('_', "-"))
+            .unwrap_or_else(|| spec.to_owned());
+        runtime
+            .engines()
+            .registry()
+            .plugin(CLI_OWNER)
+            .register(
+                &id,
+                EngineFactory::WasmFile(path.to_owned()),
+                RegisterOptions {
+                    allow_same_owner_refresh: true,
+                },
+            )
+            .with_context(|| format!("cannot use `{spec}` as engine `{id}`"))?;
+        return Ok(Some(id));
+    }
+    let registered: Vec<String> = runtime
+        .engines()
+        .registry()
+        .ids()
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    if !registered.iter().any(|id| id == spec) {
+        bail!(
+            "no engine `{spec}`: registered engines are {}",
+            registered.join(", ")
+        );
+    }
+    Ok(Some(spec.to_owned()))
+}
+
+/// The recording to replay and how to name it.
+fn recording(
+    runtime: &Runtime,
+    path: Option<&Path>,
+) -> anyhow::Result<(ctxbox_host::transcript::Transcript, String)> {
+    let path = match path {
+        Some(path) => path.to_owned(),
+        None => {
+            let sample = runtime
+                .data_dir()
+                .join("samples")
+                .join("sample-session.jsonl");
+            if !sample.exists() {
+                if let Some(dir) = sample.parent() {
+                    std::fs::create_dir_all(dir)?;
+                }
+                std::fs::write(&sample, SAMPLE).with_context(|| {
+                    format!("cannot write the sample to `{}`", sample.display())
+                })?;
+            }
+            sample
+        }
+    };
+    let transcript = runtime
+        .transcripts()
+        .open(&path)
+        .with_context(|| format!("cannot read the transcript `{}`", path.display()))?;
+    let label = path.file_name().map_or_else(
+        || path.display().to_string(),
+        |name| name.to_string_lossy().into_owned(),
+    );
+    Ok((transcript, label))
+}
+
+/// Every tool the recording calls, as the model's tool list.
+fn tool_names(script: &ReplayScript) -> Vec<String> {
+    let mut names: Vec<String> = script
+        .turns
+        .iter()
+        .flat_map(|turn| &turn.responses)
+        .flat_map(|message| message.content())
+        .filter_map(|block| match block {
+            ctxbox_host::types::ContentBlock::ToolCall { name, .. } => Some(name.clone()),
+            _ => None,
+        })
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+fn progress_bar(turns: usize, quiet: bool) -> ProgressBar {
+    if quiet || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(turns as u64);
+    if let Ok(style) =
+        ProgressStyle::with_template("{spinner} replaying turn {pos}/{len} {wide_bar} {elapsed}")
+    {
+        bar.set_style(style);
+    }
+    bar
+}
+
+fn print_turns(turns: &[TurnReport]) {
+    println!(
+        "{:>4}  {:>5}  {:>8}  {:>11}  {:>9}  {:<16}  fallbacks",
+        "turn", "calls", "prompt", "compactions", "overflows", "engine"
+    );
+    for turn in turns {
+        let fallbacks: Vec<String> = turn
+            .guard_events
+            .iter()
+            .map(|event| {
+                format!(
+                    "{} {} ({})",
+                    event.operation, event.classification, event.engine_id
+                )
+            })
+            .collect();
+        println!(
+            "{:>4}  {:>5}  {:>8}  {:>11}  {:>9}  {:<16}  {}",
+            turn.index + 1,
+            turn.model_calls,
+            turn.largest_prompt_tokens,
+            turn.compactions,
+            turn.overflow_retries,
+            turn.served_by,
+            if fallbacks.is_empty() {
+                "-".to_owned()
+            } else {
+                fallbacks.join("; ")
+            }
+        );
+    }
+}
+
+fn print_summary(report: &RunReport, label: &str, engine: &str, window: u64, output: &Path) {
+    println!();
+    println!(
+        "replayed        {label}: {} turns, {} model calls, engine {engine}, {window}-token window",
+        report.turns.len() + report.failed_turns.len(),
+        report.model_calls
+    );
+    println!(
+        "largest prompt  {} tokens ({:.0}% of the window)",
+        report.largest_prompt_tokens,
+        report.largest_prompt_tokens as f64 * 100.0 / window as f64
+    );
+    println!("compactions     {}", report.compactions);
+    println!(
+        "fallbacks       {}; quarantined: {}",
+        report.fallbacks,
+        if report.quarantined.is_empty() {
+            "none".to_owned()
+        } else {
+            report.quarantined.join(", ")
+        }
+    );
+    println!(
+        "kept            {:.0}% of the conversation's {} tokens (final context: {} tokens)",
+        report.share_kept() * 100.0,
+        report.original_tokens,
+        report.final_context_tokens
+    );
+    for failed in &report.failed_turns {
+        println!("failed turn     {}: {}", failed.index + 1, failed.error);
+    }
+    println!("session         {}", output.display());
+}

@@ -1,0 +1,220 @@
+//! Selecting the engine for an agent (DESIGN §5): the configured slot
+//! (`plugins.slots.contextEngine`) resolved through the registry to a guarded
+//! engine, falling back to `legacy` — and quarantining the id — when it is not
+//! registered, will not load or instantiate, or answers `info` badly.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use tokio::sync::Mutex;
+
+use crate::engine::ContextEngine;
+use crate::error::{EngineFailure, FailureKind, Operation};
+use crate::guard::{GuardPolicy, GuardedEngine, Selected};
+use crate::quarantine::QuarantineStore;
+use crate::registry::{
+    EngineFactory, LEGACY_ID, Owner, RegisterError, RegisterOptions, Registration, Registry,
+};
+use crate::sandbox::Sandbox;
+use crate::services::HostServices;
+
+/// Owner recorded for an id that was selected but never registered.
+const UNREGISTERED: &str = "unregistered";
+
+/// The engines of one host: registry, sandbox, quarantine, and the guarded
+/// engines resolved so far.
+pub struct EngineHost {
+    sandbox: Sandbox,
+    registry: Registry,
+    quarantine: Arc<QuarantineStore>,
+    services: Arc<dyn HostServices>,
+    legacy: Arc<dyn ContextEngine>,
+    policy: GuardPolicy,
+    resolved: Mutex<HashMap<String, Resolved>>,
+}
+
+struct Resolved {
+    generation: u64,
+    engine: Arc<GuardedEngine>,
+}
+
+impl EngineHost {
+    /// A host whose built-in fallback is `legacy` (registered as `legacy` by
+    /// core here, once), whose wasm engines run in `sandbox` with `services`.
+    pub fn new(
+        sandbox: Sandbox,
+        quarantine: Arc<QuarantineStore>,
+        services: Arc<dyn HostServices>,
+        legacy: Arc<dyn ContextEngine>,
+        policy: GuardPolicy,
+    ) -> Result<Self, RegisterError> {
+        let registry = Registry::new(quarantine.clone());
+        registry.register_core(
+            LEGACY_ID,
+            EngineFactory::native(legacy.clone()),
+            RegisterOptions::default(),
+        )?;
+        Ok(Self {
+            sandbox,
+            registry,
+            quarantine,
+            services,
+            legacy,
+            policy,
+            resolved: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The registry (to register engines; hand plugins
+    /// [`Registry::plugin`]).
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// The quarantine records.
+    pub fn quarantine(&self) -> &QuarantineStore {
+        &self.quarantine
+    }
+
+    /// The sandbox wasm engines run in.
+    pub fn sandbox(&self) -> &Sandbox {
+        &self.sandbox
+    }
+
+    /// The guarded engine for slot value `slot` (`None`, `""` and `legacy`
+    /// mean legacy). Never fails: whatever goes wrong is quarantined and the
+    /// engine answers through `legacy` (or fails its calls in strict mode).
+    pub async fn select(&self, slot: Option<&str>) -> Arc<GuardedEngine> {
+        let id = slot
+            .map(str::trim)
+            .filter(|id| !id.is_empty())
+            .unwrap_or(LEGACY_ID);
+        let mut resolved = self.resolved.lock().await;
+        let registration = self.registry.get(id);
+        let generation = registration.as_ref().map_or(0, |r| r.generation);
+        if let Some(known) = resolved.get(id) {
+            let retry_due = !known.engine.serving_selected() && !self.quarantine.is_blocked(id);
+            if known.generation == generation && !retry_due {
+                return known.engine.clone();
+            }
+        }
+        let engine = Arc::new(self.resolve(id, registration).await);
+        resolved.insert(
+            id.to_owned(),
+            Resolved {
+                generation,
+                engine: engine.clone(),
+            },
+        );
+        engine
+    }
+
+    async fn resolve(&self, id: &str, registration: Option<Registration>) -> GuardedEngine {
+        if id == LEGACY_ID {
+            return GuardedEngine::legacy_only(self.legacy.clone(), self.quarantine.clone());
+        }
+        let Some(registration) = registration else {
+            let registered: Vec<String> =
+                self.registry.ids().into_iter().map(|(id, _)| id).collect();
+            let failure = EngineFailure::new(
+                id,
+                Operation::Load,
+                FailureKind::Load,
+                format!(
+                    "engine `{id}` is not registered (registered: {})",
+                    registered.join(", ")
+                ),
+            );
+            let selected = Selected {
+                id: id.to_owned(),
+                owner: Owner::Plugin(UNREGISTERED.to_owned()),
+                fingerprint: None,
+            };
+            return self.unavailable(selected, failure);
+        };
+        let selected = Selected {
+            id: id.to_owned(),
+            owner: registration.owner.clone(),
+            fingerprint: registration.fingerprint.clone(),
+        };
+        if self.quarantine.is_blocked(id) {
+            // Quarantined earlier (possibly in an earlier run): stay on legacy
+            // without loading it until it is registered again or its
+            // back-off is over.
+            let record = self.quarantine.get(id);
+            let failure = record.as_ref().map_or_else(
+                || EngineFailure::new(id, Operation::Load, FailureKind::Load, "quarantined"),
+                EngineFailure::from,
+            );
+            return GuardedEngine::unavailable(
+                selected,
+                failure,
+                self.legacy.clone(),
+                self.quarantine.clone(),
+                self.policy,
+            );
+        }
+        match self.instantiate(id, &registration.factory).await {
+            Ok(engine) => GuardedEngine::new(
+                selected,
+                engine,
+                self.legacy.clone(),
+                self.quarantine.clone(),
+                self.policy,
+            ),
+            Err(failure) => self.unavailable(selected, failure),
+        }
+    }
+
+    /// Quarantines `failure` and answers the stand-in that serves through
+    /// legacy.
+    fn unavailable(&self, selected: Selected, failure: EngineFailure) -> GuardedEngine {
+        tracing::warn!(
+            engine = %failure.engine_id,
+            owner = %selected.owner,
+            operation = failure.operation.as_str(),
+            classification = failure.kind.as_str(),
+            reason = %failure.message,
+            "engine cannot be used; quarantined, serving with legacy"
+        );
+        let owner = selected.owner.to_string();
+        if let Err(error) =
+            self.quarantine
+                .record(&owner, selected.fingerprint.as_deref(), &failure)
+        {
+            tracing::error!(engine = %failure.engine_id, %error, "cannot persist a quarantine record");
+        }
+        GuardedEngine::unavailable(
+            selected,
+            failure,
+            self.legacy.clone(),
+            self.quarantine.clone(),
+            self.policy,
+        )
+    }
+
+    /// Makes the engine of `factory`, registered as `id`.
+    async fn instantiate(
+        &self,
+        id: &str,
+        factory: &EngineFactory,
+    ) -> Result<Arc<dyn ContextEngine>, EngineFailure> {
+        let component = match factory {
+            EngineFactory::Native(make) => return Ok(make()),
+            EngineFactory::WasmFile(path) => self.sandbox.load_file(path),
+            EngineFactory::WasmBytes { label, bytes } => self.sandbox.load_bytes(label, bytes),
+        };
+        let component = component.map_err(|error| {
+            EngineFailure::new(id, Operation::Load, FailureKind::Load, error.to_string())
+        })?;
+        let engine = self
+            .sandbox
+            .instantiate(&component, self.services.clone())
+            .await
+            .map_err(|failure| EngineFailure {
+                engine_id: id.to_owned(),
+                ..failure
+            })?;
+        Ok(Arc::new(engine))
+    }
+}

@@ -1,0 +1,367 @@
+//! The turn runner (DESIGN §8): what an embedding host calls for each user
+//! message. It drives the selected (guarded) engine around the model calls
+//! of a turn and keeps the session's transcript.
+//!
+//! One turn: bootstrap on first sight (and `maintain(bootstrap)`) → append
+//! and ingest the user's message → for each model call: the pre-prompt check
+//! (estimate × 1.2 against the window minus the reserve; skipped for engines
+//! that own compaction) with proactive compaction → `assemble` → the provider
+//! → on a context overflow, recovery (`compact(force, budget)` at most three
+//! times; a no-op compaction does not count and falls through to truncating
+//! oversized tool results once) → append the answer, run its tools, repeat
+//! while the model calls tools → `ingest-batch` of the turn's answers,
+//! `after-turn`, and `maintain(turn)` in the foreground or background.
+
+mod overflow;
+mod prompt;
+mod report;
+mod script;
+mod session;
+mod subagent;
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+pub use self::report::{TurnError, TurnReport};
+pub use self::script::{FailedTurn, RunReport};
+pub use self::session::Session;
+pub use self::subagent::SpawnOutcome;
+use crate::engine::{CallOptions, ContextEngine};
+use crate::guard::GuardedEngine;
+use crate::provider::{ModelRequest, Provider, ProviderError, ToolExecutor};
+use crate::tokens::PRE_PROMPT_SAFETY_FACTOR;
+use crate::transcript::TranscriptStore;
+use crate::types::{
+    AfterTurnParams, AgentMessage, CompactParams, CompactResult, CompactionTarget, MaintainReason,
+    MessageEntry, TurnMaintenanceMode,
+};
+
+/// Most model calls one turn may make (a tool loop that never ends is cut).
+const MAX_MODEL_CALLS_PER_TURN: u32 = 64;
+/// Overflow compactions one turn may make.
+const MAX_OVERFLOW_COMPACTIONS: u32 = 3;
+
+/// How a runner talks to its model.
+#[derive(Debug, Clone)]
+pub struct RunnerConfig {
+    /// The model's context window, tokens.
+    pub window: u64,
+    /// Tokens kept free for the answer (`agents.defaults.compaction.reserveTokens`);
+    /// at most a quarter of the window is reserved, so small windows stay usable.
+    pub reserve_tokens: u64,
+    /// Whether the runner compacts proactively before a prompt
+    /// (`agents.defaults.compaction.enabled`).
+    pub proactive_compaction: bool,
+    /// The host's system prompt.
+    pub system_prompt: String,
+    /// The model to name in requests.
+    pub model: Option<String>,
+    /// Tools the model may call.
+    pub tools: Vec<String>,
+}
+
+impl RunnerConfig {
+    /// Tokens reserved for the answer in this window.
+    pub fn reserve(&self) -> u64 {
+        self.reserve_tokens.min(self.window / 4)
+    }
+
+    /// Tokens the prompt may take: the window minus the reserve.
+    pub fn prompt_budget(&self) -> u64 {
+        self.window - self.reserve()
+    }
+}
+
+/// Runs turns for sessions with one engine, one provider and one tool
+/// executor.
+pub struct TurnRunner {
+    engine: Arc<GuardedEngine>,
+    provider: Arc<dyn Provider>,
+    tools: Arc<dyn ToolExecutor>,
+    transcripts: TranscriptStore,
+    config: RunnerConfig,
+}
+
+impl TurnRunner {
+    /// A runner.
+    pub fn new(
+        engine: Arc<GuardedEngine>,
+        provider: Arc<dyn Provider>,
+        tools: Arc<dyn ToolExecutor>,
+        transcripts: TranscriptStore,
+        config: RunnerConfig,
+    ) -> Self {
+        Self {
+            engine,
+            provider,
+            tools,
+            transcripts,
+            config,
+        }
+    }
+
+    /// The engine behind the guard.
+    pub fn engine(&self) -> &Arc<GuardedEngine> {
+        &self.engine
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &RunnerConfig {
+        &self.config
+    }
+
+    /// Runs one turn: `inputs` (extension messages, then the user's message)
+    /// arrive, the model answers until it stops calling tools.
+    pub async fn run_turn(
+        &self,
+        session: &mut Session,
+        inputs: Vec<AgentMessage>,
+        abort: &CancellationToken,
+    ) -> Result<TurnReport, TurnError> {
+        let call = CallOptions::with_abort(abort.clone());
+        let mut report = TurnReport::new(session.turns_run());
+        self.bootstrap_once(session, &call).await?;
+
+        let appended = session.append(&inputs)?;
+        self.ingest(session, &call, &appended, &mut report).await?;
+        let pre_prompt_count = session.history().len() - appended.len();
+
+        let mut answers: Vec<MessageEntry> = Vec::new();
+        loop {
+            if report.model_calls >= MAX_MODEL_CALLS_PER_TURN {
+                return Err(TurnError::TooManyModelCalls(MAX_MODEL_CALLS_PER_TURN));
+            }
+            let reply = match self.model_call(session, &call, &mut report).await {
+                Ok(reply) => reply,
+                // A recording that has no (more) answers for this turn: the
+                // conversation ended there (an unanswered message, or a last
+                // tool call never answered).
+                Err(TurnError::Provider(ProviderError::Exhausted)) => break,
+                Err(error) => return Err(error),
+            };
+            let mut new = session.append(std::slice::from_ref(&reply))?;
+            let calls_tools = reply.tool_call_ids().next().is_some();
+            if calls_tools {
+                let results = self.tools.execute(&reply, abort).await;
+                new.extend(session.append(&results)?);
+            }
+            answers.extend(new);
+            if !calls_tools && !self.provider.continues_turn() {
+                break;
+            }
+        }
+
+        self.finish_turn(session, &call, pre_prompt_count, &answers, &mut report)
+            .await?;
+        session.turn_done();
+        report.served_by = self.engine.serving_id().to_owned();
+        report.guard_events.extend(self.engine.take_events());
+        Ok(report)
+    }
+
+    async fn bootstrap_once(
+        &self,
+        session: &mut Session,
+        call: &CallOptions,
+    ) -> Result<(), TurnError> {
+        if session.bootstrapped() {
+            return Ok(());
+        }
+        let history = session.history();
+        self.engine
+            .bootstrap(call, session.session_ref(), &history)
+            .await?;
+        self.engine
+            .maintain(
+                call,
+                session.session_ref(),
+                &history,
+                MaintainReason::Bootstrap,
+                None,
+            )
+            .await?;
+        session.mark_bootstrapped();
+        Ok(())
+    }
+
+    async fn ingest(
+        &self,
+        session: &Session,
+        call: &CallOptions,
+        entries: &[MessageEntry],
+        report: &mut TurnReport,
+    ) -> Result<(), TurnError> {
+        for entry in entries {
+            self.engine
+                .ingest(call, session.session_ref(), entry, false)
+                .await?;
+        }
+        report.messages_appended += entries.len();
+        Ok(())
+    }
+
+    /// One model call with everything before it: the pre-prompt check,
+    /// `assemble`, and overflow recovery.
+    async fn model_call(
+        &self,
+        session: &mut Session,
+        call: &CallOptions,
+        report: &mut TurnReport,
+    ) -> Result<AgentMessage, TurnError> {
+        self.pre_prompt_check(session, call, report).await?;
+        let mut recovery = overflow::Recovery::new(MAX_OVERFLOW_COMPACTIONS);
+        loop {
+            let prompt = self.assemble_prompt(session, call).await?;
+            let request = ModelRequest {
+                system_prompt: &prompt.system_prompt,
+                messages: &prompt.messages,
+                model: self.config.model.as_deref(),
+                tools: &self.config.tools,
+            };
+            match self.provider.complete(request, &call.abort).await {
+                Ok(reply) => {
+                    report.model_calls += 1;
+                    report.note_prompt(prompt.estimated_tokens);
+                    return Ok(reply.message);
+                }
+                Err(ProviderError::ContextOverflow { prompt_tokens, .. }) => {
+                    report.overflow_retries += 1;
+                    self.recover(session, call, report, &mut recovery, prompt_tokens)
+                        .await?;
+                }
+                Err(error) => return Err(TurnError::Provider(error)),
+            }
+        }
+    }
+
+    /// Compacts before the prompt if the context will not fit.
+    async fn pre_prompt_check(
+        &self,
+        session: &mut Session,
+        call: &CallOptions,
+        report: &mut TurnReport,
+    ) -> Result<(), TurnError> {
+        if !self.config.proactive_compaction || self.engine.info().owns_compaction {
+            return Ok(());
+        }
+        let estimate = session.context_tokens() as f64 * PRE_PROMPT_SAFETY_FACTOR;
+        if estimate <= self.config.prompt_budget() as f64 {
+            return Ok(());
+        }
+        let params = CompactParams {
+            token_budget: Some(self.config.window),
+            compaction_target: CompactionTarget::Threshold,
+            ..CompactParams::default()
+        };
+        self.compact_session(session, call, &params, report).await?;
+        Ok(())
+    }
+
+    /// Runs a compaction and follows what it did to the transcript.
+    async fn compact_session(
+        &self,
+        session: &mut Session,
+        call: &CallOptions,
+        params: &CompactParams,
+        report: &mut TurnReport,
+    ) -> Result<CompactResult, TurnError> {
+        let history = session.history();
+        let result = self
+            .engine
+            .compact(call, session.session_ref(), &history, params)
+            .await?;
+        if result.compacted {
+            report.compactions += 1;
+            session.projection = None;
+            session.reload(&self.transcripts, result.rotated_session.as_ref())?;
+            let history = session.history();
+            self.engine
+                .maintain(
+                    call,
+                    session.session_ref(),
+                    &history,
+                    MaintainReason::Compaction,
+                    None,
+                )
+                .await?;
+        }
+        Ok(result)
+    }
+
+    /// A manual compaction (`/compact`), with optional instructions.
+    pub async fn compact_now(
+        &self,
+        session: &mut Session,
+        custom_instructions: Option<String>,
+        abort: &CancellationToken,
+    ) -> Result<CompactResult, TurnError> {
+        let params = CompactParams {
+            token_budget: Some(self.config.window),
+            force: true,
+            compaction_target: CompactionTarget::Threshold,
+            custom_instructions,
+            ..CompactParams::default()
+        };
+        let mut report = TurnReport::new(session.turns_run());
+        self.compact_session(
+            session,
+            &CallOptions::with_abort(abort.clone()),
+            &params,
+            &mut report,
+        )
+        .await
+    }
+
+    /// The turn's closing calls.
+    async fn finish_turn(
+        &self,
+        session: &mut Session,
+        call: &CallOptions,
+        pre_prompt_count: usize,
+        answers: &[MessageEntry],
+        report: &mut TurnReport,
+    ) -> Result<(), TurnError> {
+        if !answers.is_empty() {
+            self.engine
+                .ingest_batch(call, session.session_ref(), answers, false)
+                .await?;
+            report.messages_appended += answers.len();
+        }
+        let history = session.history();
+        let params = AfterTurnParams {
+            pre_prompt_message_count: pre_prompt_count as u32,
+            token_budget: Some(self.config.prompt_budget()),
+            is_heartbeat: false,
+            runtime_context: None,
+        };
+        self.engine
+            .after_turn(call, session.session_ref(), &history, &params)
+            .await?;
+        // The engine may have compacted on its own in after-turn.
+        session.reload(&self.transcripts, None)?;
+
+        let history = session.history();
+        let session_ref = session.session_ref().clone();
+        match self.engine.info().turn_maintenance_mode {
+            Some(TurnMaintenanceMode::Background) => {
+                let engine = self.engine.clone();
+                let call = call.clone();
+                tokio::spawn(async move {
+                    if let Err(failure) = engine
+                        .maintain(&call, &session_ref, &history, MaintainReason::Turn, None)
+                        .await
+                    {
+                        tracing::warn!(reason = %failure, "background maintenance failed");
+                    }
+                });
+            }
+            _ => {
+                self.engine
+                    .maintain(call, &session_ref, &history, MaintainReason::Turn, None)
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,108 @@
+//! A session as the turn runner keeps it: its transcript, whether the engine
+//! has bootstrapped it, and the prompt state that outlives a single call.
+
+use crate::compaction;
+use crate::history::History;
+use crate::transcript::{Transcript, TranscriptError, TranscriptStore};
+use crate::types::{AgentMessage, MessageEntry, RotatedSession, SessionRef};
+
+use super::prompt::Projection;
+
+/// One conversation being run.
+pub struct Session {
+    transcript: Transcript,
+    session_ref: SessionRef,
+    bootstrapped: bool,
+    turns: usize,
+    /// A thread-bootstrap prompt the engine asked to reuse.
+    pub(super) projection: Option<Projection>,
+    /// Whether overflow recovery has switched on truncating oversized tool
+    /// traffic in prompts.
+    pub(super) truncate_tool_traffic: bool,
+}
+
+impl Session {
+    /// A session over `transcript`, routed under `session_key` if the host
+    /// has one.
+    pub fn new(transcript: Transcript, session_key: Option<String>) -> Self {
+        let session_ref = SessionRef {
+            session_key,
+            ..transcript.session_ref()
+        };
+        Self {
+            transcript,
+            session_ref,
+            bootstrapped: false,
+            turns: 0,
+            projection: None,
+            truncate_tool_traffic: false,
+        }
+    }
+
+    /// Who the session is, as engines see it.
+    pub fn session_ref(&self) -> &SessionRef {
+        &self.session_ref
+    }
+
+    /// The transcript (the current one, after any rotation).
+    pub fn transcript(&self) -> &Transcript {
+        &self.transcript
+    }
+
+    /// The active context.
+    pub fn history(&self) -> History {
+        self.transcript.history()
+    }
+
+    /// Turns completed.
+    pub fn turns_run(&self) -> usize {
+        self.turns
+    }
+
+    /// The context's size as compaction counts it: the last valid reported
+    /// usage plus estimates of what came after, never below the estimate.
+    pub fn context_tokens(&self) -> u64 {
+        compaction::context_tokens(&self.transcript.context(), None)
+    }
+
+    pub(super) fn bootstrapped(&self) -> bool {
+        self.bootstrapped
+    }
+
+    pub(super) fn mark_bootstrapped(&mut self) {
+        self.bootstrapped = true;
+    }
+
+    pub(super) fn turn_done(&mut self) {
+        self.turns += 1;
+    }
+
+    pub(super) fn append(
+        &mut self,
+        messages: &[AgentMessage],
+    ) -> Result<Vec<MessageEntry>, TranscriptError> {
+        if messages.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.transcript.append(messages)
+    }
+
+    /// Follows a rotation into `rotated` (or the transcript's own record of
+    /// one) and forgets prompt state built from the old context.
+    pub(super) fn reload(
+        &mut self,
+        store: &TranscriptStore,
+        rotated: Option<&RotatedSession>,
+    ) -> Result<(), TranscriptError> {
+        let successor = rotated.cloned().or_else(|| self.transcript.successor());
+        if let Some(next) = successor {
+            self.transcript = store.open(std::path::Path::new(&next.session_file))?;
+            self.session_ref = SessionRef {
+                session_key: self.session_ref.session_key.take(),
+                ..self.transcript.session_ref()
+            };
+            self.projection = None;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,74 @@
+//! Subagents: the engine prepares for a spawn, and when the spawn fails the
+//! preparation is rolled back exactly once.
+
+use std::future::Future;
+
+use tokio_util::sync::CancellationToken;
+
+use super::TurnRunner;
+use crate::engine::{CallOptions, ContextEngine};
+use crate::error::EngineFailure;
+use crate::types::{SubagentEndReason, SubagentSpawn};
+
+/// How [`TurnRunner::spawn_subagent`] ended when the spawn did not succeed.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnOutcome<E: std::error::Error + 'static> {
+    /// The engine could not prepare; nothing was spawned.
+    #[error("preparing the subagent spawn failed: {0}")]
+    PrepareFailed(EngineFailure),
+    /// The spawn failed; the preparation was rolled back (`rollback` tells
+    /// how that went, `None` when there was nothing to roll back).
+    #[error("spawning the subagent failed: {error}")]
+    SpawnFailed {
+        /// The spawner's error.
+        error: E,
+        /// The rollback's outcome.
+        rollback: Option<Result<(), EngineFailure>>,
+    },
+}
+
+impl TurnRunner {
+    /// Asks the engine to prepare for `spawn`, then runs `start` (the host's
+    /// actual spawn). If `start` fails, the engine's preparation is rolled
+    /// back, exactly once.
+    pub async fn spawn_subagent<T, E, F>(
+        &self,
+        spawn: &SubagentSpawn,
+        abort: &CancellationToken,
+        start: F,
+    ) -> Result<T, SpawnOutcome<E>>
+    where
+        E: std::error::Error + 'static,
+        F: Future<Output = Result<T, E>>,
+    {
+        let call = CallOptions::with_abort(abort.clone());
+        let preparation = self
+            .engine
+            .prepare_subagent_spawn(&call, spawn)
+            .await
+            .map_err(SpawnOutcome::PrepareFailed)?;
+        match start.await {
+            Ok(spawned) => Ok(spawned),
+            Err(error) => {
+                let rollback = match preparation {
+                    Some(id) => Some(self.engine.rollback_subagent_spawn(&call, &id).await),
+                    None => None,
+                };
+                Err(SpawnOutcome::SpawnFailed { error, rollback })
+            }
+        }
+    }
+
+    /// Tells the engine a subagent's session ended.
+    pub async fn subagent_ended(
+        &self,
+        child_session_key: &str,
+        reason: SubagentEndReason,
+        abort: &CancellationToken,
+    ) -> Result<(), EngineFailure> {
+        let call = CallOptions::with_abort(abort.clone());
+        self.engine
+            .on_subagent_ended(&call, child_session_key, reason)
+            .await
+    }
+}

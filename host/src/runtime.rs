@@ -1,0 +1,149 @@
+//! A whole host built from a [`Config`]: the transcript store, native
+//! compaction and the legacy engine, the state store and host services, the
+//! sandbox, the quarantine database, and the engine registry with the
+//! bundled example engines and the configured ones registered.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::bundled;
+use crate::compaction::Compactor;
+use crate::config::Config;
+use crate::engine_host::EngineHost;
+use crate::error::SandboxError;
+use crate::guard::{GuardPolicy, GuardedEngine};
+use crate::legacy::LegacyEngine;
+use crate::native_services::NativeServices;
+use crate::quarantine::{QuarantineError, QuarantineStore};
+use crate::registry::{EngineFactory, RegisterError, RegisterOptions};
+use crate::sandbox::{Sandbox, SandboxConfig};
+use crate::state_store::{StateError, StateStore};
+use crate::summarize::SummarizeError;
+use crate::transcript::TranscriptStore;
+
+/// The plugin name bundled example engines are registered under.
+pub const BUNDLED_OWNER: &str = "bundled";
+/// The plugin name engines from `plugins.engines` are registered under.
+pub const CONFIG_OWNER: &str = "config";
+
+/// Why a host could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// The sandbox configuration is unusable.
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+    /// The quarantine database could not be opened.
+    #[error(transparent)]
+    Quarantine(#[from] QuarantineError),
+    /// The state database could not be opened.
+    #[error(transparent)]
+    State(#[from] StateError),
+    /// The summarizer configuration is unusable.
+    #[error("agents.defaults.compaction.summarizer: {0}")]
+    Summarizer(#[from] SummarizeError),
+    /// An engine could not be registered.
+    #[error(transparent)]
+    Register(#[from] RegisterError),
+    /// The data directory could not be created.
+    #[error("cannot create the data directory `{}`: {source}", path.display())]
+    DataDir {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// A configured host.
+pub struct Runtime {
+    config: Config,
+    data_dir: PathBuf,
+    transcripts: TranscriptStore,
+    engines: EngineHost,
+}
+
+impl Runtime {
+    /// Builds the host `config` describes, with its data under
+    /// [`Config::data_dir`].
+    pub fn new(config: Config) -> Result<Self, RuntimeError> {
+        let data_dir = config.data_dir();
+        std::fs::create_dir_all(&data_dir).map_err(|source| RuntimeError::DataDir {
+            path: data_dir.clone(),
+            source,
+        })?;
+        let transcripts = TranscriptStore::new(config.transcripts.clone());
+        let compactor = Arc::new(Compactor::from_config(
+            transcripts.clone(),
+            config.agents.defaults.compaction.clone(),
+        )?);
+        let state = Arc::new(StateStore::open_in(&data_dir, &config.state)?);
+        let quarantine = Arc::new(QuarantineStore::open(
+            &data_dir.join("quarantine.sqlite3"),
+            config.quarantine.backoff(),
+        )?);
+        let sandbox = Sandbox::new(SandboxConfig {
+            cache_dir: config
+                .sandbox
+                .cache_dir
+                .clone()
+                .or_else(|| Some(data_dir.join("cache"))),
+            ..config.sandbox.clone()
+        })?;
+        let engines = EngineHost::new(
+            sandbox,
+            quarantine,
+            Arc::new(NativeServices::new(compactor.clone(), state)),
+            Arc::new(LegacyEngine::new(compactor)),
+            GuardPolicy {
+                strict: config.quarantine.strict,
+            },
+        )?;
+
+        let bundled_plugin = engines.registry().plugin(BUNDLED_OWNER);
+        for (name, bytes) in bundled::ENGINES {
+            let factory = EngineFactory::WasmBytes {
+                label: format!("bundled:{name}"),
+                bytes: Arc::from(*bytes),
+            };
+            bundled_plugin.register(name, factory, RegisterOptions::default())?;
+        }
+        let config_plugin = engines.registry().plugin(CONFIG_OWNER);
+        for (id, entry) in &config.plugins.engines {
+            let factory = EngineFactory::WasmFile(entry.path.clone());
+            config_plugin.register(id, factory, RegisterOptions::default())?;
+        }
+        Ok(Self {
+            config,
+            data_dir,
+            transcripts,
+            engines,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Where the host keeps its data.
+    pub fn data_dir(&self) -> &std::path::Path {
+        &self.data_dir
+    }
+
+    /// The transcript store.
+    pub fn transcripts(&self) -> &TranscriptStore {
+        &self.transcripts
+    }
+
+    /// The engines: registry, quarantine, selection.
+    pub fn engines(&self) -> &EngineHost {
+        &self.engines
+    }
+
+    /// The guarded engine of the configured slot
+    /// (`plugins.slots.contextEngine`), or of `override_id` when given.
+    pub async fn select(&self, override_id: Option<&str>) -> Arc<GuardedEngine> {
+        let slot = override_id.or(self.config.plugins.slots.context_engine.as_deref());
+        self.engines.select(slot).await
+    }
+}

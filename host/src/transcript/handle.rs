@@ -1,0 +1,495 @@
+//! [`Transcript`]: the one open handle of a session file in this process.
+//!
+//! It holds every line of the file (original bytes, so unknown entry types
+//! and fields are written back unchanged), the entry tree, the cached token
+//! estimate of every message and the active context built from them. Its
+//! methods do blocking file I/O; call them from async code through
+//! `tokio::task::spawn_blocking`.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::SystemTime;
+
+use serde_json::Value;
+
+use super::TranscriptConfig;
+use super::context::{self, ActiveContext};
+use super::delta::{self, DeltaSource, PageLimits};
+use super::error::{CorruptLine, TranscriptError};
+use super::file::{Opened, TornTail, TranscriptFile, write_atomically};
+use super::record::{self, NodeKind, ROTATION_MARKER, Record};
+use super::wire::{self, SESSION_VERSION, SessionHeader};
+use crate::history::History;
+use crate::services::TranscriptDelta;
+use crate::types::{AgentMessage, MessageEntry, RotatedSession, SessionRef};
+
+/// What opening a transcript found wrong with it. The transcript is usable
+/// either way; nothing was dropped.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OpenReport {
+    /// A last line cut short by a crash, set aside.
+    pub torn_tail: Option<TornTail>,
+    /// Lines that are not entries. They stay in the file untouched; entries
+    /// whose parent is one of them start a new root, as in the reference.
+    pub corrupt_lines: Vec<CorruptLine>,
+}
+
+/// An open session transcript, shared by everything in the process that
+/// works on the session (cheap to clone). Get one from
+/// [`TranscriptStore`](super::TranscriptStore).
+#[derive(Clone)]
+pub struct Transcript {
+    pub(super) shared: Arc<Shared>,
+}
+
+pub(super) struct Shared {
+    path: PathBuf,
+    config: TranscriptConfig,
+    state: Mutex<State>,
+    /// Held for the whole of a compaction so two never interleave.
+    compaction: tokio::sync::Mutex<()>,
+}
+
+struct State {
+    file: TranscriptFile,
+    header: SessionHeader,
+    header_line: Box<str>,
+    /// Lines after the header.
+    records: Vec<Record>,
+    /// Entry id → record index (the later entry wins, as in the reference).
+    by_id: HashMap<String, usize>,
+    /// The last entry in file order: where the conversation continues.
+    leaf: Option<usize>,
+    generation: u64,
+    report: OpenReport,
+    /// The active context, built on first use after each change.
+    context: Option<Arc<ActiveContext>>,
+    /// The transcript this one rotated into, if it did.
+    successor: Option<RotatedSession>,
+}
+
+impl Transcript {
+    /// Reads an opened file into a handle.
+    pub(super) fn load(
+        path: PathBuf,
+        config: TranscriptConfig,
+        opened: Opened,
+    ) -> Result<Self, TranscriptError> {
+        let Opened {
+            file,
+            contents,
+            torn_tail,
+        } = opened;
+        let mut lines = contents.split(|&byte| byte == b'\n');
+        let header_bytes = lines.next().unwrap_or_default();
+        let bad_header = |reason: String| {
+            TranscriptError::BadHeader(CorruptLine {
+                path: path.clone(),
+                line: 1,
+                reason,
+            })
+        };
+        let header_line = std::str::from_utf8(header_bytes)
+            .map_err(|error| bad_header(format!("not UTF-8: {error}")))?;
+        let header: SessionHeader = serde_json::from_str(header_line)
+            .map_err(|error| bad_header(format!("not a session header: {error}")))?;
+        if header.entry_type != "session" {
+            return Err(bad_header(format!(
+                "the first line is a `{}` entry, not the session header",
+                header.entry_type
+            )));
+        }
+        if header.version != SESSION_VERSION {
+            return Err(TranscriptError::UnsupportedVersion {
+                path,
+                found: header.version,
+                supported: SESSION_VERSION,
+            });
+        }
+
+        let mut report = OpenReport {
+            torn_tail,
+            corrupt_lines: Vec::new(),
+        };
+        let mut records = Vec::new();
+        // `split` yields an empty piece after the final newline.
+        let body: Vec<&[u8]> = lines.collect();
+        let body = body.split_last().map_or(&[][..], |(_, rest)| rest);
+        for (offset, bytes) in body.iter().enumerate() {
+            let line = offset + 2;
+            let (raw, node) = match std::str::from_utf8(bytes) {
+                Ok(text) => match record::parse(text) {
+                    Ok(node) => (text.into(), node),
+                    Err(error) => {
+                        report.corrupt_lines.push(CorruptLine {
+                            path: path.clone(),
+                            line,
+                            reason: error.0,
+                        });
+                        (text.into(), None)
+                    }
+                },
+                Err(error) => {
+                    report.corrupt_lines.push(CorruptLine {
+                        path: path.clone(),
+                        line,
+                        reason: format!("not UTF-8: {error}"),
+                    });
+                    (String::from_utf8_lossy(bytes).into(), None)
+                }
+            };
+            records.push(Record { raw, node });
+        }
+        for corrupt in &report.corrupt_lines {
+            tracing::warn!(path = %corrupt.path.display(), line = corrupt.line, reason = %corrupt.reason, "unreadable transcript line kept as is");
+        }
+
+        let mut by_id = HashMap::with_capacity(records.len());
+        let mut leaf = None;
+        let mut successor = None;
+        for (index, record) in records.iter().enumerate() {
+            if let Some(node) = &record.node {
+                by_id.insert(node.id.clone(), index);
+                leaf = Some(index);
+                if let NodeKind::Rotated(rotated) = &node.kind {
+                    successor = Some(rotated.clone());
+                }
+            }
+        }
+        let generation = delta::generation(header_line, file.identity());
+        Ok(Self {
+            shared: Arc::new(Shared {
+                path,
+                config,
+                state: Mutex::new(State {
+                    file,
+                    header_line: header_line.into(),
+                    header,
+                    records,
+                    by_id,
+                    leaf,
+                    generation,
+                    report,
+                    context: None,
+                    successor,
+                }),
+                compaction: tokio::sync::Mutex::new(()),
+            }),
+        })
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // Every update of the state completes before the lock is released;
+        // a panic elsewhere cannot leave it half-changed.
+        self.shared
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.shared.path
+    }
+
+    /// The session header.
+    pub fn header(&self) -> SessionHeader {
+        self.state().header.clone()
+    }
+
+    /// The session id (the header's).
+    pub fn session_id(&self) -> String {
+        self.state().header.id.clone()
+    }
+
+    /// The session as engine calls name it.
+    pub fn session_ref(&self) -> SessionRef {
+        SessionRef::new(self.session_id(), self.path().to_string_lossy())
+    }
+
+    /// What opening the file found wrong with it.
+    pub fn open_report(&self) -> OpenReport {
+        self.state().report.clone()
+    }
+
+    /// Whether entries can be appended (the file was writable).
+    pub fn is_writable(&self) -> bool {
+        self.state().file.is_writable()
+    }
+
+    /// The id of the entry the conversation continues from.
+    pub fn leaf_id(&self) -> Option<String> {
+        let state = self.state();
+        state.leaf.and_then(|index| {
+            state.records[index]
+                .node
+                .as_ref()
+                .map(|node| node.id.clone())
+        })
+    }
+
+    /// How many lines follow the header (entries, and unreadable lines).
+    pub fn line_count(&self) -> usize {
+        self.state().records.len()
+    }
+
+    /// The transcript this one was rotated into by a compaction, if any.
+    pub fn successor(&self) -> Option<RotatedSession> {
+        self.state().successor.clone()
+    }
+
+    /// The active context with what compaction needs to know about it.
+    pub fn context(&self) -> Arc<ActiveContext> {
+        let mut state = self.state();
+        if let Some(context) = &state.context {
+            return context.clone();
+        }
+        let path = context::active_path(&state.records, &state.by_id, state.leaf);
+        let built = Arc::new(context::build(&state.records, &path));
+        state.context = Some(built.clone());
+        built
+    }
+
+    /// Every message on the path from the root to the leaf, oldest first,
+    /// including those a compaction summarized: the whole conversation of the
+    /// active branch (e.g. to replay it).
+    pub fn branch(&self) -> Vec<MessageEntry> {
+        let state = self.state();
+        let path = context::active_path(&state.records, &state.by_id, state.leaf);
+        context::branch_messages(&state.records, &path)
+    }
+
+    /// The active context as engines see it: the messages on the path from
+    /// the root to the leaf, after the latest compaction's summary, with
+    /// cached token estimates.
+    pub fn history(&self) -> History {
+        self.context().history.clone()
+    }
+
+    /// Appends `messages` as children of the leaf, one after the other, in a
+    /// single write that is durable (per the fsync policy) when this returns.
+    /// Answers the stored entries, with their new ids. Custom messages and
+    /// branch summaries become `custom_message` and `branch_summary` entries,
+    /// as in the reference; compaction summaries are refused (compaction
+    /// writes them).
+    pub fn append(&self, messages: &[AgentMessage]) -> Result<Vec<MessageEntry>, TranscriptError> {
+        let mut state = self.state();
+        let now = SystemTime::now();
+        let timestamp_ms = wire::unix_millis(now);
+        let mut parent = state.leaf_id();
+        let mut taken: Vec<String> = Vec::new();
+        let mut lines = Vec::with_capacity(messages.len());
+        let mut entries = Vec::with_capacity(messages.len());
+        for message in messages {
+            let id = new_id(|candidate| {
+                state.by_id.contains_key(candidate) || taken.iter().any(|t| t == candidate)
+            });
+            let line = wire::encode_message_entry(&id, parent.as_deref(), now, message).map_err(
+                |error| TranscriptError::InvalidAppend {
+                    path: self.shared.path.clone(),
+                    reason: error.0,
+                },
+            )?;
+            entries.push(MessageEntry {
+                id: id.clone(),
+                parent_id: parent.replace(id.clone()),
+                timestamp_ms,
+                message: message.clone(),
+            });
+            taken.push(id);
+            lines.push(line);
+        }
+        self.write_lines(&mut state, lines)?;
+        Ok(entries)
+    }
+
+    /// Appends a `compaction` entry as a child of the leaf and answers its id.
+    /// `first_kept_entry_id` must name an entry of this transcript.
+    pub(crate) fn append_compaction(
+        &self,
+        summary: &str,
+        first_kept_entry_id: &str,
+        tokens_before: u64,
+        details: &Value,
+    ) -> Result<String, TranscriptError> {
+        let mut state = self.state();
+        if !state.by_id.contains_key(first_kept_entry_id) {
+            return Err(TranscriptError::UnknownEntry {
+                path: self.shared.path.clone(),
+                id: first_kept_entry_id.to_owned(),
+            });
+        }
+        let id = new_id(|candidate| state.by_id.contains_key(candidate));
+        let parent = state.leaf_id();
+        let line = wire::encode_compaction_entry(
+            &id,
+            parent.as_deref(),
+            summary,
+            first_kept_entry_id,
+            tokens_before,
+            details,
+        );
+        self.write_lines(&mut state, vec![line])?;
+        Ok(id)
+    }
+
+    /// Records in this (old) file that the session continues in `successor`.
+    pub(super) fn mark_rotated(&self, successor: &RotatedSession) -> Result<(), TranscriptError> {
+        let mut state = self.state();
+        let id = new_id(|candidate| state.by_id.contains_key(candidate));
+        let parent = state.leaf_id();
+        let data = serde_json::json!({
+            "sessionId": successor.session_id,
+            "sessionFile": successor.session_file,
+        });
+        let line = wire::encode_custom_entry(&id, parent.as_deref(), ROTATION_MARKER, data);
+        self.write_lines(&mut state, vec![line])?;
+        state.successor = Some(successor.clone());
+        Ok(())
+    }
+
+    /// The lines of a transcript that continues this one from its active
+    /// path's `first_kept_entry_id` (see [`super::rotate`]).
+    pub(super) fn rotated_contents(
+        &self,
+        new_header: &SessionHeader,
+        first_kept_entry_id: &str,
+    ) -> Result<String, TranscriptError> {
+        let state = self.state();
+        let path = context::active_path(&state.records, &state.by_id, state.leaf);
+        super::rotate::compose(
+            &self.shared.path,
+            new_header,
+            &state.records,
+            &path,
+            first_kept_entry_id,
+        )
+    }
+
+    /// Writes a byte-identical copy of the transcript (header, every line,
+    /// unreadable ones included) to a new file `destination`, atomically.
+    pub fn save_copy(&self, destination: &Path) -> Result<(), TranscriptError> {
+        let contents = {
+            let state = self.state();
+            let mut contents = String::with_capacity(
+                state.header_line.len()
+                    + state.records.iter().map(|r| r.raw.len() + 1).sum::<usize>()
+                    + 1,
+            );
+            contents.push_str(&state.header_line);
+            contents.push('\n');
+            for record in &state.records {
+                contents.push_str(&record.raw);
+                contents.push('\n');
+            }
+            contents
+        };
+        if destination.exists() {
+            return Err(TranscriptError::AlreadyExists {
+                path: destination.to_owned(),
+            });
+        }
+        write_atomically(destination, contents.as_bytes())
+    }
+
+    /// The entries appended after `cursor` (see [`super::delta`]).
+    pub fn read_delta(
+        &self,
+        cursor: Option<&str>,
+        max_messages: u32,
+        max_bytes: u64,
+    ) -> TranscriptDelta {
+        let predecessor = self
+            .header()
+            .parent_session
+            .and_then(|parent| session_id_of(Path::new(&parent)));
+        let state = self.state();
+        let source = DeltaSource {
+            records: &state.records,
+            session_id: &state.header.id,
+            generation: state.generation,
+            predecessor: predecessor.as_deref(),
+        };
+        delta::read(
+            &source,
+            cursor,
+            PageLimits {
+                max_messages: max_messages.max(1),
+                max_bytes: max_bytes.max(1),
+            },
+        )
+    }
+
+    /// Takes the transcript's compaction lock (held for a whole compaction).
+    pub(crate) async fn lock_compaction(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.shared.compaction.lock().await
+    }
+
+    /// Appends whole entry lines and records them.
+    fn write_lines(&self, state: &mut State, lines: Vec<String>) -> Result<(), TranscriptError> {
+        let mut bytes = Vec::with_capacity(lines.iter().map(|line| line.len() + 1).sum());
+        for line in &lines {
+            bytes.extend_from_slice(line.as_bytes());
+            bytes.push(b'\n');
+        }
+        state.file.append(&bytes, self.shared.config.fsync)?;
+        for line in lines {
+            // Lines this module encoded always parse.
+            let node = record::parse(&line).ok().flatten();
+            let index = state.records.len();
+            if let Some(node) = &node {
+                state.by_id.insert(node.id.clone(), index);
+                state.leaf = Some(index);
+            }
+            state.records.push(Record {
+                raw: line.into(),
+                node,
+            });
+        }
+        state.context = None;
+        Ok(())
+    }
+}
+
+impl State {
+    fn leaf_id(&self) -> Option<String> {
+        self.leaf.and_then(|index| {
+            self.records[index]
+                .node
+                .as_ref()
+                .map(|node| node.id.clone())
+        })
+    }
+}
+
+impl std::fmt::Debug for Transcript {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Transcript")
+            .field("path", &self.shared.path)
+            .finish()
+    }
+}
+
+/// A fresh entry id: 8 hex digits, as the reference makes them, checked
+/// against `taken`; a full UUID in the unlikely case of repeated collisions.
+fn new_id(taken: impl Fn(&str) -> bool) -> String {
+    for _ in 0..100 {
+        let candidate = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
+        if !taken(&candidate) {
+            return candidate;
+        }
+    }
+    uuid::Uuid::new_v4().to_string()
+}
+
+/// The session id in the header of the transcript at `path`, if readable.
+fn session_id_of(path: &Path) -> Option<String> {
+    use std::io::BufRead;
+    let file = std::fs::File::open(path).ok()?;
+    let mut first = String::new();
+    std::io::BufReader::new(file).read_line(&mut first).ok()?;
+    serde_json::from_str::<SessionHeader>(&first)
+        .ok()
+        .map(|header| header.id)
+}

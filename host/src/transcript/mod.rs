@@ -1,0 +1,60 @@
+//! The transcript store (DESIGN §8): OpenClaw/pi JSONL session files, version 3.
+//!
+//! A session file is a header line followed by one JSON entry per line; the
+//! entries form a tree through `parentId`, and the model's context is the path
+//! from the root to the last entry, after the latest compaction's summary.
+//! ctxbox reads files OpenClaw wrote and writes files OpenClaw reads:
+//!
+//! - every line is kept as it was, so unknown entry types and fields survive
+//!   and a read-write round trip is byte-identical ([`Transcript::save_copy`]);
+//! - appends go to the end of the file in whole lines and are durable when
+//!   they return (per [`FsyncPolicy`]);
+//! - a last line torn by a crash is moved to a side file when the transcript
+//!   is opened ([`OpenReport::torn_tail`]), never merged with a later append;
+//! - an unreadable line in the middle is reported with its file and line
+//!   ([`OpenReport::corrupt_lines`]) while the rest stays readable;
+//! - new files (creation, rotation) are written to a temporary file, synced
+//!   and renamed.
+//!
+//! ```no_run
+//! # fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use ctxbox_host::transcript::{NewSession, TranscriptConfig, TranscriptStore};
+//! use ctxbox_host::types::AgentMessage;
+//!
+//! let store = TranscriptStore::new(TranscriptConfig::default());
+//! let transcript = store.open_or_create("session.jsonl".as_ref(), NewSession::default())?;
+//! let stored = transcript.append(&[AgentMessage::user_text("hello")])?;
+//! println!("stored as {}", stored[0].id);
+//! let history = transcript.history(); // what the engine sees, estimates cached
+//! # let _ = history; Ok(()) }
+//! ```
+
+mod context;
+mod delta;
+mod error;
+mod file;
+mod handle;
+mod record;
+mod rotate;
+mod store;
+mod wire;
+
+use serde::{Deserialize, Serialize};
+
+pub use self::context::{ActiveContext, PreviousCompaction};
+pub use self::error::{CorruptLine, TranscriptError};
+pub use self::file::{FsyncPolicy, TornTail};
+pub use self::handle::{OpenReport, Transcript};
+pub use self::store::{NewSession, TranscriptStore};
+pub use self::wire::{SESSION_VERSION, SessionHeader};
+
+/// How transcripts are written.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+pub struct TranscriptConfig {
+    /// When appends reach the disk.
+    pub fsync: FsyncPolicy,
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,167 @@
+//! [`TranscriptStore`]: opens, creates and rotates transcripts, and makes sure
+//! a file has at most one open handle in the process, so the turn runner and a
+//! compaction always work on the same state.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+
+use super::TranscriptConfig;
+use super::error::TranscriptError;
+use super::file::TranscriptFile;
+use super::handle::{Shared, Transcript};
+use super::wire::SessionHeader;
+use crate::types::RotatedSession;
+
+/// What a new session file starts with.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NewSession {
+    /// The session id; a new UUID when `None`.
+    pub session_id: Option<String>,
+    /// The agent's working directory.
+    pub cwd: String,
+    /// The transcript this session continues or was forked from.
+    pub parent_session: Option<String>,
+}
+
+/// The registry of open transcripts (cheap to clone; clones share it).
+#[derive(Clone)]
+pub struct TranscriptStore {
+    inner: Arc<Registry>,
+}
+
+struct Registry {
+    config: TranscriptConfig,
+    /// Canonical path → the live handle. Handles close when their last clone
+    /// is dropped; the entry is then replaced on the next open.
+    open: Mutex<HashMap<PathBuf, Weak<Shared>>>,
+}
+
+impl TranscriptStore {
+    /// A store whose transcripts follow `config`.
+    pub fn new(config: TranscriptConfig) -> Self {
+        Self {
+            inner: Arc::new(Registry {
+                config,
+                open: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &TranscriptConfig {
+        &self.inner.config
+    }
+
+    /// The handle of the existing transcript at `path` (the one already open
+    /// in this process, if any).
+    pub fn open(&self, path: &Path) -> Result<Transcript, TranscriptError> {
+        let canonical = canonical_existing(path)?;
+        let mut open = self.registry();
+        if let Some(live) = open.get(&canonical).and_then(Weak::upgrade) {
+            return Ok(Transcript { shared: live });
+        }
+        let transcript = Transcript::load(
+            canonical.clone(),
+            self.inner.config.clone(),
+            TranscriptFile::open(&canonical)?,
+        )?;
+        open.retain(|_, handle| handle.strong_count() > 0);
+        open.insert(canonical, Arc::downgrade(&transcript.shared));
+        Ok(transcript)
+    }
+
+    /// Creates a new transcript at `path` (written atomically, header only)
+    /// and opens it. Fails if the file exists.
+    pub fn create(&self, path: &Path, session: NewSession) -> Result<Transcript, TranscriptError> {
+        let header = SessionHeader::new(
+            session
+                .session_id
+                .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
+            session.cwd,
+            session.parent_session,
+        );
+        let mut contents =
+            serde_json::to_string(&header).map_err(|error| TranscriptError::InvalidAppend {
+                path: path.to_owned(),
+                reason: format!("the session header cannot be written: {error}"),
+            })?;
+        contents.push('\n');
+        TranscriptFile::create(path, contents.as_bytes())?;
+        self.open(path)
+    }
+
+    /// Opens the transcript at `path`, creating it first if there is none.
+    pub fn open_or_create(
+        &self,
+        path: &Path,
+        session: NewSession,
+    ) -> Result<Transcript, TranscriptError> {
+        match self.open(path) {
+            Err(TranscriptError::NotFound { .. }) => match self.create(path, session) {
+                // Someone else created it in between.
+                Err(TranscriptError::AlreadyExists { .. }) => self.open(path),
+                other => other,
+            },
+            other => other,
+        }
+    }
+
+    /// Continues `transcript` in a new file next to it, starting from its
+    /// active path's `first_kept_entry_id` (normally right after a
+    /// compaction, whose entry is then the new file's last). The new file is
+    /// written atomically before the old one records the rotation, so a crash
+    /// leaves either the old transcript alone or both.
+    pub fn rotate(
+        &self,
+        transcript: &Transcript,
+        first_kept_entry_id: &str,
+    ) -> Result<Transcript, TranscriptError> {
+        let old_header = transcript.header();
+        let session_id = uuid::Uuid::new_v4().to_string();
+        let new_path = transcript
+            .path()
+            .with_file_name(format!("{session_id}.jsonl"));
+        let header = SessionHeader::new(
+            session_id.clone(),
+            old_header.cwd,
+            Some(transcript.path().to_string_lossy().into_owned()),
+        );
+        let contents = transcript.rotated_contents(&header, first_kept_entry_id)?;
+        TranscriptFile::create(&new_path, contents.as_bytes())?;
+        let successor = self.open(&new_path)?;
+        transcript.mark_rotated(&RotatedSession {
+            session_id,
+            session_file: successor.path().to_string_lossy().into_owned(),
+        })?;
+        Ok(successor)
+    }
+
+    fn registry(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, Weak<Shared>>> {
+        // The map is only ever updated by single inserts and retains.
+        self.inner
+            .open
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl std::fmt::Debug for TranscriptStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TranscriptStore")
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+fn canonical_existing(path: &Path) -> Result<PathBuf, TranscriptError> {
+    path.canonicalize().map_err(|error| {
+        if error.kind() == std::io::ErrorKind::NotFound {
+            TranscriptError::NotFound {
+                path: path.to_owned(),
+            }
+        } else {
+            TranscriptError::io(path, "resolve", error)
+        }
+    })
+}

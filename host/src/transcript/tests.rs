@@ -1,0 +1,357 @@
+//! Behaviour of the store as a whole, on small hand-written files.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use super::*;
+use crate::services::TranscriptDelta;
+use crate::types::{AgentMessage, ContentBlock, MessageKind, StopReason};
+
+const HEADER: &str =
+    r#"{"type":"session","version":3,"id":"s1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/w"}"#;
+
+fn store() -> TranscriptStore {
+    TranscriptStore::new(TranscriptConfig::default())
+}
+
+fn write(dir: &Path, lines: &[&str]) -> PathBuf {
+    let path = dir.join("s1.jsonl");
+    let mut text = String::new();
+    for line in lines {
+        text.push_str(line);
+        text.push('\n');
+    }
+    fs::write(&path, text).expect("write fixture");
+    path
+}
+
+fn user(id: &str, parent: Option<&str>, text: &str) -> String {
+    let parent = parent.map_or("null".to_owned(), |p| format!("\"{p}\""));
+    format!(
+        r#"{{"type":"message","id":"{id}","parentId":{parent},"timestamp":"2026-01-01T00:00:01.000Z","message":{{"role":"user","content":[{{"type":"text","text":"{text}"}}],"timestamp":1}}}}"#
+    )
+}
+
+fn ids(transcript: &Transcript) -> Vec<String> {
+    transcript
+        .history()
+        .entries()
+        .iter()
+        .map(|e| e.id.clone())
+        .collect()
+}
+
+fn call(id: &str) -> AgentMessage {
+    AgentMessage::Assistant {
+        content: vec![ContentBlock::ToolCall {
+            id: id.into(),
+            name: "read".into(),
+            arguments_json: r#"{"path":"src/main.rs"}"#.into(),
+        }],
+        model: None,
+        provider: None,
+        usage: None,
+        stop_reason: StopReason::ToolUse,
+        error_message: None,
+    }
+}
+
+#[test]
+fn appends_are_read_back_by_a_fresh_process() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("new.jsonl");
+    let stored = {
+        let transcript = store()
+            .create(
+                &path,
+                NewSession {
+                    cwd: "/w".into(),
+                    ..NewSession::default()
+                },
+            )
+            .expect("create");
+        let first = transcript
+            .append(&[AgentMessage::user_text("hi")])
+            .expect("append");
+        let more = transcript
+            .append(&[call("c1"), AgentMessage::assistant_text("done")])
+            .expect("append");
+        assert_eq!(more[0].parent_id.as_deref(), Some(first[0].id.as_str()));
+        assert_eq!(more[1].parent_id.as_deref(), Some(more[0].id.as_str()));
+        assert_eq!(transcript.leaf_id().as_deref(), Some(more[1].id.as_str()));
+        first.into_iter().chain(more).collect::<Vec<_>>()
+    };
+    let reopened = store().open(&path).expect("reopen");
+    assert_eq!(reopened.history().entries(), stored.as_slice());
+    assert_eq!(reopened.header().cwd, "/w");
+    assert_eq!(reopened.open_report(), OpenReport::default());
+}
+
+#[test]
+fn round_trips_unknown_entries_and_fields_byte_for_byte() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let lines = [
+        HEADER.to_owned(),
+        r#"{"type":"model_change","id":"m","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","provider":"p","modelId":"x","futureField":{"a":[1,2.50,"\u00e9"]}}"#.into(),
+        user("a", Some("m"), "hello"),
+        String::new(),
+        r#"{"type":"hologram","id":"h","parentId":"a","timestamp":"2026-01-01T00:00:02.000Z","payload":"✨"}"#.into(),
+        user("b", Some("h"), "again"),
+    ];
+    let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let path = write(dir.path(), &lines);
+    let original = fs::read(&path).expect("read");
+
+    let transcript = store().open(&path).expect("open");
+    assert_eq!(
+        ids(&transcript),
+        ["a", "b"],
+        "the unknown entry stays in the chain"
+    );
+    let copy = dir.path().join("copy.jsonl");
+    transcript.save_copy(&copy).expect("copy");
+    assert_eq!(fs::read(&copy).expect("read copy"), original);
+
+    transcript
+        .append(&[AgentMessage::user_text("x")])
+        .expect("append");
+    let after = fs::read(&path).expect("read");
+    assert!(
+        after.starts_with(&original),
+        "appends never touch earlier bytes"
+    );
+}
+
+#[test]
+fn reports_a_corrupt_middle_line_and_keeps_the_rest() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let lines = [
+        HEADER.to_owned(),
+        user("a", None, "one"),
+        "{this is not json".to_owned(),
+        user("c", Some("a"), "three"),
+    ];
+    let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let path = write(dir.path(), &lines);
+    let transcript = store().open(&path).expect("open despite the corrupt line");
+    let report = transcript.open_report();
+    assert_eq!(report.corrupt_lines.len(), 1);
+    let corrupt = &report.corrupt_lines[0];
+    assert_eq!(corrupt.line, 3);
+    let message = corrupt.to_string();
+    assert!(
+        message.contains("s1.jsonl") && message.contains("line 3"),
+        "{message}"
+    );
+    assert_eq!(ids(&transcript), ["a", "c"]);
+}
+
+#[test]
+fn sets_a_torn_tail_aside_and_appends_cleanly_after_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("s1.jsonl");
+    let body = format!(
+        "{HEADER}\n{}\n{{\"type\":\"message\",\"id\":\"x",
+        user("a", None, "one")
+    );
+    fs::write(&path, &body).expect("write");
+    let transcript = store().open(&path).expect("open");
+    let torn = transcript
+        .open_report()
+        .torn_tail
+        .expect("torn tail reported");
+    assert_eq!(torn.bytes, 25);
+    assert!(torn.saved_to.is_some_and(|side| side.exists()));
+    let stored = transcript
+        .append(&[AgentMessage::user_text("two")])
+        .expect("append");
+    drop(transcript);
+    let reopened = store().open(&path).expect("reopen");
+    assert_eq!(reopened.open_report(), OpenReport::default());
+    assert_eq!(ids(&reopened), ["a".to_owned(), stored[0].id.clone()]);
+}
+
+#[test]
+fn follows_the_leaf_through_branches() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let lines = [
+        HEADER.to_owned(),
+        user("a", None, "root"),
+        user("dead", Some("a"), "abandoned branch"),
+        user("b", Some("a"), "live branch"),
+        user("c", Some("b"), "leaf"),
+    ];
+    let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let transcript = store().open(&write(dir.path(), &lines)).expect("open");
+    assert_eq!(ids(&transcript), ["a", "b", "c"]);
+}
+
+#[test]
+fn honours_the_latest_compaction() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let compaction = r#"{"type":"compaction","id":"k","parentId":"c","timestamp":"2026-01-01T00:00:03.000Z","summary":"earlier work","firstKeptEntryId":"b","tokensBefore":900,"details":{"readFiles":["a.rs"],"modifiedFiles":[]}}"#;
+    let lines = [
+        HEADER.to_owned(),
+        user("a", None, "one"),
+        user("b", Some("a"), "two"),
+        user("c", Some("b"), "three"),
+        compaction.to_owned(),
+        user("d", Some("k"), "four"),
+    ];
+    let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let transcript = store().open(&write(dir.path(), &lines)).expect("open");
+    let context = transcript.context();
+    assert_eq!(ids(&transcript), ["k", "b", "c", "d"]);
+    assert_eq!(
+        context.history.kind(0),
+        Some(MessageKind::CompactionSummary)
+    );
+    assert!(context.starts_with_summary);
+    assert_eq!(context.fresh_from, 3);
+    let previous = context
+        .previous_compaction
+        .as_ref()
+        .expect("previous compaction");
+    assert_eq!(previous.summary, "earlier work");
+    assert_eq!(previous.read_files, ["a.rs"]);
+}
+
+#[test]
+fn one_handle_per_file_in_a_process() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = write(dir.path(), &[HEADER]);
+    let store = store();
+    let first = store.open(&path).expect("open");
+    let second = store
+        .open(&dir.path().join(".").join("s1.jsonl"))
+        .expect("open again");
+    first
+        .append(&[AgentMessage::user_text("seen by both")])
+        .expect("append");
+    assert_eq!(second.history().len(), 1);
+    // Another registry stands for another process: the file is locked.
+    assert!(matches!(
+        TranscriptStore::new(TranscriptConfig::default()).open(&path),
+        Err(TranscriptError::Locked { .. })
+    ));
+}
+
+#[test]
+fn refuses_bad_headers_and_other_versions() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = write(dir.path(), &[&user("a", None, "no header")]);
+    assert!(matches!(store().open(&path), Err(TranscriptError::BadHeader(c)) if c.line == 1));
+    let path = write(
+        dir.path(),
+        &[r#"{"type":"session","version":2,"id":"s","timestamp":"","cwd":""}"#],
+    );
+    assert!(matches!(
+        store().open(&path),
+        Err(TranscriptError::UnsupportedVersion { found: 2, .. })
+    ));
+    assert!(matches!(
+        store().open(&dir.path().join("missing.jsonl")),
+        Err(TranscriptError::NotFound { .. })
+    ));
+}
+
+#[test]
+fn refuses_to_append_compaction_summaries_as_messages() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let transcript = store()
+        .create(&dir.path().join("n.jsonl"), NewSession::default())
+        .expect("create");
+    let error = transcript
+        .append(&[AgentMessage::CompactionSummary {
+            summary: "s".into(),
+            tokens_before: 1,
+        }])
+        .expect_err("refused");
+    assert!(matches!(error, TranscriptError::InvalidAppend { .. }));
+    assert_eq!(transcript.line_count(), 0, "nothing was written");
+}
+
+#[test]
+fn rotation_continues_the_context_in_a_new_file() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let lines = [
+        HEADER.to_owned(),
+        r#"{"type":"thinking_level_change","id":"t","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","thinkingLevel":"high"}"#.into(),
+        user("a", Some("t"), "one"),
+        user("b", Some("a"), "two"),
+        user("c", Some("b"), "three"),
+    ];
+    let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let path = write(dir.path(), &lines);
+    let store = store();
+    let old = store.open(&path).expect("open");
+    let old_cursor = match old.read_delta(None, 10, 1 << 20) {
+        TranscriptDelta::Page { cursor, .. } => cursor,
+        other => panic!("expected a page, got {other:?}"),
+    };
+    let compaction = old
+        .append_compaction("summary", "b", 500, &serde_json::json!({}))
+        .expect("compaction entry");
+    let before = old.history();
+
+    let new = store.rotate(&old, "b").expect("rotate");
+    let messages = |history: &crate::history::History| -> Vec<(String, AgentMessage)> {
+        history
+            .entries()
+            .iter()
+            .map(|e| (e.id.clone(), e.message.clone()))
+            .collect()
+    };
+    assert_eq!(messages(&new.history()), messages(&before), "same context");
+    assert_eq!(
+        new.header().parent_session.as_deref(),
+        Some(old.path().to_str().expect("utf-8 path"))
+    );
+    assert_eq!(
+        old.successor().map(|s| s.session_id),
+        Some(new.session_id())
+    );
+    assert_eq!(
+        ids(&old)[0],
+        compaction,
+        "the rotation marker does not change the old file's context"
+    );
+
+    let text = fs::read_to_string(new.path()).expect("read new file");
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("JSON line"))
+        .collect();
+    let types: Vec<&str> = lines
+        .iter()
+        .map(|l| l["type"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "session",
+            "thinking_level_change",
+            "message",
+            "message",
+            "compaction"
+        ]
+    );
+    assert_eq!(lines[1]["parentId"], serde_json::Value::Null);
+    assert_eq!(
+        lines[2]["parentId"], "t",
+        "the first kept entry hangs off the carried setting"
+    );
+
+    match new.read_delta(Some(&old_cursor), 10, 1 << 20) {
+        TranscriptDelta::Reset { reason, .. } => assert!(reason.contains("rotated"), "{reason}"),
+        other => panic!("expected a reset, got {other:?}"),
+    }
+    drop((old, new));
+    let reopened = TranscriptStore::new(TranscriptConfig::default())
+        .open(&path)
+        .expect("reopen old");
+    assert!(
+        reopened.successor().is_some(),
+        "the rotation is recorded in the old file"
+    );
+}

@@ -1,0 +1,31 @@
+//! Hostile engine: `assemble` panics when the user's prompt is `panic`, and
+//! otherwise passes the history through, so a test can see a failed instance
+//! replaced by a working one.
+
+use ctxbox_guest::prelude::*;
+
+#[derive(Default)]
+struct Panicker;
+
+impl Engine for Panicker {
+    fn info(&self) -> EngineInfo {
+        EngineInfo::new("panicker", "Panicker")
+    }
+
+    fn assemble(
+        &mut self,
+        _: &SessionRef,
+        history: &History,
+        params: AssembleParams,
+    ) -> Result<AssembleResult, EngineError> {
+        if params.prompt.as_deref() == Some("panic") {
+            panic!("engine exploded on a history of {} entries", history.len());
+        }
+        Ok(AssembleResult::keep_range(
+            0..history.len(),
+            history.tokens(0..history.len()),
+        ))
+    }
+}
+
+ctxbox_guest::export_engine!(Panicker);

@@ -1,0 +1,46 @@
+//! Probe engine: accepts only the `session-key` host parameter and echoes
+//! what reached it, so a test can see the guard's projection.
+
+use ctxbox_guest::prelude::*;
+
+#[derive(Default)]
+struct ParamEcho;
+
+impl Engine for ParamEcho {
+    fn info(&self) -> EngineInfo {
+        let mut info = EngineInfo::new("param-echo", "Parameter echo");
+        info.accepted_host_params = Some(vec![HostParam::SessionKey]);
+        info
+    }
+
+    fn assemble(
+        &mut self,
+        session: &SessionRef,
+        history: &History,
+        params: AssembleParams,
+    ) -> Result<AssembleResult, EngineError> {
+        let mut result =
+            AssembleResult::keep_range(0..history.len(), history.tokens(0..history.len()));
+        result.system_prompt_addition = Some(format!(
+            "key={:?} prompt={:?}",
+            session.session_key, params.prompt
+        ));
+        Ok(result)
+    }
+
+    fn maintain(
+        &mut self,
+        _: &SessionRef,
+        _: &History,
+        _: MaintainReason,
+        runtime_context: Option<String>,
+    ) -> Result<MaintainResult, EngineError> {
+        Ok(MaintainResult {
+            changed: false,
+            rewritten_entries: 0,
+            reason: Some(format!("runtime-context={runtime_context:?}")),
+        })
+    }
+}
+
+ctxbox_guest::export_engine!(ParamEcho);

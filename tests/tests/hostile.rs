@@ -1,0 +1,684 @@
+//! The hostile engine zoo behind the guard (DESIGN §11): each misbehaviour
+//! ends in its classification, a durable quarantine record, the call served by
+//! `legacy`, and no effect on another agent's engine on the same host.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ctxbox_host::engine::{CallOptions, ContextEngine};
+use ctxbox_host::engine_host::EngineHost;
+use ctxbox_host::error::{FailureKind, Operation};
+use ctxbox_host::guard::{GuardAction, GuardPolicy, GuardedEngine};
+use ctxbox_host::history::History;
+use ctxbox_host::sandbox::SandboxConfig;
+use ctxbox_host::types::{AssembleParams, AssembleResult, AssembledItem, CompactParams};
+use ctxbox_tests::{NativeView, conversation, guests, session, zoo_host};
+use tokio_util::sync::CancellationToken;
+
+/// Generous bound on how long a stopped engine may take to be stopped on a
+/// shared machine (precise latencies are benched, not tested).
+const SLACK: Duration = Duration::from_secs(2);
+
+fn keep_all(history: &History) -> Vec<AssembledItem> {
+    vec![AssembledItem::Keep {
+        start: 0,
+        end: history.len() as u32,
+    }]
+}
+
+fn budget(tokens: u64) -> AssembleParams {
+    AssembleParams {
+        token_budget: Some(tokens),
+        ..AssembleParams::default()
+    }
+}
+
+/// Another agent's engine (keep-recent, session `bystander`), loaded and
+/// warmed so it is ready to serve at once.
+async fn bystander_engine(host: &EngineHost) -> Arc<GuardedEngine> {
+    let engine = host.select(Some("keep-recent")).await;
+    bystander_turn(&engine).await;
+    engine
+}
+
+/// One bystander call, checked.
+async fn bystander_turn(engine: &GuardedEngine) {
+    let history = History::new(conversation(10));
+    let result = engine
+        .assemble(
+            &CallOptions::default(),
+            &session("bystander"),
+            &history,
+            &budget(400),
+        )
+        .await
+        .expect("the bystander is served");
+    assert!(
+        engine.serving_selected(),
+        "the bystander's engine is untouched"
+    );
+    // Exactly what keep-recent's native build plans for the same input.
+    let expected = keep_recent::plan(&NativeView(&history), Some(400));
+    let Some(ctxbox_guest::AssembledItem::Keep(tail)) = expected.items.last() else {
+        panic!("keep-recent keeps a tail");
+    };
+    assert_eq!(
+        result.items.last(),
+        Some(&AssembledItem::Keep {
+            start: tail.start,
+            end: tail.end
+        })
+    );
+}
+
+/// Keeps the bystander busy until `stop` (at least one call); returns how
+/// many calls it got answered.
+async fn bystander(engine: Arc<GuardedEngine>, stop: CancellationToken) -> usize {
+    let mut answers = 0;
+    loop {
+        bystander_turn(&engine).await;
+        answers += 1;
+        if stop.is_cancelled() {
+            return answers;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Runs `call` on engine `id` while a bystander agent is served, then checks
+/// the one guard event, the quarantine record and that legacy serves now.
+async fn expect_quarantine<T>(
+    host: Arc<EngineHost>,
+    id: &str,
+    operation: Operation,
+    classification: FailureKind,
+    call: impl AsyncFnOnce(Arc<GuardedEngine>) -> T,
+) -> T {
+    let engine = host.select(Some(id)).await;
+    assert!(engine.serving_selected(), "{id} loads and serves at first");
+
+    let stop = CancellationToken::new();
+    let watcher = tokio::spawn(bystander(bystander_engine(&host).await, stop.clone()));
+    let answer = call(engine.clone()).await;
+    stop.cancel();
+    let served = watcher.await.expect("bystander task");
+    assert!(served > 0, "the bystander was served while {id} misbehaved");
+
+    let events = engine.take_events();
+    assert_eq!(events.len(), 1, "{events:?}");
+    let event = &events[0];
+    assert_eq!(event.engine_id, id);
+    assert_eq!(event.owner, "plugin:zoo");
+    assert_eq!(event.operation, operation);
+    assert_eq!(event.classification, classification, "{}", event.reason);
+
+    let record = host.quarantine().get(id).expect("quarantined");
+    assert_eq!(record.classification, classification.as_str());
+    assert_eq!(record.operation, operation.as_str());
+    assert_eq!(record.owner, "plugin:zoo");
+    assert!(!engine.serving_selected());
+    assert_eq!(engine.serving_id(), "legacy");
+    assert_eq!(
+        engine.info().id,
+        "legacy",
+        "while quarantined, info is legacy's"
+    );
+    answer
+}
+
+/// Runs a failing `assemble` on `id`: the answer must be legacy's, and the
+/// next call goes to legacy without touching the engine.
+async fn expect_assemble_fallback(
+    config: SandboxConfig,
+    id: &str,
+    classification: FailureKind,
+    params: AssembleParams,
+) -> ctxbox_host::quarantine::QuarantineRecord {
+    let (_dir, host) = zoo_host(config, GuardPolicy::default());
+    let history = History::new(conversation(3));
+    let result: AssembleResult = expect_quarantine(
+        host.clone(),
+        id,
+        Operation::Assemble,
+        classification,
+        async |engine| {
+            engine
+                .assemble(
+                    &CallOptions::default(),
+                    &session("victim"),
+                    &history,
+                    &params,
+                )
+                .await
+                .expect("the turn goes on with legacy")
+        },
+    )
+    .await;
+    assert_eq!(
+        result.items,
+        keep_all(&history),
+        "legacy passes the history through"
+    );
+
+    let engine = host.select(Some(id)).await;
+    let started = Instant::now();
+    let again = engine
+        .assemble(
+            &CallOptions::default(),
+            &session("victim"),
+            &history,
+            &params,
+        )
+        .await
+        .expect("legacy serves");
+    assert_eq!(again.items, keep_all(&history));
+    assert!(
+        engine.take_events().is_empty(),
+        "a quarantined engine is not called again"
+    );
+    assert!(started.elapsed() < SLACK);
+    host.quarantine().get(id).expect("record")
+}
+
+fn quick(config: SandboxConfig) -> SandboxConfig {
+    SandboxConfig {
+        call_timeout_ms: 500,
+        ..config
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endless_assemble_times_out() {
+    let config = SandboxConfig {
+        fuel_per_call: u64::MAX / 4,
+        ..quick(SandboxConfig::default())
+    };
+    expect_assemble_fallback(
+        config,
+        "spin",
+        FailureKind::Timeout,
+        AssembleParams::default(),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fuel_bomb_runs_out_of_fuel() {
+    let config = SandboxConfig {
+        fuel_per_call: 50_000_000,
+        ..SandboxConfig::default()
+    };
+    expect_assemble_fallback(
+        config,
+        "fuel-bomb",
+        FailureKind::OutOfFuel,
+        AssembleParams::default(),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_memory_bomb_hits_its_budget() {
+    let config = SandboxConfig {
+        memory_limit_mib: 16,
+        ..SandboxConfig::default()
+    };
+    expect_assemble_fallback(
+        config,
+        "memory-bomb",
+        FailureKind::Memory,
+        AssembleParams::default(),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stack_overflow_is_caught() {
+    expect_assemble_fallback(
+        SandboxConfig::default(),
+        "deep-recursion",
+        FailureKind::StackOverflow,
+        AssembleParams::default(),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panic_is_recorded_with_its_message() {
+    let params = AssembleParams {
+        prompt: Some("panic".into()),
+        ..AssembleParams::default()
+    };
+    let record = expect_assemble_fallback(
+        SandboxConfig::default(),
+        "panicker",
+        FailureKind::Panic,
+        params,
+    )
+    .await;
+    assert!(record.stderr_tail.contains("engine exploded"), "{record:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_answer_is_invalid_output() {
+    let record = expect_assemble_fallback(
+        SandboxConfig::default(),
+        "huge-answer",
+        FailureKind::InvalidOutput,
+        AssembleParams::default(),
+    )
+    .await;
+    assert!(record.reason.contains("byte limit"), "{}", record.reason);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_payload_to_the_host_is_a_host_limit() {
+    let config = SandboxConfig {
+        max_input_kib_per_call: 8 * 1024,
+        ..SandboxConfig::default()
+    };
+    let record = expect_assemble_fallback(
+        config,
+        "host-flood",
+        FailureKind::HostLimit,
+        AssembleParams::default(),
+    )
+    .await;
+    assert!(record.reason.contains("passed"), "{}", record.reason);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_flood_is_cut_off_without_stalling_the_host() {
+    let record = expect_assemble_fallback(
+        SandboxConfig::default(),
+        "log-flood",
+        FailureKind::HostLimit,
+        AssembleParams::default(),
+    )
+    .await;
+    assert!(record.reason.contains("log records"), "{}", record.reason);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_that_splits_a_tool_pair_is_invalid_output() {
+    let record = expect_assemble_fallback(
+        SandboxConfig::default(),
+        "pair-breaker",
+        FailureKind::InvalidOutput,
+        AssembleParams::default(),
+    )
+    .await;
+    assert!(record.reason.contains("call-0"), "{}", record.reason);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sleep_in_a_wasi_poll_is_bounded_by_the_host() {
+    // The guest asks to sleep for an hour: finishing at all proves the bound.
+    let started = Instant::now();
+    expect_assemble_fallback(
+        quick(SandboxConfig::default()),
+        "sleeper",
+        FailureKind::Timeout,
+        AssembleParams::default(),
+    )
+    .await;
+    assert!(started.elapsed() < Duration::from_secs(60));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_engine_failing_on_its_fifth_call_serves_four_then_falls_back() {
+    let (_dir, host) = zoo_host(SandboxConfig::default(), GuardPolicy::default());
+    let history = History::new(conversation(2));
+    let engine = host.select(Some("flaky")).await;
+    for call in 1..=4 {
+        engine
+            .assemble(
+                &CallOptions::default(),
+                &session("s"),
+                &history,
+                &AssembleParams::default(),
+            )
+            .await
+            .unwrap_or_else(|failure| panic!("call {call}: {failure}"));
+        assert!(
+            engine.take_events().is_empty(),
+            "call {call} needed no guard"
+        );
+    }
+    let result = expect_quarantine(
+        host.clone(),
+        "flaky",
+        Operation::Assemble,
+        FailureKind::Panic,
+        async |engine| {
+            engine
+                .assemble(
+                    &CallOptions::default(),
+                    &session("s"),
+                    &history,
+                    &AssembleParams::default(),
+                )
+                .await
+                .expect("legacy answers the fifth call")
+        },
+    )
+    .await;
+    assert_eq!(result.items, keep_all(&history));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_info_with_an_empty_id_falls_back_at_selection() {
+    let (_dir, host) = zoo_host(SandboxConfig::default(), GuardPolicy::default());
+    let engine = host.select(Some("nameless")).await;
+    assert!(!engine.serving_selected());
+    assert_eq!(engine.info().id, "legacy");
+    let record = host
+        .quarantine()
+        .get("nameless")
+        .expect("quarantined at selection");
+    assert_eq!(record.operation, "info");
+    assert_eq!(record.classification, "invalid-output");
+    assert!(record.reason.contains("empty id"), "{}", record.reason);
+    let history = History::new(conversation(1));
+    let result = engine
+        .assemble(
+            &CallOptions::default(),
+            &session("s"),
+            &history,
+            &AssembleParams::default(),
+        )
+        .await
+        .expect("legacy");
+    assert_eq!(result.items, keep_all(&history));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unregistered_or_unloadable_engine_falls_back_at_selection() {
+    let (_dir, host) = zoo_host(SandboxConfig::default(), GuardPolicy::default());
+    let engine = host.select(Some("no-such-engine")).await;
+    assert_eq!(engine.serving_id(), "legacy");
+    let record = host
+        .quarantine()
+        .get("no-such-engine")
+        .expect("quarantined");
+    assert!(
+        record.reason.contains("not registered"),
+        "{}",
+        record.reason
+    );
+
+    for (id, fragment) in [("wrong-version", "0.2.0"), ("phone-home", "wasi:sockets")] {
+        let engine = host.select(Some(id)).await;
+        assert_eq!(engine.serving_id(), "legacy", "{id}");
+        let record = host.quarantine().get(id).expect("quarantined");
+        assert_eq!(record.operation, "load");
+        assert!(record.reason.contains(fragment), "{id}: {}", record.reason);
+    }
+    // Legacy itself, selected on purpose, is no fallback and quarantines nothing.
+    for slot in [None, Some(""), Some("legacy")] {
+        let engine = host.select(slot).await;
+        assert_eq!(engine.serving_id(), "legacy");
+    }
+    assert!(host.quarantine().get("legacy").is_none());
+}
+
+/// A compaction session: a real transcript copied from the fixtures.
+fn compaction_history(dir: &std::path::Path) -> (ctxbox_host::types::SessionRef, History) {
+    let path = dir.join("session.jsonl");
+    std::fs::copy(
+        ctxbox_tests::fixture("qwen35-feishu-delivery-mirror-branching-zh.jsonl"),
+        &path,
+    )
+    .expect("copy fixture");
+    let store = ctxbox_host::transcript::TranscriptStore::new(Default::default());
+    let transcript = store.open(&path).expect("open fixture");
+    (transcript.session_ref(), transcript.history())
+}
+
+fn force() -> CompactParams {
+    CompactParams {
+        force: true,
+        token_budget: Some(8_000),
+        ..CompactParams::default()
+    }
+}
+
+async fn expect_compact_reported(
+    config: SandboxConfig,
+    id: &str,
+    classification: FailureKind,
+    params: CompactParams,
+    abort: CancellationToken,
+) -> Duration {
+    let (dir, host) = zoo_host(config, GuardPolicy::default());
+    let (session, history) = compaction_history(dir.path());
+    let call = CallOptions::with_abort(abort);
+    let (result, took) = expect_quarantine(
+        host.clone(),
+        id,
+        Operation::Compact,
+        classification,
+        async |engine| {
+            let started = Instant::now();
+            let result = engine
+                .compact(&call, &session, &history, &params)
+                .await
+                .expect("compact reports instead of failing");
+            (result, started.elapsed())
+        },
+    )
+    .await;
+    assert!(!result.ok && !result.compacted, "{result:?}");
+    // The next compaction is legacy's native one.
+    let engine = host.select(Some(id)).await;
+    let next = engine
+        .compact(&CallOptions::default(), &session, &history, &force())
+        .await
+        .expect("legacy compacts");
+    assert!(next.ok && next.compacted, "{next:?}");
+    took
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_progress_spammer_is_stopped_at_the_ceiling() {
+    let config = SandboxConfig {
+        compaction_timeout_seconds: 1,
+        compaction_max_windows: 2,
+        fuel_per_compaction: u64::MAX / 4,
+        ..SandboxConfig::default()
+    };
+    let elapsed = expect_compact_reported(
+        config,
+        "progress-spammer",
+        FailureKind::Timeout,
+        force(),
+        CancellationToken::new(),
+    )
+    .await;
+    assert!(
+        elapsed >= Duration::from_secs(2),
+        "re-armed until the ceiling: {elapsed:?}"
+    );
+    assert!(elapsed < Duration::from_secs(2) + 2 * SLACK, "{elapsed:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lying_compaction_is_invalid_output() {
+    expect_compact_reported(
+        SandboxConfig::default(),
+        "liar",
+        FailureKind::InvalidOutput,
+        force(),
+        CancellationToken::new(),
+    )
+    .await;
+    let grow = CompactParams {
+        custom_instructions: Some("grow".into()),
+        ..force()
+    };
+    let (dir, host) = zoo_host(SandboxConfig::default(), GuardPolicy::default());
+    let (session, history) = compaction_history(dir.path());
+    let engine = host.select(Some("liar")).await;
+    let result = engine
+        .compact(&CallOptions::default(), &session, &history, &grow)
+        .await
+        .expect("reported");
+    assert!(!result.ok);
+    let record = host.quarantine().get("liar").expect("quarantined");
+    assert!(record.reason.contains("tokens-after"), "{}", record.reason);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compaction_ignoring_abort_is_interrupted_and_not_quarantined() {
+    let (dir, host) = zoo_host(
+        SandboxConfig {
+            fuel_per_compaction: u64::MAX / 4,
+            abort_grace_ms: 100,
+            ..SandboxConfig::default()
+        },
+        GuardPolicy::default(),
+    );
+    let (session, history) = compaction_history(dir.path());
+    let engine = host.select(Some("abort-ignorer")).await;
+    let abort = CancellationToken::new();
+    let trigger = abort.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        trigger.cancel();
+    });
+    let started = Instant::now();
+    let failure = engine
+        .compact(
+            &CallOptions::with_abort(abort),
+            &session,
+            &history,
+            &force(),
+        )
+        .await
+        .expect_err("the caller's abort is reported to the caller");
+    assert_eq!(failure.kind, FailureKind::Aborted);
+    assert!(started.elapsed() < Duration::from_millis(300) + SLACK);
+    let events = engine.take_events();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].action, GuardAction::Aborted);
+    assert!(
+        host.quarantine().get("abort-ignorer").is_none(),
+        "a caller abort never quarantines"
+    );
+    assert!(engine.serving_selected());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strict_mode_fails_the_call_instead_of_falling_back() {
+    let (_dir, host) = zoo_host(SandboxConfig::default(), GuardPolicy { strict: true });
+    let history = History::new(conversation(2));
+    let params = AssembleParams {
+        prompt: Some("panic".into()),
+        ..AssembleParams::default()
+    };
+    let engine = host.select(Some("panicker")).await;
+    let failure = engine
+        .assemble(&CallOptions::default(), &session("s"), &history, &params)
+        .await
+        .expect_err("strict");
+    assert_eq!(failure.kind, FailureKind::Panic);
+    let later = engine
+        .assemble(
+            &CallOptions::default(),
+            &session("s"),
+            &history,
+            &AssembleParams::default(),
+        )
+        .await
+        .expect_err("still strict while quarantined");
+    assert!(later.message.contains("strict mode"), "{}", later.message);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quarantine_survives_a_restart_and_reregistration_clears_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    {
+        let host =
+            ctxbox_tests::zoo_host_in(dir.path(), SandboxConfig::default(), GuardPolicy::default());
+        let engine = host.select(Some("panicker")).await;
+        let params = AssembleParams {
+            prompt: Some("panic".into()),
+            ..AssembleParams::default()
+        };
+        engine
+            .assemble(
+                &CallOptions::default(),
+                &session("s"),
+                &History::new(conversation(1)),
+                &params,
+            )
+            .await
+            .expect("legacy");
+    }
+    // The restarted host registers the same build again: still quarantined.
+    let host =
+        ctxbox_tests::zoo_host_in(dir.path(), SandboxConfig::default(), GuardPolicy::default());
+    let record = host
+        .quarantine()
+        .get("panicker")
+        .expect("survived the restart");
+    assert_eq!(record.classification, "panic");
+    let engine = host.select(Some("panicker")).await;
+    assert_eq!(
+        engine.serving_id(),
+        "legacy",
+        "quarantined engines are not loaded again"
+    );
+
+    host.registry()
+        .plugin("zoo")
+        .register(
+            "panicker",
+            ctxbox_host::registry::EngineFactory::WasmFile(guests::PANICKER.into()),
+            ctxbox_host::registry::RegisterOptions {
+                allow_same_owner_refresh: true,
+            },
+        )
+        .expect("re-register");
+    assert!(
+        host.quarantine().get("panicker").is_none(),
+        "an explicit refresh clears it"
+    );
+    assert!(host.select(Some("panicker")).await.serving_selected());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_params_reach_only_engines_that_accept_them() {
+    let (_dir, host) = zoo_host(SandboxConfig::default(), GuardPolicy::default());
+    // param-echo accepts only the session key, and echoes what it received.
+    let engine = host.select(Some("param-echo")).await;
+    let session = ctxbox_host::types::SessionRef {
+        session_key: Some("agent:main:feishu".into()),
+        ..session("s")
+    };
+    let params = AssembleParams {
+        prompt: Some("secret prompt".into()),
+        ..AssembleParams::default()
+    };
+    let history = History::new(conversation(1));
+    let result = engine
+        .assemble(&CallOptions::default(), &session, &history, &params)
+        .await
+        .expect("assemble");
+    assert_eq!(
+        result.system_prompt_addition.as_deref(),
+        Some("key=Some(\"agent:main:feishu\") prompt=None")
+    );
+    let maintained = engine
+        .maintain(
+            &CallOptions::default(),
+            &session,
+            &history,
+            ctxbox_host::types::MaintainReason::Turn,
+            Some(r#"{"channel":"feishu"}"#),
+        )
+        .await
+        .expect("maintain");
+    assert_eq!(maintained.reason.as_deref(), Some("runtime-context=None"));
+    assert!(engine.take_events().is_empty());
+}

@@ -1,0 +1,281 @@
+//! Each sandbox limit proven with a tiny hostile guest, plus the load path's
+//! refusals and the compiled-engine cache.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use ctxbox_host::engine::{CallOptions, ContextEngine};
+use ctxbox_host::error::{FailureKind, LoadError, Operation};
+use ctxbox_host::history::History;
+use ctxbox_host::sandbox::{Sandbox, SandboxConfig};
+use ctxbox_host::types::AssembleParams;
+use ctxbox_tests::{conversation, engine, guests, sandbox, sandbox_with, session};
+use tokio_util::sync::CancellationToken;
+
+/// Slack for wall-clock bounds on a shared, noisy machine: these tests show a
+/// call is stopped near its deadline, not how precisely (that is benched).
+const SCHEDULING_SLACK: Duration = Duration::from_secs(1);
+
+async fn assemble_failure(
+    sandbox: &Sandbox,
+    guest: &str,
+    prompt: Option<&str>,
+) -> ctxbox_host::error::EngineFailure {
+    let engine = engine(sandbox, guest).await;
+    let params = AssembleParams {
+        prompt: prompt.map(str::to_owned),
+        ..AssembleParams::default()
+    };
+    engine
+        .assemble(
+            &CallOptions::default(),
+            &session("s1"),
+            &History::new(conversation(2)),
+            &params,
+        )
+        .await
+        .expect_err("the hostile engine must fail")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endless_loop_is_stopped_at_its_deadline() {
+    let sandbox = sandbox_with(SandboxConfig {
+        call_timeout_ms: 300,
+        fuel_per_call: u64::MAX / 4,
+        ..SandboxConfig::default()
+    });
+    let started = Instant::now();
+    let failure = assemble_failure(&sandbox, guests::SPIN, None).await;
+    let elapsed = started.elapsed();
+    assert_eq!(failure.kind, FailureKind::Timeout, "{failure}");
+    assert_eq!(failure.operation, Operation::Assemble);
+    assert_eq!(failure.engine_id, "spin");
+    assert!(
+        elapsed >= Duration::from_millis(300),
+        "stopped early: {elapsed:?}"
+    );
+    assert!(
+        elapsed < Duration::from_millis(300) + SCHEDULING_SLACK,
+        "stopped late: {elapsed:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cpu_hog_runs_out_of_fuel() {
+    let sandbox = sandbox_with(SandboxConfig {
+        fuel_per_call: 50_000_000,
+        call_timeout_ms: 120_000,
+        ..SandboxConfig::default()
+    });
+    let failure = assemble_failure(&sandbox, guests::FUEL_BOMB, None).await;
+    assert_eq!(failure.kind, FailureKind::OutOfFuel, "{failure}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_memory_hog_hits_the_instance_budget() {
+    let sandbox = sandbox_with(SandboxConfig {
+        memory_limit_mib: 16,
+        ..SandboxConfig::default()
+    });
+    let failure = assemble_failure(&sandbox, guests::MEMORY_BOMB, None).await;
+    assert_eq!(failure.kind, FailureKind::Memory, "{failure}");
+    assert!(
+        failure.message.contains("16777216 byte limit"),
+        "{}",
+        failure.message
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runaway_recursion_overflows_the_wasm_stack() {
+    let failure = assemble_failure(&sandbox(), guests::DEEP_RECURSION, None).await;
+    assert_eq!(failure.kind, FailureKind::StackOverflow, "{failure}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panic_is_classified_with_the_guest_message_and_the_instance_replaced() {
+    let sandbox = sandbox();
+    let engine = engine(&sandbox, guests::PANICKER).await;
+    let history = History::new(conversation(2));
+    let call = CallOptions::default();
+    let panic = AssembleParams {
+        prompt: Some("panic".into()),
+        ..AssembleParams::default()
+    };
+    let failure = engine
+        .assemble(&call, &session("s1"), &history, &panic)
+        .await
+        .expect_err("panics");
+    assert_eq!(failure.kind, FailureKind::Panic, "{failure}");
+    assert!(
+        failure
+            .stderr_tail
+            .contains("engine exploded on a history of 8 entries"),
+        "stderr tail: {:?}",
+        failure.stderr_tail
+    );
+    // The poisoned store was dropped; the same session gets a fresh instance.
+    let result = engine
+        .assemble(&call, &session("s1"), &history, &AssembleParams::default())
+        .await
+        .expect("a fresh instance serves the next call");
+    assert_eq!(result.estimated_tokens, history.total_tokens());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abort_before_the_call_never_reaches_the_engine() {
+    let sandbox = sandbox();
+    let engine = engine(&sandbox, guests::SPIN).await;
+    let abort = CancellationToken::new();
+    abort.cancel();
+    let failure = engine
+        .assemble(
+            &CallOptions::with_abort(abort),
+            &session("s1"),
+            &History::new(conversation(1)),
+            &AssembleParams::default(),
+        )
+        .await
+        .expect_err("aborted");
+    assert_eq!(failure.kind, FailureKind::Aborted);
+    assert!(
+        failure.message.contains("before the call started"),
+        "{}",
+        failure.message
+    );
+    assert_eq!(
+        engine.live_instances().await,
+        1,
+        "no session instance was created"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abort_during_the_call_interrupts_it_after_the_grace_period() {
+    let sandbox = sandbox_with(SandboxConfig {
+        call_timeout_ms: 60_000,
+        fuel_per_call: u64::MAX / 4,
+        abort_grace_ms: 50,
+        ..SandboxConfig::default()
+    });
+    let engine = engine(&sandbox, guests::SPIN).await;
+    let abort = CancellationToken::new();
+    let trigger = abort.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        trigger.cancel();
+    });
+    let started = Instant::now();
+    let failure = engine
+        .assemble(
+            &CallOptions::with_abort(abort),
+            &session("s1"),
+            &History::new(conversation(1)),
+            &AssembleParams::default(),
+        )
+        .await
+        .expect_err("aborted");
+    assert_eq!(failure.kind, FailureKind::Aborted, "{failure}");
+    assert!(started.elapsed() < Duration::from_millis(150) + SCHEDULING_SLACK);
+}
+
+fn load_error(bytes: &[u8]) -> LoadError {
+    sandbox()
+        .load_bytes("engine.wasm", bytes)
+        .expect_err("the bytes must be refused")
+}
+
+#[test]
+fn malformed_files_get_their_own_clear_errors() {
+    let error = load_error(b"#!/bin/sh\necho not wasm\n");
+    assert!(matches!(error, LoadError::NotWasm { .. }), "{error}");
+
+    let error = load_error(b"\0asm\x01\x00\x00\x00");
+    assert!(matches!(error, LoadError::CoreModule { .. }), "{error}");
+    assert!(error.to_string().contains("wasm32-wasip2"), "{error}");
+
+    let component = std::fs::read(guests::KEEP_RECENT).expect("keep-recent was built");
+    let error = load_error(&component[..component.len() / 3]);
+    assert!(matches!(error, LoadError::Invalid { .. }), "{error}");
+    assert!(
+        error.to_string().contains("engine.wasm"),
+        "names the file: {error}"
+    );
+}
+
+#[test]
+fn a_missing_file_names_its_path() {
+    let error = sandbox()
+        .load_file(Path::new("/nowhere/engine.wasm"))
+        .expect_err("missing");
+    assert!(matches!(error, LoadError::Io { .. }));
+    assert!(
+        error.to_string().contains("/nowhere/engine.wasm"),
+        "{error}"
+    );
+}
+
+#[test]
+fn another_contract_version_is_refused_naming_both_versions() {
+    let error = sandbox()
+        .load_file(Path::new(guests::WRONG_VERSION))
+        .expect_err("0.2.0 is not supported");
+    assert!(
+        matches!(error, LoadError::UnsupportedVersion { .. }),
+        "{error}"
+    );
+    let message = error.to_string();
+    assert!(message.contains("ctxbox:engine/engine@0.2.0"), "{message}");
+    assert!(message.contains("ctxbox:engine/engine@0.1.0"), "{message}");
+}
+
+#[test]
+fn a_network_import_is_refused_by_name() {
+    let error = sandbox()
+        .load_file(Path::new(guests::PHONE_HOME))
+        .expect_err("sockets are not granted");
+    let LoadError::DisallowedImport { refused, .. } = &error else {
+        panic!("expected a disallowed import, got: {error}");
+    };
+    assert!(
+        refused
+            .iter()
+            .any(|refused| refused.import.starts_with("wasi:sockets/")),
+        "{refused:?}"
+    );
+    let message = error.to_string();
+    assert!(message.contains("wasi:sockets/tcp@"), "{message}");
+    assert!(message.contains("no network access"), "{message}");
+}
+
+#[test]
+fn compiled_engines_are_cached_and_a_corrupt_cache_file_is_ignored() {
+    let cache = tempfile::tempdir().expect("temp dir");
+    let config = SandboxConfig {
+        cache_dir: Some(cache.path().to_owned()),
+        ..SandboxConfig::default()
+    };
+    let path = Path::new(guests::KEEP_RECENT);
+    let first = sandbox_with(config.clone())
+        .load_file(path)
+        .expect("compiles");
+    assert!(!first.from_cache());
+    let second = sandbox_with(config.clone()).load_file(path).expect("loads");
+    assert!(second.from_cache(), "the second load uses the cache");
+    assert_eq!(first.content_hash(), second.content_hash());
+
+    let cached: Vec<_> = std::fs::read_dir(cache.path())
+        .expect("cache dir")
+        .map(|entry| entry.expect("entry").path())
+        .collect();
+    assert_eq!(cached.len(), 1, "{cached:?}");
+    let mut bytes = std::fs::read(&cached[0]).expect("cache file");
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::write(&cached[0], bytes).expect("corrupt it");
+    let third = sandbox_with(config).load_file(path).expect("recompiles");
+    assert!(
+        !third.from_cache(),
+        "a corrupt cache file is not deserialized"
+    );
+}
