@@ -1,6 +1,7 @@
 //! The Python example engine (`examples/python-engine`, built with
-//! componentize-py) loads and runs in the host like a Rust engine, and plans
-//! exactly what the Rust `keep-recent` engine plans.
+//! componentize-py) loads and runs in the host like a Rust engine, plans
+//! exactly what the Rust `keep-recent` engine plans, and every answer passes
+//! the host's output validation.
 //!
 //! The tests crate's build script builds the component when componentize-py
 //! and wasm-tools are installed (`examples/python-engine/build.sh` installs
@@ -245,6 +246,10 @@ impl ctxbox_guest::HistoryView for HostView<'_> {
 /// Checks the Python answer against the Rust plan: same kept ranges, same
 /// estimate, and the same note apart from the engine's name.
 fn assert_matches_rust(history: &History, token_budget: Option<u64>, python: &AssembleResult) {
+    // The rules the host enforces on every answer (and `ctxbox check` asserts).
+    if let Err(violation) = ctxbox_host::validate::check_assemble(history, python) {
+        panic!("the Python engine's answer breaks the contract: {violation}");
+    }
     let rust = rust_plan(history, token_budget);
     let rust_kept: Vec<Range<u32>> = rust
         .items
@@ -438,6 +443,9 @@ async fn compact_reports_truthfully_that_the_host_could_not_compact() {
         )
         .await
         .unwrap();
+    if let Err(violation) = ctxbox_host::validate::check_compact(&history, &result) {
+        panic!("the Python engine's compact answer breaks the contract: {violation}");
+    }
     assert!(!result.ok);
     assert!(!result.compacted);
     let reason = result.reason.expect("a reason");
