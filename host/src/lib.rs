@@ -5,6 +5,7 @@
 //! `legacy` engine to fall back on.
 
 pub mod bundled;
+pub mod chat_api;
 pub mod check;
 pub mod compaction;
 pub mod config;
@@ -23,6 +24,7 @@ pub mod registry;
 pub mod runner;
 pub mod runtime;
 pub mod sandbox;
+pub mod scaffold;
 pub mod services;
 pub mod state_store;
 pub mod summarize;

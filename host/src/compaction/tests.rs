@@ -547,6 +547,8 @@ impl Summarizer for Failing {
     }
 
     async fn summarize(&self, _request: SummaryRequest) -> Result<String, SummarizeError> {
-        Err(SummarizeError::Transport("connection refused".into()))
+        Err(SummarizeError::Api(crate::chat_api::ChatError::Transport(
+            "connection refused".into(),
+        )))
     }
 }

@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 
 pub use self::extractive::{ExtractiveSummarizer, identifiers};
 pub use self::openai::{OpenAiCompatibleConfig, OpenAiCompatibleSummarizer};
+pub(crate) use self::sections::clip;
 pub use self::sections::{ERRORS_SECTION, REQUIRED_SECTIONS, Rendered, SummaryDoc};
 
 /// Characters a summary of `max_tokens` tokens may take (4 per token, the
@@ -127,6 +128,17 @@ impl SummarizerConfig {
     }
 }
 
+impl From<crate::chat_api::ChatError> for SummarizeError {
+    fn from(error: crate::chat_api::ChatError) -> Self {
+        use crate::chat_api::ChatError;
+        match error {
+            ChatError::Timeout => Self::Timeout,
+            ChatError::Config(message) => Self::Config(message),
+            other => Self::Api(other),
+        }
+    }
+}
+
 /// Why a summary could not be made.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SummarizeError {
@@ -136,48 +148,9 @@ pub enum SummarizeError {
     /// The summarizer is misconfigured (names the key).
     #[error("summarizer configuration: {0}")]
     Config(String),
-    /// The provider refused the credentials (401/403).
-    #[error("the provider refused the credentials ({status}): {message}")]
-    Unauthorized {
-        /// HTTP status.
-        status: u16,
-        /// The provider's message.
-        message: String,
-    },
-    /// The provider is rate limiting (429).
-    #[error("the provider is rate limiting: {message}")]
-    RateLimited {
-        /// The provider's message.
-        message: String,
-    },
-    /// The material was too long for the model.
-    #[error("the text exceeds the summarization model's context: {message}")]
-    ContextOverflow {
-        /// The provider's message.
-        message: String,
-    },
-    /// The provider failed (5xx).
-    #[error("the provider failed ({status}): {message}")]
-    Server {
-        /// HTTP status.
-        status: u16,
-        /// The provider's message.
-        message: String,
-    },
-    /// The provider rejected the request (other 4xx).
-    #[error("the provider rejected the request ({status}): {message}")]
-    Rejected {
-        /// HTTP status.
-        status: u16,
-        /// The provider's message.
-        message: String,
-    },
-    /// The provider could not be reached.
-    #[error("cannot reach the provider: {0}")]
-    Transport(String),
-    /// The provider answered something that is not a completion.
-    #[error("the provider's answer is not a chat completion: {0}")]
-    InvalidResponse(String),
+    /// The chat-completions API failed.
+    #[error(transparent)]
+    Api(crate::chat_api::ChatError),
     /// The summarizer itself failed.
     #[error("summarizer failure: {0}")]
     Internal(String),
