@@ -7,6 +7,7 @@ mod compile;
 mod engine_source;
 mod health;
 mod inspect;
+mod new;
 mod run;
 mod settings;
 
@@ -36,6 +37,8 @@ enum Command {
     Compile(compile::Args),
     /// Show quarantined engines and why (exit code 2 if any).
     Health(health::Args),
+    /// Create a new engine crate to build, check and run.
+    New(new::Args),
 }
 
 /// Parses the command line, runs the command, and turns an error into one
@@ -61,6 +64,7 @@ pub fn main() -> ExitCode {
             Command::Inspect(args) => inspect::run(args).await,
             Command::Compile(args) => compile::run(args).await,
             Command::Health(args) => health::run(args).await,
+            Command::New(args) => new::run(args).await,
         }
     });
     match result {

@@ -1,0 +1,95 @@
+//! The README's engine-author walkthrough, as written: a new engine crate
+//! (`ctxbox new`), built for wasm32-wasip2, passes `ctxbox check` and replays
+//! a real conversation with `ctxbox run`'s machinery.
+
+use std::path::Path;
+use std::process::Command;
+
+use ctxbox_host::check::{self, CheckOptions};
+use ctxbox_host::config::Config;
+use ctxbox_host::provider::ReplayScript;
+use ctxbox_host::registry::{EngineFactory, RegisterOptions};
+use ctxbox_host::runtime::Runtime;
+use ctxbox_host::scaffold;
+use ctxbox_tests::fixture;
+use tokio_util::sync::CancellationToken;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_engine_builds_passes_check_and_runs() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let crate_dir = dir.path().join("my-engine");
+    let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-sdk");
+    scaffold::new_engine(&crate_dir, "my-engine", &sdk).expect("scaffolds");
+    assert!(matches!(
+        scaffold::new_engine(&crate_dir, "my-engine", &sdk),
+        Err(scaffold::ScaffoldError::Exists(_))
+    ));
+
+    // `cargo build --release --target wasm32-wasip2`, into a target dir kept
+    // between runs so the SDK's dependencies are built once.
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("walkthrough-target");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(cargo)
+        .current_dir(&crate_dir)
+        .args(["build", "--release", "--target", "wasm32-wasip2"])
+        .env("CARGO_TARGET_DIR", &target)
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .status()
+        .expect("cargo runs");
+    assert!(status.success(), "the new engine builds");
+    let wasm = target.join("wasm32-wasip2/release/my_engine.wasm");
+
+    // `ctxbox check target/wasm32-wasip2/release/my_engine.wasm`
+    let report = check::check_file(&wasm, &CheckOptions::default())
+        .await
+        .expect("checker");
+    let failures: Vec<_> = report.failures().collect();
+    assert!(failures.is_empty(), "{failures:#?}");
+    assert_eq!(
+        report.engine.as_ref().map(|info| info.id.as_str()),
+        Some("my-engine")
+    );
+
+    // `ctxbox run --engine target/wasm32-wasip2/release/my_engine.wasm`
+    let runtime = Runtime::new(Config {
+        data_dir: Some(dir.path().join("data")),
+        ..Config::default()
+    })
+    .expect("runtime");
+    runtime
+        .engines()
+        .registry()
+        .plugin("cli")
+        .register(
+            "my-engine",
+            EngineFactory::WasmFile(wasm),
+            RegisterOptions::default(),
+        )
+        .expect("registers");
+    let recording = runtime
+        .transcripts()
+        .open(&fixture("qwen-minimax-feishu-zh-3-hook-compactions.jsonl"))
+        .expect("sample");
+    let script = ReplayScript::from_messages(
+        recording
+            .active_branch()
+            .into_iter()
+            .map(|entry| entry.message),
+    );
+    let engine = runtime.select(Some("my-engine")).await;
+    let report = runtime
+        .replay(
+            &script,
+            engine.clone(),
+            16_384,
+            &dir.path().join("run.jsonl"),
+            &CancellationToken::new(),
+            &mut |_, _| {},
+        )
+        .await
+        .expect("replays");
+    assert!(report.failed_turns.is_empty(), "{:?}", report.failed_turns);
+    assert_eq!(report.turns.len(), script.turns.len());
+    assert_eq!(engine.serving_id(), "my-engine", "{:?}", report.quarantined);
+}
