@@ -7,9 +7,20 @@ use ctxbox_host::check::{self, CheckReport};
 use ctxbox_tests::guests;
 
 async fn check(path: &str) -> CheckReport {
-    check::check_file(Path::new(path))
+    // Cached next to the component: big components compile slowly in debug.
+    let cache_dir = Path::new(path).with_extension("check-cache");
+    let options = check::CheckOptions {
+        cache_dir: Some(cache_dir),
+    };
+    check::check_file(Path::new(path), &options)
         .await
         .expect("the checker runs")
+}
+
+fn assert_passes(report: &CheckReport) {
+    let failures: Vec<_> = report.failures().collect();
+    assert!(failures.is_empty(), "{}: {failures:#?}", report.source);
+    assert!(report.checks.len() >= 25, "{} checks", report.checks.len());
 }
 
 fn failed<'a>(report: &'a CheckReport, name: &str) -> &'a check::CheckResult {
@@ -23,13 +34,37 @@ fn failed<'a>(report: &'a CheckReport, name: &str) -> &'a check::CheckResult {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keep_recent_passes_every_check() {
     let report = check(guests::KEEP_RECENT).await;
-    let failures: Vec<_> = report.failures().collect();
-    assert!(failures.is_empty(), "{failures:#?}");
-    assert!(report.checks.len() >= 25, "{} checks", report.checks.len());
+    assert_passes(&report);
     assert_eq!(
         report.engine.as_ref().map(|info| info.id.as_str()),
         Some("keep-recent")
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lossless_passes_every_check() {
+    let report = check(guests::LOSSLESS).await;
+    assert_passes(&report);
+    assert_eq!(
+        report.engine.as_ref().map(|info| info.owns_compaction),
+        Some(true)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delegating_passes_every_check() {
+    assert_passes(&check(guests::DELEGATING).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_engine_passes_every_check() {
+    match guests::KEEP_RECENT_PY {
+        Ok(path) => assert_passes(&check(path).await),
+        Err(why) if std::env::var_os("CTXBOX_REQUIRE_PYTHON_ENGINE").is_some() => {
+            panic!("CTXBOX_REQUIRE_PYTHON_ENGINE is set but {why}")
+        }
+        Err(why) => eprintln!("skipping: {why}"),
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -12,15 +12,21 @@ use ctxbox_host::config::Config;
 use ctxbox_host::provider::{
     ModelReply, ModelRequest, Provider, ProviderError, Replay, ReplayScript,
 };
-use ctxbox_host::runner::{RunnerConfig, Session, TurnRunner};
+use ctxbox_host::runner::Session;
 use ctxbox_host::runtime::Runtime;
+use ctxbox_host::state_store::{StateConfig, StateStore};
 use ctxbox_host::transcript::{NewSession, TranscriptStore};
 use ctxbox_host::types::AgentMessage;
 use ctxbox_tests::fixture;
 use tokio_util::sync::CancellationToken;
 
-const WINDOWS: [u64; 3] = [8_192, 16_384, 32_768];
-const ENGINES: [&str; 2] = ["legacy", "keep-recent"];
+/// Every fixture is replayed with each of these engines at each window.
+const RUNS: [(&str, &[u64]); 4] = [
+    ("legacy", &[8_192, 16_384, 32_768]),
+    ("keep-recent", &[8_192, 16_384, 32_768]),
+    ("lossless", &[16_384]),
+    ("delegating", &[16_384]),
+];
 
 /// The replaying provider, checking every prompt it accepts.
 struct Checked {
@@ -85,10 +91,8 @@ async fn replay_fixture(name: &str) {
             .into_iter()
             .map(|entry| entry.message),
     );
-    let compaction = runtime.config().agents.defaults.compaction.clone();
-
-    for window in WINDOWS {
-        for engine_id in ENGINES {
+    for (engine_id, windows) in RUNS {
+        for &window in windows {
             let label = format!("{name} with {engine_id} at {window}");
             let output = dir.path().join(format!("{engine_id}-{window}.jsonl"));
             let transcript = runtime
@@ -108,19 +112,12 @@ async fn replay_fixture(name: &str) {
                 largest_accepted: Mutex::new(0),
             });
             let engine = runtime.select(Some(engine_id)).await;
-            let runner = TurnRunner::new(
+            let runner = runtime.runner(
                 engine.clone(),
                 checked.clone(),
                 replay.clone(),
-                runtime.transcripts().clone(),
-                RunnerConfig {
-                    window,
-                    reserve_tokens: compaction.reserve_tokens,
-                    proactive_compaction: compaction.enabled,
-                    system_prompt: "You are a helpful assistant.".into(),
-                    model: None,
-                    tools: Vec::new(),
-                },
+                window,
+                script.tool_names(),
             );
             let mut session = Session::new(transcript, None);
             let report = runner
@@ -154,11 +151,38 @@ async fn replay_fixture(name: &str) {
                 largest_accepted, report.largest_prompt_tokens,
                 "{label}: the report counts what was sent"
             );
+            if engine_id == "lossless" {
+                assert_lossless_kept_everything(dir.path(), &session, &label);
+            }
             // Release the session's writer lock, then read it back afresh.
             drop((session, runner));
             assert_valid_session_file(&output, &label);
         }
     }
+}
+
+/// The lossless engine's store holds every message of the session once,
+/// however often it compacted (its layout: `s/<session id>/m/<sequence>`).
+fn assert_lossless_kept_everything(data_dir: &Path, session: &Session, label: &str) {
+    let state = StateStore::open_in(data_dir, &StateConfig::default()).expect("state store");
+    let prefix = format!("s/{}/m/", session.session_ref().session_id);
+    let mut stored = 0;
+    let mut after: Option<String> = None;
+    loop {
+        let page = state
+            .scan("lossless", &prefix, after.as_deref(), 1_000)
+            .expect("scan");
+        stored += page.len();
+        match page.last() {
+            Some((key, _)) if page.len() == 1_000 => after = Some(key.clone()),
+            _ => break,
+        }
+    }
+    let messages = session.transcript().active_branch().len();
+    assert_eq!(
+        stored, messages,
+        "{label}: every message is in the lossless store"
+    );
 }
 
 /// The written session re-reads in a fresh store: JSONL, a version 3 header,

@@ -2,9 +2,10 @@
 
 use std::process::ExitCode;
 
-use ctxbox_host::check::{self, CheckReport};
+use ctxbox_host::check::{self, CheckOptions, CheckReport};
 
 use super::engine_source::EngineSource;
+use super::settings::HostArgs;
 
 /// Arguments of `ctxbox check`.
 #[derive(Debug, clap::Args)]
@@ -14,15 +15,26 @@ pub struct Args {
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    host: HostArgs,
 }
 
 /// Runs `ctxbox check`: exits non-zero when any check fails.
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let config = args.host.config()?;
+    let cache_dir = config
+        .sandbox
+        .cache_dir
+        .clone()
+        .unwrap_or_else(|| config.data_dir().join("cache"));
+    let options = CheckOptions {
+        cache_dir: Some(cache_dir),
+    };
     let report = match EngineSource::parse(&args.engine)? {
         EngineSource::Bundled(name, bytes) => {
-            check::check_bytes(&format!("bundled:{name}"), bytes).await?
+            check::check_bytes(&format!("bundled:{name}"), bytes, &options).await?
         }
-        EngineSource::File(path) => check::check_file(&path).await?,
+        EngineSource::File(path) => check::check_file(&path, &options).await?,
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
