@@ -20,7 +20,11 @@ fn main() {
                 .filter(|(name, _)| PROBES.contains(&name.as_str())),
         );
         for guest in ctxbox_guest_build::build(&root, &crates) {
-            let list = if PROBES.contains(&guest.name.as_str()) { &mut probes } else { &mut engines };
+            let list = if PROBES.contains(&guest.name.as_str()) {
+                &mut probes
+            } else {
+                &mut engines
+            };
             let _ = writeln!(
                 list,
                 "    ({:?}, include_bytes!({:?})),",

@@ -223,7 +223,9 @@ mod tests {
         let answer = AgentMessage::assistant_text("done");
         assert_eq!(answer.kind(), MessageKind::Assistant);
         assert_eq!(answer.text(), "done");
-        assert!(matches!(answer, AgentMessage::Assistant(ref m) if m.stop_reason == StopReason::Stop));
+        assert!(
+            matches!(answer, AgentMessage::Assistant(ref m) if m.stop_reason == StopReason::Stop)
+        );
 
         let calls = AgentMessage::tool_use([
             ToolCall::new("c1", "read", "{}"),
@@ -231,7 +233,9 @@ mod tests {
         ]);
         let ids: Vec<&str> = calls.tool_calls().map(|call| call.id.as_str()).collect();
         assert_eq!(ids, ["c1", "c2"]);
-        assert!(matches!(calls, AgentMessage::Assistant(ref m) if m.stop_reason == StopReason::ToolUse));
+        assert!(
+            matches!(calls, AgentMessage::Assistant(ref m) if m.stop_reason == StopReason::ToolUse)
+        );
 
         let result = AgentMessage::tool_result("c1", "read", "contents");
         assert_eq!(result.text(), "contents");

@@ -35,7 +35,9 @@ impl HistoryView for History {
     fn tool_pairing(&self, index: u32) -> Option<ctxbox_guest::ToolPairing> {
         History::tool_pairing(self, index as usize).map(|pairing| match pairing {
             ToolPairing::None => ctxbox_guest::ToolPairing::None,
-            ToolPairing::ToolCalls { last_result } => ctxbox_guest::ToolPairing::ToolCalls(last_result),
+            ToolPairing::ToolCalls { last_result } => {
+                ctxbox_guest::ToolPairing::ToolCalls(last_result)
+            }
             ToolPairing::ToolResult { call } => ctxbox_guest::ToolPairing::ToolResult(call),
         })
     }

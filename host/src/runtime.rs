@@ -16,13 +16,13 @@ use crate::error::SandboxError;
 use crate::guard::{GuardPolicy, GuardedEngine};
 use crate::legacy::LegacyEngine;
 use crate::native_services::NativeServices;
+use crate::provider::{Provider, Replay, ReplayScript, ToolExecutor};
 use crate::quarantine::{QuarantineError, QuarantineStore};
 use crate::registry::{EngineFactory, RegisterError, RegisterOptions};
+use crate::runner::{RunReport, RunnerConfig, Session, TurnReport, TurnRunner};
 use crate::sandbox::{Sandbox, SandboxConfig};
 use crate::state_store::{StateError, StateStore};
 use crate::summarize::SummarizeError;
-use crate::provider::{Provider, Replay, ReplayScript, ToolExecutor};
-use crate::runner::{RunReport, RunnerConfig, Session, TurnReport, TurnRunner};
 use crate::transcript::{NewSession, TranscriptError, TranscriptStore};
 
 /// The system prompt replayed conversations are sent with.
@@ -202,8 +202,16 @@ impl Runtime {
             },
         )?;
         let replay = Arc::new(Replay::new(window));
-        let runner = self.runner(engine, replay.clone(), replay.clone(), window, script.tool_names());
+        let runner = self.runner(
+            engine,
+            replay.clone(),
+            replay.clone(),
+            window,
+            script.tool_names(),
+        );
         let mut session = Session::new(transcript, None);
-        runner.run_script(&mut session, &replay, script, abort, on_turn).await
+        runner
+            .run_script(&mut session, &replay, script, abort, on_turn)
+            .await
     }
 }

@@ -103,9 +103,7 @@ fn keep_recent_assemble(c: &mut Criterion) {
         group.bench_with_input(
             BenchmarkId::new("native", messages),
             &history,
-            |b, history| {
-                b.iter(|| keep_recent::plan(history, black_box(Some(BUDGET))))
-            },
+            |b, history| b.iter(|| keep_recent::plan(history, black_box(Some(BUDGET)))),
         );
     }
     group.finish();

@@ -5,11 +5,11 @@
 use std::path::Path;
 use std::sync::Arc;
 
+pub use ctxbox_host::check::cases::{conversation, entry, tool_call, tool_result};
 use ctxbox_host::engine_host::EngineHost;
 use ctxbox_host::guard::GuardPolicy;
 use ctxbox_host::sandbox::{Sandbox, SandboxConfig, WasmEngine};
 use ctxbox_host::services::{HostServices, NoServices};
-pub use ctxbox_host::check::cases::{conversation, entry, tool_call, tool_result};
 use ctxbox_host::types::SessionRef;
 
 /// Paths of the guest components the build script compiled.

@@ -4,14 +4,13 @@
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use anyhow::{Context, bail};
-use ctxbox_host::provider::{Replay, ReplayScript};
+use ctxbox_host::provider::ReplayScript;
 use ctxbox_host::registry::{EngineFactory, RegisterOptions};
-use ctxbox_host::runner::{RunReport, RunnerConfig, Session, TurnReport, TurnRunner};
+use ctxbox_host::runner::{RunReport, TurnReport};
 use ctxbox_host::runtime::Runtime;
-use ctxbox_host::transcript::NewSession;
+
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -88,7 +87,9 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     });
     let report = runtime
-        .replay(&script, engine, window, &output, &abort, &mut |_, _| progress.inc(1))
+        .replay(&script, engine, window, &output, &abort, &mut |_, _| {
+            progress.inc(1)
+        })
         .await
         .with_context(|| format!("cannot write the replayed session `{}`", output.display()))?;
     progress.finish_and_clear();

@@ -21,10 +21,22 @@ pub async fn rows(options: &Options, rows: &mut Vec<Row>) -> anyhow::Result<()> 
     let store = TranscriptStore::new(Default::default());
     let source_path = dir.path().join("source.jsonl");
     std::fs::write(&source_path, SOURCE)?;
-    let source: Vec<AgentMessage> = store.open(&source_path)?.active_branch().into_iter().map(|entry| entry.message).collect();
+    let source: Vec<AgentMessage> = store
+        .open(&source_path)?
+        .active_branch()
+        .into_iter()
+        .map(|entry| entry.message)
+        .collect();
 
     let long_path = dir.path().join("long.jsonl");
-    let long = store.create(&long_path, NewSession { session_id: None, cwd: "/bench".into(), parent_session: None })?;
+    let long = store.create(
+        &long_path,
+        NewSession {
+            session_id: None,
+            cwd: "/bench".into(),
+            parent_session: None,
+        },
+    )?;
     let mut written = 0usize;
     let mut cycle = 0usize;
     while written < options.compaction_messages {
@@ -47,7 +59,10 @@ pub async fn rows(options: &Options, rows: &mut Vec<Row>) -> anyhow::Result<()> 
         std::fs::copy(&long_path, &copy)?;
         let compactor = Compactor::from_config(
             store.clone(),
-            CompactionConfig { summary_concurrency: concurrency, ..CompactionConfig::default() },
+            CompactionConfig {
+                summary_concurrency: concurrency,
+                ..CompactionConfig::default()
+            },
         )?;
         let transcript = store.open(&copy)?;
         let params = CompactParams {
@@ -57,16 +72,26 @@ pub async fn rows(options: &Options, rows: &mut Vec<Row>) -> anyhow::Result<()> 
             ..CompactParams::default()
         };
         let started = Instant::now();
-        let result = compactor.compact(&transcript, &params, &NoProgress, &CancellationToken::new()).await?;
+        let result = compactor
+            .compact(&transcript, &params, &NoProgress, &CancellationToken::new())
+            .await?;
         let took = started.elapsed();
-        anyhow::ensure!(result.compacted, "the long session did not compact: {:?}", result.reason);
+        anyhow::ensure!(
+            result.compacted,
+            "the long session did not compact: {:?}",
+            result.reason
+        );
         timings.push((concurrency, took));
     }
     let (_, one) = timings[0];
     let (cores_used, many) = timings[timings.len() - 1];
     rows.push(Row {
         what: format!("native compaction, {written} messages ({tokens} tokens), extractive"),
-        figure: format!("{} one chunk at a time, {} with {cores_used} at a time", human(one), human(many)),
+        figure: format!(
+            "{} one chunk at a time, {} with {cores_used} at a time",
+            human(one),
+            human(many)
+        ),
         target: "report".into(),
         met: None,
     });
@@ -84,11 +109,22 @@ pub async fn rows(options: &Options, rows: &mut Vec<Row>) -> anyhow::Result<()> 
 fn renamed_calls(message: &AgentMessage, cycle: usize) -> AgentMessage {
     let rename = |id: &str| format!("{id}-{cycle}");
     match message {
-        AgentMessage::Assistant { content, model, provider, usage, stop_reason, error_message } => AgentMessage::Assistant {
+        AgentMessage::Assistant {
+            content,
+            model,
+            provider,
+            usage,
+            stop_reason,
+            error_message,
+        } => AgentMessage::Assistant {
             content: content
                 .iter()
                 .map(|block| match block {
-                    ContentBlock::ToolCall { id, name, arguments_json } => ContentBlock::ToolCall {
+                    ContentBlock::ToolCall {
+                        id,
+                        name,
+                        arguments_json,
+                    } => ContentBlock::ToolCall {
                         id: rename(id),
                         name: name.clone(),
                         arguments_json: arguments_json.clone(),
@@ -102,7 +138,13 @@ fn renamed_calls(message: &AgentMessage, cycle: usize) -> AgentMessage {
             stop_reason: *stop_reason,
             error_message: error_message.clone(),
         },
-        AgentMessage::ToolResult { tool_call_id, tool_name, content, is_error, details } => AgentMessage::ToolResult {
+        AgentMessage::ToolResult {
+            tool_call_id,
+            tool_name,
+            content,
+            is_error,
+            details,
+        } => AgentMessage::ToolResult {
             tool_call_id: rename(tool_call_id),
             tool_name: tool_name.clone(),
             content: content.clone(),

@@ -90,9 +90,21 @@ impl Row {
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let options = Options {
         quick: args.quick,
-        sessions: if args.quick { args.sessions.min(100) } else { args.sessions },
-        max_sessions: if args.quick { args.max_sessions.min(200) } else { args.max_sessions },
-        compaction_messages: if args.quick { args.compaction_messages.min(5_000) } else { args.compaction_messages },
+        sessions: if args.quick {
+            args.sessions.min(100)
+        } else {
+            args.sessions
+        },
+        max_sessions: if args.quick {
+            args.max_sessions.min(200)
+        } else {
+            args.max_sessions
+        },
+        compaction_messages: if args.quick {
+            args.compaction_messages.min(5_000)
+        } else {
+            args.compaction_messages
+        },
         transcript: args.transcript,
     };
     let mut rows = Vec::new();
@@ -106,7 +118,10 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             "cores": std::thread::available_parallelism().map_or(0, usize::from),
             "quick": options.quick,
         });
-        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "machine": machine, "rows": rows }))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "machine": machine, "rows": rows }))?
+        );
     } else {
         print_table(&rows);
     }
@@ -114,13 +129,20 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 fn print_table(rows: &[Row]) {
-    let what = rows.iter().map(|row| row.what.chars().count()).max().unwrap_or(0);
+    let what = rows
+        .iter()
+        .map(|row| row.what.chars().count())
+        .max()
+        .unwrap_or(0);
     for row in rows {
         let verdict = match row.met {
             Some(true) => "met",
             Some(false) => "MISSED",
             None => "",
         };
-        println!("{:<what$}  {:<8}  {:<6}  {}", row.what, row.target, verdict, row.figure);
+        println!(
+            "{:<what$}  {:<8}  {:<6}  {}",
+            row.what, row.target, verdict, row.figure
+        );
     }
 }

@@ -12,7 +12,8 @@ use tokio_util::sync::CancellationToken;
 use super::{Options, Row};
 
 /// The largest fixture, when the bench runs from a checkout.
-const LARGEST_FIXTURE: &str = "tests/fixtures/sessions/deepseek-chat-windows-ops-zh-3-compactions.jsonl";
+const LARGEST_FIXTURE: &str =
+    "tests/fixtures/sessions/deepseek-chat-windows-ops-zh-3-compactions.jsonl";
 /// The window of the replay.
 const WINDOW: u64 = 16_384;
 
@@ -20,7 +21,10 @@ const WINDOW: u64 = 16_384;
 /// else the built-in sample) with legacy and with keep-recent.
 pub async fn rows(options: &Options, rows: &mut Vec<Row>) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let runtime = Runtime::new(Config { data_dir: Some(dir.path().to_owned()), ..Config::default() })?;
+    let runtime = Runtime::new(Config {
+        data_dir: Some(dir.path().to_owned()),
+        ..Config::default()
+    })?;
     let recording_path = match &options.transcript {
         Some(path) => path.clone(),
         None if Path::new(LARGEST_FIXTURE).exists() => LARGEST_FIXTURE.into(),
@@ -34,14 +38,28 @@ pub async fn rows(options: &Options, rows: &mut Vec<Row>) -> anyhow::Result<()> 
         .transcripts()
         .open(&recording_path)
         .with_context(|| format!("cannot read `{}`", recording_path.display()))?;
-    let script = ReplayScript::from_messages(recording.active_branch().into_iter().map(|entry| entry.message));
-    let name = recording_path.file_name().map_or_else(String::new, |name| name.to_string_lossy().into_owned());
+    let script = ReplayScript::from_messages(
+        recording
+            .active_branch()
+            .into_iter()
+            .map(|entry| entry.message),
+    );
+    let name = recording_path
+        .file_name()
+        .map_or_else(String::new, |name| name.to_string_lossy().into_owned());
     for engine_id in ["legacy", "keep-recent"] {
         let engine = runtime.select(Some(engine_id)).await;
         let output = dir.path().join(format!("replay-{engine_id}.jsonl"));
         let started = Instant::now();
         let report = runtime
-            .replay(&script, engine, WINDOW, &output, &CancellationToken::new(), &mut |_, _| {})
+            .replay(
+                &script,
+                engine,
+                WINDOW,
+                &output,
+                &CancellationToken::new(),
+                &mut |_, _| {},
+            )
             .await?;
         let seconds = started.elapsed().as_secs_f64();
         rows.push(Row {
