@@ -15,11 +15,66 @@ use crate::{
 /// Any `Err` returned, panic, trap or broken limit quarantines the engine and
 /// hands the session to the host's built-in `legacy` engine, so return errors
 /// only for real failures.
+///
+/// Write the engine's decisions as functions over [`HistoryView`]
+/// (implemented by [`History`] in the sandbox): the same logic then runs
+/// natively against [`MemoryHistory`](crate::testing::MemoryHistory) in unit
+/// tests and benches.
+///
+/// ```
+/// use ctxbox_guest::prelude::*;
+/// use ctxbox_guest::testing::{MemoryHistory, conversation};
+///
+/// /// The last `n` entries, widened so no tool result loses its call.
+/// fn last_entries(history: &impl HistoryView, n: u32) -> std::ops::Range<u32> {
+///     let end = history.len();
+///     let mut start = end.saturating_sub(n);
+///     if let Some(pair) = history.split_pair(start) {
+///         start = pair.start;
+///     }
+///     start..end
+/// }
+///
+/// #[derive(Default)]
+/// struct LastTen;
+///
+/// impl Engine for LastTen {
+///     fn info(&self) -> EngineInfo {
+///         EngineInfo::new("last-ten", "Last ten messages").with_version("1.0.0")
+///     }
+///
+///     fn assemble(
+///         &mut self,
+///         _session: &SessionRef,
+///         history: &History,
+///         _params: AssembleParams,
+///     ) -> Result<AssembleResult, EngineError> {
+///         let keep = last_entries(history, 10);
+///         Ok(AssembleResult::keep_range(keep.clone(), history.tokens(keep)))
+///     }
+/// }
+///
+/// // Natively, on a synthetic session of 5 turns of 4 entries (question,
+/// // call, result, answer): the last 12 start on a question.
+/// let history = MemoryHistory::new(conversation(5));
+/// assert_eq!(last_entries(&history, 12), 8..20);
+/// // The last 10 would start on a result without its call: widened.
+/// assert_eq!(last_entries(&history, 10), 9..20);
+/// ```
+///
+/// [`HistoryView`]: crate::HistoryView
 pub trait Engine: Default + 'static {
     /// Who the engine is; called once per load.
     fn info(&self) -> EngineInfo;
 
-    /// Builds the prompt for the next model call from `history`.
+    /// Builds the prompt for the next model call from `history`: ranges of
+    /// the history kept verbatim ([`AssembledItem::Keep`]) and messages of the
+    /// engine's own ([`AssembledItem::Insert`]), in prompt order. The host
+    /// refuses ranges outside the history and prompts that separate a tool
+    /// call from its result.
+    ///
+    /// [`AssembledItem::Keep`]: crate::AssembledItem::Keep
+    /// [`AssembledItem::Insert`]: crate::AssembledItem::Insert
     fn assemble(
         &mut self,
         session: &SessionRef,
@@ -70,6 +125,33 @@ pub trait Engine: Default + 'static {
 
     /// Makes the session's context smaller. Default: the host's native
     /// compaction ([`host::delegate_compaction`]).
+    ///
+    /// The host bounds the call (a window re-armed by
+    /// [`host::report_progress`], ten windows at most) and checks the answer:
+    /// `first_kept_entry_id` must name an entry of the history and
+    /// `tokens_after` may not exceed `tokens_before`.
+    ///
+    /// ```no_run
+    /// # use ctxbox_guest::prelude::*;
+    /// # #[derive(Default)] struct Mine;
+    /// # impl Engine for Mine {
+    /// #     fn info(&self) -> EngineInfo { EngineInfo::new("mine", "Mine") }
+    /// #     fn assemble(&mut self, _: &SessionRef, h: &History, _: AssembleParams)
+    /// #         -> Result<AssembleResult, EngineError> { Ok(AssembleResult::keep_range(0..h.len(), 0)) }
+    /// fn compact(
+    ///     &mut self,
+    ///     _session: &SessionRef,
+    ///     _history: &History,
+    ///     params: CompactParams,
+    /// ) -> Result<CompactResult, EngineError> {
+    ///     ctxbox_guest::info!("compacting (force: {})", params.force);
+    ///     // Custom instructions for the host's summarizer, the rest as usual.
+    ///     let mut params = params;
+    ///     params.custom_instructions.get_or_insert_with(|| "Keep every file path.".into());
+    ///     Ok(host::delegate_compaction(&params)?)
+    /// }
+    /// # }
+    /// ```
     fn compact(
         &mut self,
         _session: &SessionRef,

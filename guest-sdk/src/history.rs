@@ -8,7 +8,23 @@ use crate::{MessageEntry, MessageKind, ToolPairing};
 /// Read access to a session's active context, oldest entry first.
 ///
 /// [`History`] implements it over the host's resource; implement it yourself
-/// over an in-memory list to run engine logic natively (tests, benches).
+/// over an in-memory list to run engine logic natively (tests, benches), or
+/// use [`MemoryHistory`](crate::testing::MemoryHistory).
+///
+/// ```
+/// use ctxbox_guest::testing::{MemoryHistory, conversation};
+/// use ctxbox_guest::{HistoryView, MessageKind, ToolPairing};
+///
+/// // Two turns: question, tool call, tool result, answer.
+/// let history = MemoryHistory::new(conversation(2));
+/// assert_eq!(history.len(), 8);
+/// assert_eq!(history.kind(1), Some(MessageKind::Assistant));
+/// assert_eq!(history.tool_pairing(2), Some(ToolPairing::ToolResult(Some(1))));
+/// // A cut before entry 2 would separate the call (1) from its result (2).
+/// assert_eq!(history.split_pair(2), Some(1..3));
+/// assert_eq!(history.split_pair(4), None);
+/// assert!(history.tokens(0..4) > 0);
+/// ```
 pub trait HistoryView {
     /// Number of entries.
     fn len(&self) -> u32;
@@ -74,6 +90,23 @@ pub trait HistoryView {
 }
 
 /// The history passed to an engine call. Valid only during that call.
+///
+/// A view of the host's copy, not a copy: each method is one crossing into
+/// the host, so an engine reads only what it needs. [`History::to_vec`] gives
+/// the reference's whole-array semantics for engines that want them.
+///
+/// ```no_run
+/// # use ctxbox_guest::prelude::*;
+/// # fn assemble(history: &History) -> Result<AssembleResult, EngineError> {
+/// // Drop the oldest half, whatever it holds (a real engine keeps tool
+/// // pairs whole: see `HistoryView::split_pair`).
+/// let len = history.len();
+/// let newest = history.range(len / 2..len);
+/// let text: usize = newest.iter().map(|entry| entry.message.text().len()).sum();
+/// ctxbox_guest::debug!("keeping {} entries, {text} bytes of text", newest.len());
+/// Ok(AssembleResult::keep_range(len / 2..len, history.tokens(len / 2..len)))
+/// # }
+/// ```
 pub struct History<'a> {
     raw: &'a RawHistory,
 }

@@ -2,14 +2,35 @@
 //!
 //! Each function is scoped to the calling engine and the session of the call
 //! in progress. On targets other than `wasm32` they panic: there is no host.
+//!
+//! A compaction that summarizes with the host's summarizer, keeps its records
+//! in the engine's state store, reports progress and honours an abort:
+//!
+//! ```no_run
+//! use ctxbox_guest::prelude::*;
+//!
+//! fn summarize_chunks(session: &SessionRef, chunks: &[String]) -> Result<bool, EngineError> {
+//!     for (index, chunk) in chunks.iter().enumerate() {
+//!         if host::aborted() {
+//!             return Ok(false); // the caller gave up: stop, report nothing done
+//!         }
+//!         let summary = host::summarize(chunk, Some("Keep decisions and file paths."), 500)?;
+//!         let key = format!("{}/summary/{index:08}", session.session_id);
+//!         host::state::set(&key, summary.as_bytes())?;
+//!         host::report_progress(); // re-arms the compaction watchdog
+//!     }
+//!     Ok(true)
+//! }
+//! ```
 
 use crate::__private::bindings::ctxbox::engine::host as raw;
 use crate::{
     CompactParams, CompactResult, HostError, LogLevel, MessageEntry, StateEntry, TranscriptDelta,
 };
 
-/// Writes a record to the host's log. Rate- and size-limited by the host;
-/// never fails. The [`trace!`](crate::trace), [`debug!`](crate::debug),
+/// Writes a record to the host's log. Limited by the host: records past the
+/// per-call allowance are dropped and long ones truncated, and a call that
+/// logs a hundred times its allowance fails (`host-limit`). The [`trace!`](crate::trace), [`debug!`](crate::debug),
 /// [`info!`](crate::info), [`warn!`](crate::warn) and [`error!`](crate::error)
 /// macros format and call this.
 pub fn log(level: LogLevel, message: &str) {
@@ -60,6 +81,20 @@ pub fn read_transcript_delta(
 
 /// The engine's durable key-value store: private to the engine id, shared by
 /// its sessions, kept across restarts, limited by a byte quota.
+///
+/// ```no_run
+/// use ctxbox_guest::host::state;
+///
+/// # fn main() -> Result<(), ctxbox_guest::HostError> {
+/// state::set("session-1/note/0001", b"first")?;
+/// state::set("session-1/note/0002", b"second")?;
+/// let notes = state::scan("session-1/note/")?; // in key order
+/// assert_eq!(notes.len(), 2);
+/// assert_eq!(state::get("session-1/note/0001")?.as_deref(), Some(&b"first"[..]));
+/// assert!(state::delete("session-1/note/0001")?);
+/// # Ok(())
+/// # }
+/// ```
 pub mod state {
     use super::{HostError, StateEntry, raw};
 

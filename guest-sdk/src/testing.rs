@@ -2,6 +2,18 @@
 //! and the prompt the host would build from an `assemble` answer, checked
 //! against the host's tool-pairing rule. For unit tests and native benches;
 //! nothing here talks to the host.
+//!
+//! ```
+//! use ctxbox_guest::testing::{MemoryHistory, check_tool_pairing, conversation};
+//! use ctxbox_guest::{AssembleResult, HistoryView};
+//!
+//! let history = MemoryHistory::new(conversation(4));
+//! // Keeping 2..16 starts on a tool result whose call (1) is left out.
+//! let broken = AssembleResult::keep_range(2..16, history.tokens(2..16));
+//! assert!(check_tool_pairing(&broken.materialize(&history), &history).is_err());
+//! let whole = AssembleResult::keep_range(1..16, history.tokens(1..16));
+//! assert!(check_tool_pairing(&whole.materialize(&history), &history).is_ok());
+//! ```
 
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;

@@ -24,6 +24,17 @@ pub use types::{
 impl EngineInfo {
     /// Info with an id and a name, compaction left to the host, all host
     /// parameters accepted, and no version.
+    ///
+    /// ```
+    /// use ctxbox_guest::EngineInfo;
+    ///
+    /// let info = EngineInfo::new("summaries", "Summaries")
+    ///     .with_version("0.3.0")
+    ///     .owning_compaction();
+    /// assert_eq!(info.version.as_deref(), Some("0.3.0"));
+    /// assert!(info.owns_compaction);
+    /// assert!(info.accepted_host_params.is_none()); // no declaration: all
+    /// ```
     pub fn new(id: impl Into<String>, name: impl Into<String>) -> Self {
         Self {
             id: id.into(),
@@ -50,6 +61,23 @@ impl EngineInfo {
 
 impl AssembleResult {
     /// A prompt made of history entries `range`, estimated at `estimated_tokens`.
+    ///
+    /// Add items of your own to `items` (in prompt order) and a
+    /// `system_prompt_addition` as needed:
+    ///
+    /// ```
+    /// use ctxbox_guest::testing::{MemoryHistory, conversation};
+    /// use ctxbox_guest::{AgentMessage, AssembleResult, AssembledItem, HistoryView};
+    ///
+    /// let history = MemoryHistory::new(conversation(3));
+    /// let mut answer = AssembleResult::keep_range(8..12, history.tokens(8..12));
+    /// answer.items.insert(0, AssembledItem::Insert(AgentMessage::note("summary", "Turns 1-2: …")));
+    /// answer.system_prompt_addition = Some("Older turns are summarized.".into());
+    ///
+    /// let prompt = answer.materialize(&history);
+    /// assert_eq!(prompt.len(), 5);
+    /// assert_eq!(prompt[0].text(), "Turns 1-2: …");
+    /// ```
     pub fn keep_range(range: std::ops::Range<u32>, estimated_tokens: u64) -> Self {
         Self {
             items: vec![AssembledItem::keep(range)],
@@ -87,7 +115,17 @@ impl ToolCall {
 }
 
 impl EngineError {
-    /// An error of `kind` with `message`.
+    /// An error of `kind` with `message`. Any error quarantines the engine
+    /// (the host's `legacy` engine answers instead), so return one only for a
+    /// real failure.
+    ///
+    /// ```
+    /// use ctxbox_guest::{EngineError, EngineErrorKind};
+    ///
+    /// let error = EngineError::new(EngineErrorKind::InvalidInput, "no such session");
+    /// assert_eq!(error.kind, EngineErrorKind::InvalidInput);
+    /// assert_eq!(EngineError::internal("index corrupt").kind, EngineErrorKind::Internal);
+    /// ```
     pub fn new(kind: EngineErrorKind, message: impl Into<String>) -> Self {
         Self {
             kind,
@@ -110,6 +148,17 @@ impl From<HostError> for EngineError {
     }
 }
 
+/// Messages for tests and for inserted prompt items:
+///
+/// ```
+/// use ctxbox_guest::{AgentMessage, MessageKind, ToolCall};
+///
+/// let call = AgentMessage::tool_use([ToolCall::new("c1", "read", r#"{"path":"a.rs"}"#)]);
+/// let result = AgentMessage::tool_result("c1", "read", "fn main() {}");
+/// assert_eq!(call.tool_calls().count(), 1);
+/// assert_eq!(result.kind(), MessageKind::ToolResult);
+/// assert_eq!(AgentMessage::user_text("hi").text(), "hi");
+/// ```
 impl AgentMessage {
     /// A user message with one text block.
     pub fn user_text(text: impl Into<String>) -> Self {
