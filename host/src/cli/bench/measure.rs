@@ -44,36 +44,80 @@ impl Stats {
 }
 
 /// Times `runs` calls of `call`, after `runs / 10` (at least one) unmeasured
-/// warm-up calls.
-pub async fn time<F, Fut>(runs: usize, mut call: F) -> Stats
+/// warm-up calls. The first failing call ends the measurement with its error:
+/// a failure must never be timed as a fast success.
+pub async fn time<F, Fut>(runs: usize, mut call: F) -> anyhow::Result<Stats>
 where
     F: FnMut() -> Fut,
-    Fut: Future<Output = ()>,
+    Fut: Future<Output = anyhow::Result<()>>,
 {
-    for _ in 0..(runs / 10).max(1) {
-        call().await;
+    for _ in 0..warm_up(runs) {
+        call().await?;
     }
     let mut samples = Vec::with_capacity(runs);
     for _ in 0..runs {
         let started = Instant::now();
-        call().await;
+        call().await?;
         samples.push(started.elapsed());
     }
-    Stats::of(samples)
+    Ok(Stats::of(samples))
 }
 
-/// Times synchronous `work` the same way.
-pub fn time_sync(runs: usize, mut work: impl FnMut()) -> Stats {
-    for _ in 0..(runs / 10).max(1) {
-        work();
+/// Times `runs` calls each of `a` and `b`, alternating one of each, so a
+/// change in the machine's load affects both sides of a ratio alike.
+pub async fn time_pair<A, FutA, B, FutB>(
+    runs: usize,
+    mut a: A,
+    mut b: B,
+) -> anyhow::Result<(Stats, Stats)>
+where
+    A: FnMut() -> FutA,
+    FutA: Future<Output = anyhow::Result<()>>,
+    B: FnMut() -> FutB,
+    FutB: Future<Output = anyhow::Result<()>>,
+{
+    for _ in 0..warm_up(runs) {
+        a().await?;
+        b().await?;
+    }
+    let mut samples_a = Vec::with_capacity(runs);
+    let mut samples_b = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let started = Instant::now();
+        a().await?;
+        samples_a.push(started.elapsed());
+        let started = Instant::now();
+        b().await?;
+        samples_b.push(started.elapsed());
+    }
+    Ok((Stats::of(samples_a), Stats::of(samples_b)))
+}
+
+/// Times synchronous `work` the same way as [`time`].
+pub fn time_sync(
+    runs: usize,
+    mut work: impl FnMut() -> anyhow::Result<()>,
+) -> anyhow::Result<Stats> {
+    for _ in 0..warm_up(runs) {
+        work()?;
     }
     let mut samples = Vec::with_capacity(runs);
     for _ in 0..runs {
         let started = Instant::now();
-        work();
+        work()?;
         samples.push(started.elapsed());
     }
-    Stats::of(samples)
+    Ok(Stats::of(samples))
+}
+
+/// Unmeasured calls before `runs` measured ones.
+fn warm_up(runs: usize) -> usize {
+    (runs / 10).max(1)
+}
+
+/// `a / b` of two medians.
+pub fn ratio(a: &Stats, b: &Stats) -> f64 {
+    a.median.as_secs_f64() / b.median.as_secs_f64()
 }
 
 /// A duration in the unit that reads best.
@@ -90,12 +134,28 @@ pub fn human(duration: Duration) -> String {
     }
 }
 
-/// The process's resident memory, bytes (Linux; `None` elsewhere).
-pub fn resident_bytes() -> Option<u64> {
+/// The process's resident memory now and at its peak, bytes (Linux; `None`
+/// elsewhere).
+pub fn resident_bytes() -> Option<Resident> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|line| line.starts_with("VmRSS:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
+    let field = |name: &str| -> Option<u64> {
+        let line = status.lines().find(|line| line.starts_with(name))?;
+        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kib * 1024)
+    };
+    Some(Resident {
+        now: field("VmRSS:")?,
+        peak: field("VmHWM:")?,
+    })
+}
+
+/// Resident memory readings.
+#[derive(Debug, Clone, Copy)]
+pub struct Resident {
+    /// Resident now.
+    pub now: u64,
+    /// The process's peak so far.
+    pub peak: u64,
 }
 
 /// Bytes as MiB.

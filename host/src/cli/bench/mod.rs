@@ -107,31 +107,85 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         },
         transcript: args.transcript,
     };
+    if cfg!(debug_assertions) {
+        eprintln!(
+            "warning: this is a debug build of ctxbox; its figures say little. Use `cargo run --release -p ctxbox-host -- bench`."
+        );
+    }
     let mut rows = Vec::new();
-    sandbox::rows(&options, &mut rows).await?;
+    // Memory first: later measurements grow the heap it would count.
     memory::rows(&options, &mut rows).await?;
+    sandbox::rows(&options, &mut rows).await?;
     compaction::rows(&options, &mut rows).await?;
     replay::rows(&options, &mut rows).await?;
 
+    let machine = Machine::read(options.quick);
     if args.json {
-        let machine = serde_json::json!({
-            "cores": std::thread::available_parallelism().map_or(0, usize::from),
-            "quick": options.quick,
-        });
         println!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({ "machine": machine, "rows": rows }))?
         );
     } else {
+        println!("{}", machine.describe());
         print_table(&rows);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What the figures were measured on.
+#[derive(Debug, Serialize)]
+struct Machine {
+    cores: usize,
+    memory_gib: Option<f64>,
+    cpu: Option<String>,
+    build: &'static str,
+    quick: bool,
+}
+
+impl Machine {
+    fn read(quick: bool) -> Self {
+        let proc_field = |file: &str, name: &str| -> Option<String> {
+            let text = std::fs::read_to_string(file).ok()?;
+            let line = text.lines().find(|line| line.starts_with(name))?;
+            Some(line.split_once(':')?.1.trim().to_owned())
+        };
+        Self {
+            cores: std::thread::available_parallelism().map_or(0, usize::from),
+            memory_gib: proc_field("/proc/meminfo", "MemTotal")
+                .and_then(|kib| kib.trim_end_matches("kB").trim().parse::<f64>().ok())
+                .map(|kib| kib / (1024.0 * 1024.0)),
+            cpu: proc_field("/proc/cpuinfo", "model name"),
+            build: if cfg!(debug_assertions) {
+                "debug"
+            } else {
+                "release"
+            },
+            quick,
+        }
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "machine: {} cores, {} memory, {}; {} build{}",
+            self.cores,
+            self.memory_gib
+                .map_or_else(|| "unknown".to_owned(), |gib| format!("{gib:.0} GiB")),
+            self.cpu.as_deref().unwrap_or("unknown CPU"),
+            self.build,
+            if self.quick { ", quick run" } else { "" }
+        )
+    }
 }
 
 fn print_table(rows: &[Row]) {
     let what = rows
         .iter()
         .map(|row| row.what.chars().count())
+        .max()
+        .unwrap_or(0);
+    let target = rows
+        .iter()
+        .map(|row| row.target.chars().count())
         .max()
         .unwrap_or(0);
     for row in rows {
@@ -141,7 +195,7 @@ fn print_table(rows: &[Row]) {
             None => "",
         };
         println!(
-            "{:<what$}  {:<8}  {:<6}  {}",
+            "{:<what$}  {:<target$}  {:<6}  {}",
             row.what, row.target, verdict, row.figure
         );
     }

@@ -9,11 +9,14 @@ use ctxbox_host::provider::ReplayScript;
 use ctxbox_host::runtime::Runtime;
 use tokio_util::sync::CancellationToken;
 
+use super::measure::Stats;
 use super::{Options, Row};
 
 /// The largest fixture, when the bench runs from a checkout.
-const LARGEST_FIXTURE: &str =
-    "tests/fixtures/sessions/deepseek-chat-windows-ops-zh-3-compactions.jsonl";
+const LARGEST_FIXTURE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../tests/fixtures/sessions/deepseek-chat-windows-ops-zh-3-compactions.jsonl"
+);
 /// The window of the replay.
 const WINDOW: u64 = 16_384;
 
@@ -48,28 +51,46 @@ pub async fn rows(options: &Options, rows: &mut Vec<Row>) -> anyhow::Result<()> 
         .file_name()
         .map_or_else(String::new, |name| name.to_string_lossy().into_owned());
     for engine_id in ["legacy", "keep-recent"] {
-        let engine = runtime.select(Some(engine_id)).await;
-        let output = dir.path().join(format!("replay-{engine_id}.jsonl"));
-        let started = Instant::now();
-        let report = runtime
-            .replay(
-                &script,
-                engine,
-                WINDOW,
-                &output,
-                &CancellationToken::new(),
-                &mut |_, _| {},
-            )
-            .await?;
-        let seconds = started.elapsed().as_secs_f64();
+        let mut samples = Vec::new();
+        let mut last = None;
+        for run in 0..options.runs(5) {
+            let engine = runtime.select(Some(engine_id)).await;
+            let output = dir.path().join(format!("replay-{engine_id}-{run}.jsonl"));
+            let started = Instant::now();
+            let report = runtime
+                .replay(
+                    &script,
+                    engine,
+                    WINDOW,
+                    &output,
+                    &CancellationToken::new(),
+                    &mut |_, _| {},
+                )
+                .await?;
+            samples.push(started.elapsed());
+            anyhow::ensure!(
+                report.failed_turns.is_empty(),
+                "turns failed replaying with {engine_id}: {:?}",
+                report.failed_turns
+            );
+            last = Some(report);
+        }
+        let Some(report) = last else {
+            continue;
+        };
+        let stats = Stats::of(samples);
+        let turns = report.turns.len() as f64;
         rows.push(Row {
             what: format!("full replay of {name} with {engine_id}, {WINDOW}-token window"),
             figure: format!(
-                "{:.1} turns/s ({} turns, {} model calls, {} compactions in {seconds:.2} s)",
-                report.turns.len() as f64 / seconds,
+                "{:.1} turns/s median (min {:.1}, max {:.1}; {} turns, {} model calls, {} compactions; n={})",
+                turns / stats.median.as_secs_f64(),
+                turns / stats.max.as_secs_f64(),
+                turns / stats.min.as_secs_f64(),
                 report.turns.len(),
                 report.model_calls,
-                report.compactions
+                report.compactions,
+                stats.samples
             ),
             target: "report".into(),
             met: None,
