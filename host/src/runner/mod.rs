@@ -34,7 +34,7 @@ pub use self::subagent::SpawnOutcome;
 use crate::engine::{CallOptions, ContextEngine};
 use crate::guard::GuardedEngine;
 use crate::history::History;
-use crate::provider::{ModelRequest, Provider, ProviderError, ToolExecutor};
+use crate::provider::{ModelRequest, Provider, ProviderError, ToolDefinition, ToolExecutor};
 use crate::tokens::PRE_PROMPT_SAFETY_FACTOR;
 use crate::transcript::TranscriptStore;
 use crate::types::{
@@ -84,12 +84,15 @@ pub struct TurnRunner {
     engine: Arc<GuardedEngine>,
     provider: Arc<dyn Provider>,
     tools: Arc<dyn ToolExecutor>,
+    /// The tools' definitions, asked of the executor once.
+    tool_definitions: Vec<ToolDefinition>,
     transcripts: TranscriptStore,
     config: RunnerConfig,
 }
 
 impl TurnRunner {
-    /// A runner.
+    /// A runner. The model is told of the tools `tools` defines
+    /// ([`ToolExecutor::definitions`]).
     pub fn new(
         engine: Arc<GuardedEngine>,
         provider: Arc<dyn Provider>,
@@ -100,6 +103,7 @@ impl TurnRunner {
         Self {
             engine,
             provider,
+            tool_definitions: tools.definitions(),
             tools,
             transcripts,
             config,
@@ -241,6 +245,7 @@ impl TurnRunner {
                 messages: &prompt.messages,
                 model: self.config.model.as_deref(),
                 tools: &self.config.tools,
+                tool_definitions: &self.tool_definitions,
             };
             match self.provider.complete(request, &call.abort).await {
                 Ok(reply) => {
