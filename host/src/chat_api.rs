@@ -32,6 +32,25 @@ pub struct OpenAiCompatibleConfig {
     pub api_key_env: Option<String>,
 }
 
+impl OpenAiCompatibleConfig {
+    /// Checks what can be checked without the network or the environment:
+    /// `baseUrl` is an http(s) URL and `model` is not empty. Messages name
+    /// the keys under `section` (e.g. `provider.`).
+    pub fn validate(&self, section: &str) -> Result<(), ChatError> {
+        let base = self.base_url.trim_end_matches('/');
+        if !(base.starts_with("http://") || base.starts_with("https://")) {
+            return Err(ChatError::Config(format!(
+                "`{section}baseUrl` must be an http:// or https:// URL, not `{}`",
+                self.base_url
+            )));
+        }
+        if self.model.trim().is_empty() {
+            return Err(ChatError::Config(format!("`{section}model` is empty")));
+        }
+        Ok(())
+    }
+}
+
 /// Why a chat-completions request failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ChatError {
@@ -119,16 +138,8 @@ impl ChatClient {
         config: OpenAiCompatibleConfig,
         api_key: Option<String>,
     ) -> Result<Self, ChatError> {
+        config.validate("")?;
         let base = config.base_url.trim_end_matches('/');
-        if !(base.starts_with("http://") || base.starts_with("https://")) {
-            return Err(ChatError::Config(format!(
-                "`baseUrl` must be an http:// or https:// URL, not `{}`",
-                config.base_url
-            )));
-        }
-        if config.model.trim().is_empty() {
-            return Err(ChatError::Config("`model` is empty".into()));
-        }
         let agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .build()
@@ -149,20 +160,33 @@ impl ChatClient {
     }
 
     /// Sends `body` and answers the completion's JSON, by `deadline`.
+    ///
+    /// The (blocking) request runs on a thread of its own rather than
+    /// tokio's blocking pool: a caller that stops waiting — dropping this
+    /// future, as an aborted model call does — leaves it to end at its
+    /// deadline, unread, without holding up the runtime's shutdown.
     pub async fn complete(&self, body: Value, deadline: Instant) -> Result<Value, ChatError> {
         let timeout = deadline.saturating_duration_since(Instant::now());
         if timeout.is_zero() {
             return Err(ChatError::Timeout);
         }
         let inner = self.inner.clone();
-        let call = tokio::task::spawn_blocking(move || inner.send(&body, timeout));
+        let (sender, answer) = tokio::sync::oneshot::channel();
+        std::thread::Builder::new()
+            .name("ctxbox-chat-api".into())
+            .spawn(move || {
+                let _ = sender.send(inner.send(&body, timeout));
+            })
+            .map_err(|error| {
+                ChatError::Transport(format!("cannot start the request thread: {error}"))
+            })?;
         // The request's own timeout ends it; this bounds the wait for the
-        // blocking thread as well.
-        match tokio::time::timeout(timeout + Duration::from_millis(100), call).await {
+        // thread as well.
+        match tokio::time::timeout(timeout + Duration::from_millis(100), answer).await {
             Err(_) => Err(ChatError::Timeout),
-            Ok(Err(error)) => Err(ChatError::Transport(format!(
-                "request thread failed: {error}"
-            ))),
+            Ok(Err(_)) => Err(ChatError::Transport(
+                "the request thread ended without an answer".into(),
+            )),
             Ok(Ok(result)) => result,
         }
     }
@@ -224,6 +248,7 @@ fn status_error(status: u16, body: &str) -> ChatError {
         "context length",
         "context_length",
         "context window",
+        "context size",
         "maximum context",
         "too many tokens",
         "too long",
@@ -244,6 +269,33 @@ pub(crate) mod tests {
     use std::io::{BufRead, BufReader, Read, Write};
     use std::net::TcpListener;
     use std::sync::mpsc;
+
+    #[test]
+    fn overflow_answers_of_common_servers_are_recognised() {
+        let bodies = [
+            // OpenAI
+            r#"{"error":{"message":"This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.","type":"invalid_request_error","code":"context_length_exceeded"}}"#,
+            // vLLM
+            r#"{"object":"error","message":"This model's maximum context length is 4096 tokens. However, you requested 5000 tokens (4000 in the messages, 1000 in the completion).","code":400}"#,
+            // llama.cpp server
+            r#"{"error":{"code":400,"message":"request (9000 tokens) exceeds the available context size (8192 tokens), try increasing it","type":"exceed_context_size_error"}}"#,
+            // Anthropic's compatibility endpoint
+            r#"{"error":{"type":"invalid_request_error","message":"prompt is too long: 210000 tokens > 200000 maximum"}}"#,
+        ];
+        for body in bodies {
+            assert!(
+                matches!(
+                    super::status_error(400, body),
+                    super::ChatError::ContextOverflow { .. }
+                ),
+                "{body}"
+            );
+        }
+        assert!(matches!(
+            super::status_error(400, r#"{"error":{"message":"unknown model"}}"#),
+            super::ChatError::Rejected { status: 400, .. }
+        ));
+    }
 
     /// A one-request HTTP server on a loopback port: answers `status` and
     /// `body`, and hands back the request it got (head and body).

@@ -1,7 +1,8 @@
 //! `ctxbox.toml`: one file configures a host. Keys follow the reference's
 //! where it has them (`plugins.slots.contextEngine`,
 //! `agents.defaults.compaction.*`, `agents.defaults.contextTokens`); ctxbox's
-//! own live under `sandbox.*`, `quarantine.*`, `transcripts.*` and `state.*`.
+//! own live under `sandbox.*`, `quarantine.*`, `transcripts.*`, `state.*` and
+//! `provider.*`.
 //!
 //! ```toml
 //! dataDir = "/var/lib/ctxbox"
@@ -25,6 +26,12 @@
 //! [quarantine]
 //! retryAfterSeconds = 600
 //! strict = false
+//!
+//! [provider]
+//! kind = "openai-compatible"
+//! baseUrl = "https://api.openai.com/v1"
+//! model = "gpt-4o-mini"
+//! apiKeyEnv = "OPENAI_API_KEY"
 //! ```
 
 use std::collections::BTreeMap;
@@ -33,7 +40,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::chat_api::ChatError;
 use crate::compaction::CompactionConfig;
+use crate::provider::ProviderConfig;
 use crate::sandbox::SandboxConfig;
 use crate::state_store::StateConfig;
 use crate::transcript::TranscriptConfig;
@@ -60,6 +69,9 @@ pub struct Config {
     pub transcripts: TranscriptConfig,
     /// Engines' key-value store.
     pub state: StateConfig,
+    /// The model that answers an embedding host's turns (default `replay`:
+    /// none; `ctxbox run` replays recordings whatever this says).
+    pub provider: ProviderConfig,
 }
 
 /// `plugins.*`.
@@ -191,6 +203,10 @@ impl Config {
             .sandbox
             .validate()
             .map_err(|error| (None, error.to_string()))?;
+        config.provider.validate().map_err(|error| match error {
+            ChatError::Config(message) => (None, message),
+            other => (None, other.to_string()),
+        })?;
         Ok(config)
     }
 
@@ -303,6 +319,56 @@ mod tests {
     fn a_bad_sandbox_limit_is_named() {
         let (_, message) = Config::parse("[sandbox]\ncallTimeoutMs = 0\n").expect_err("zero");
         assert!(message.contains("sandbox.callTimeoutMs"), "{message}");
+    }
+
+    #[test]
+    fn reads_the_provider_section() {
+        use crate::chat_api::OpenAiCompatibleConfig;
+
+        assert_eq!(
+            Config::parse("").expect("valid").provider,
+            ProviderConfig::Replay
+        );
+        let config = Config::parse(
+            "[provider]\nkind = \"openai-compatible\"\nbaseUrl = \"http://localhost:11434/v1\"\n\
+             model = \"qwen3:8b\"\napiKeyEnv = \"OLLAMA_KEY\"\n",
+        )
+        .expect("valid");
+        assert_eq!(
+            config.provider,
+            ProviderConfig::OpenaiCompatible(OpenAiCompatibleConfig {
+                base_url: "http://localhost:11434/v1".into(),
+                model: "qwen3:8b".into(),
+                api_key_env: Some("OLLAMA_KEY".into()),
+            })
+        );
+    }
+
+    #[test]
+    fn a_bad_provider_section_is_named() {
+        let (line, message) =
+            Config::parse("[provider]\nkind = \"gpt\"\n").expect_err("unknown kind");
+        assert_eq!(line, Some(2));
+        assert!(message.contains("gpt"), "{message}");
+
+        let (_, message) =
+            Config::parse("[provider]\nkind = \"openai-compatible\"\nbaseUrl = \"http://x\"\n")
+                .expect_err("no model");
+        assert!(message.contains("model"), "{message}");
+
+        let (_, message) = Config::parse(
+            "[provider]\nkind = \"openai-compatible\"\nbaseUrl = \"localhost:8080\"\nmodel = \"m\"\n",
+        )
+        .expect_err("not a URL");
+        assert!(message.contains("`provider.baseUrl`"), "{message}");
+        assert!(!message.contains('\n'), "one line: {message}");
+
+        let (line, message) = Config::parse(
+            "[provider]\nkind = \"openai-compatible\"\nbaseUrl = \"http://x\"\nmodel = \"m\"\napiKey = \"sk\"\n",
+        )
+        .expect_err("unknown key");
+        assert!(line.is_some(), "{message}");
+        assert!(message.contains("apiKey"), "{message}");
     }
 
     #[test]

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::bundled;
+use crate::chat_api::ChatError;
 use crate::compaction::Compactor;
 use crate::config::Config;
 use crate::engine_host::EngineHost;
@@ -47,6 +48,10 @@ pub enum RuntimeError {
     /// The summarizer configuration is unusable.
     #[error("agents.defaults.compaction.summarizer: {0}")]
     Summarizer(#[from] SummarizeError),
+    /// The provider configuration is unusable (e.g. its API key variable is
+    /// not set).
+    #[error("provider: {0}")]
+    Provider(#[from] ChatError),
     /// An engine could not be registered.
     #[error(transparent)]
     Register(#[from] RegisterError),
@@ -144,6 +149,15 @@ impl Runtime {
     /// The engines: registry, quarantine, selection.
     pub fn engines(&self) -> &EngineHost {
         &self.engines
+    }
+
+    /// The live model `[provider]` configures, for a host's own turns (pass
+    /// it to [`runner`](Self::runner)); `None` for `replay`, the default,
+    /// which answers only from recordings ([`replay`](Self::replay)). An
+    /// overflow error that does not state the model's window reports
+    /// `agents.defaults.contextTokens`. Reads the API key now.
+    pub fn provider(&self) -> Result<Option<Arc<dyn Provider>>, RuntimeError> {
+        Ok(self.config.provider.build(self.config.context_tokens())?)
     }
 
     /// The guarded engine of the configured slot

@@ -1,52 +1,67 @@
 //! The turn runner's rules with a scripted provider and a spying engine:
-//! overflow recovery, its attempt limit, the no-op rule, the pre-prompt
-//! check, and subagent rollback exactly once.
+//! overflow recovery, its per-turn attempt limit, the no-op rule, the
+//! pre-prompt check, after-turn as the engine's news of the turn, background
+//! maintenance ordering, thread-bootstrap projections, and subagent rollback
+//! exactly once.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use ctxbox_host::compaction::{CompactionConfig, Compactor};
+use ctxbox_host::compaction::{CompactionConfig, Compactor, NoProgress};
 use ctxbox_host::engine::{CallOptions, ContextEngine, EngineResult};
 use ctxbox_host::error::{EngineFailure, FailureKind, Operation};
 use ctxbox_host::guard::{GuardPolicy, GuardedEngine, Selected};
 use ctxbox_host::history::History;
 use ctxbox_host::legacy::LegacyEngine;
-use ctxbox_host::provider::{ModelReply, ModelRequest, Provider, ProviderError, ToolExecutor};
+use ctxbox_host::provider::{
+    ModelReply, ModelRequest, Provider, ProviderError, Replay, ReplayScript, ToolExecutor,
+};
 use ctxbox_host::quarantine::QuarantineStore;
 use ctxbox_host::registry::Owner;
 use ctxbox_host::runner::{RunnerConfig, Session, SpawnOutcome, TurnError, TurnRunner};
 use ctxbox_host::transcript::{NewSession, TranscriptStore};
 use ctxbox_host::types::{
     AfterTurnParams, AgentMessage, AssembleParams, AssembleResult, AssembledItem, BootstrapResult,
-    CompactParams, CompactResult, CompactionTarget, ContextMode, EngineInfo, IngestBatchResult,
-    IngestResult, MaintainReason, MaintainResult, MessageEntry, SessionRef, SubagentEndReason,
-    SubagentSpawn,
+    CompactParams, CompactResult, CompactionTarget, ContextMode, ContextProjection, EngineInfo,
+    IngestBatchResult, IngestResult, MaintainReason, MaintainResult, MessageEntry, SessionRef,
+    SubagentEndReason, SubagentSpawn, TurnMaintenanceMode,
 };
 use tokio_util::sync::CancellationToken;
 
 const WINDOW: u64 = 8_192;
 
-/// A native engine that passes history through, answers `compact` from a
-/// script, and records what it was asked.
+/// A native engine that passes history through (or, when given an epoch,
+/// answers a thread-bootstrap projection led by a "view N" message), answers
+/// `compact` from a script, and records what it was asked.
 struct Spy {
     info: EngineInfo,
     compact_answers: Mutex<VecDeque<CompactResult>>,
     compactions: Mutex<Vec<CompactParams>>,
     rollbacks: Mutex<Vec<String>>,
+    /// Calls in the order they finished.
     calls: Mutex<Vec<Operation>>,
+    /// What each `after-turn` was told was new.
+    after_turn_news: Mutex<Vec<Vec<AgentMessage>>>,
     fail_prepare: bool,
+    projection_epoch: Mutex<Option<u64>>,
+    /// Compacts the transcript in place during `after-turn` when set.
+    after_turn_compactor: Mutex<Option<Arc<Compactor>>>,
+    /// Answers `compact` with native compaction in place when set (instead
+    /// of the scripted answers).
+    compactor: Mutex<Option<Arc<Compactor>>>,
 }
 
 impl Spy {
     fn new(owns_compaction: bool, compact_answers: Vec<CompactResult>) -> Arc<Self> {
-        Self::build(owns_compaction, compact_answers, false)
+        Self::build(owns_compaction, compact_answers, false, None)
     }
 
     fn build(
         owns_compaction: bool,
         compact_answers: Vec<CompactResult>,
         fail_prepare: bool,
+        turn_maintenance_mode: Option<TurnMaintenanceMode>,
     ) -> Arc<Self> {
         Arc::new(Self {
             info: EngineInfo {
@@ -55,14 +70,30 @@ impl Spy {
                 version: None,
                 owns_compaction,
                 accepted_host_params: None,
-                turn_maintenance_mode: None,
+                turn_maintenance_mode,
             },
             compact_answers: Mutex::new(compact_answers.into()),
             compactions: Mutex::new(Vec::new()),
             rollbacks: Mutex::new(Vec::new()),
             calls: Mutex::new(Vec::new()),
+            after_turn_news: Mutex::new(Vec::new()),
             fail_prepare,
+            projection_epoch: Mutex::new(None),
+            after_turn_compactor: Mutex::new(None),
+            compactor: Mutex::new(None),
         })
+    }
+
+    /// Where the `nth` (0-based) call of `operation` finished in the log.
+    fn position(&self, operation: Operation, nth: usize) -> usize {
+        let calls = self.calls.lock().expect("lock");
+        calls
+            .iter()
+            .enumerate()
+            .filter(|(_, op)| **op == operation)
+            .nth(nth)
+            .map(|(index, _)| index)
+            .unwrap_or_else(|| panic!("no call {nth} of {operation:?} in {calls:?}"))
     }
 
     fn saw(&self, operation: Operation) {
@@ -127,26 +158,46 @@ impl ContextEngine for Spy {
         _: &AssembleParams,
     ) -> EngineResult<AssembleResult> {
         self.saw(Operation::Assemble);
+        let keep = AssembledItem::Keep {
+            start: 0,
+            end: history.len() as u32,
+        };
+        let epoch = *self.projection_epoch.lock().expect("lock");
+        let (items, context_projection) = match epoch {
+            None => (vec![keep], None),
+            Some(epoch) => {
+                let view =
+                    AgentMessage::user_text(format!("view {}", self.count(Operation::Assemble)));
+                (
+                    vec![AssembledItem::Insert(view), keep],
+                    Some(ContextProjection::ThreadBootstrap { epoch }),
+                )
+            }
+        };
         Ok(AssembleResult {
-            items: vec![AssembledItem::Keep {
-                start: 0,
-                end: history.len() as u32,
-            }],
+            items,
             estimated_tokens: history.total_tokens(),
             system_prompt_addition: None,
-            context_projection: None,
+            context_projection,
         })
     }
 
     async fn compact(
         &self,
-        _: &CallOptions,
-        _: &SessionRef,
+        call: &CallOptions,
+        session: &SessionRef,
         _: &History,
         params: &CompactParams,
     ) -> EngineResult<CompactResult> {
         self.saw(Operation::Compact);
         self.compactions.lock().expect("lock").push(params.clone());
+        let compactor = self.compactor.lock().expect("lock").clone();
+        if let Some(compactor) = compactor {
+            return Ok(compactor
+                .compact_session(session, params, &NoProgress, &call.abort)
+                .await
+                .expect("native compaction"));
+        }
         Ok(self
             .compact_answers
             .lock()
@@ -157,12 +208,30 @@ impl ContextEngine for Spy {
 
     async fn after_turn(
         &self,
-        _: &CallOptions,
-        _: &SessionRef,
-        _: &History,
-        _: &AfterTurnParams,
+        call: &CallOptions,
+        session: &SessionRef,
+        history: &History,
+        params: &AfterTurnParams,
     ) -> EngineResult<()> {
         self.saw(Operation::AfterTurn);
+        let news = history.entries()[params.pre_prompt_message_count as usize..]
+            .iter()
+            .map(|entry| entry.message.clone())
+            .collect();
+        self.after_turn_news.lock().expect("lock").push(news);
+        let compactor = self.after_turn_compactor.lock().expect("lock").clone();
+        if let Some(compactor) = compactor {
+            let params = CompactParams {
+                token_budget: Some(WINDOW),
+                force: true,
+                ..CompactParams::default()
+            };
+            let result = compactor
+                .compact_session(session, &params, &NoProgress, &call.abort)
+                .await
+                .expect("native compaction");
+            assert!(result.compacted, "{result:?}");
+        }
         Ok(())
     }
 
@@ -174,6 +243,10 @@ impl ContextEngine for Spy {
         _: MaintainReason,
         _: Option<&str>,
     ) -> EngineResult<MaintainResult> {
+        // Long enough work that anything running alongside gets a turn.
+        for _ in 0..50 {
+            tokio::task::yield_now().await;
+        }
         self.saw(Operation::Maintain);
         Ok(MaintainResult::default())
     }
@@ -197,9 +270,18 @@ impl ContextEngine for Spy {
 
     async fn rollback_subagent_spawn(
         &self,
-        _: &CallOptions,
+        call: &CallOptions,
         preparation_id: &str,
     ) -> EngineResult<()> {
+        // As a sandboxed engine would be: interrupted once the caller aborts.
+        if call.abort.is_cancelled() {
+            return Err(EngineFailure::new(
+                "spy",
+                Operation::RollbackSubagentSpawn,
+                FailureKind::Aborted,
+                "aborted",
+            ));
+        }
         self.rollbacks
             .lock()
             .expect("lock")
@@ -222,10 +304,10 @@ impl ContextEngine for Spy {
     }
 }
 
-/// A provider answering from a script of results, recording prompt sizes.
+/// A provider answering from a script of results, recording the prompts.
 struct Scripted {
     answers: Mutex<VecDeque<Result<AgentMessage, ProviderError>>>,
-    prompts: Mutex<Vec<usize>>,
+    prompts: Mutex<Vec<Vec<AgentMessage>>>,
 }
 
 impl Scripted {
@@ -247,7 +329,7 @@ impl Provider for Scripted {
         self.prompts
             .lock()
             .expect("lock")
-            .push(request.messages.len());
+            .push(request.messages.to_vec());
         let answer = self
             .answers
             .lock()
@@ -291,6 +373,22 @@ fn answer() -> Result<AgentMessage, ProviderError> {
     Ok(AgentMessage::assistant_text("done"))
 }
 
+/// An assistant message calling the `exec` tool once.
+fn tool_call(id: &str) -> AgentMessage {
+    AgentMessage::Assistant {
+        content: vec![ctxbox_host::types::ContentBlock::ToolCall {
+            id: id.into(),
+            name: "exec".into(),
+            arguments_json: "{}".into(),
+        }],
+        model: None,
+        provider: None,
+        usage: None,
+        stop_reason: ctxbox_host::types::StopReason::ToolUse,
+        error_message: None,
+    }
+}
+
 fn compacted() -> CompactResult {
     CompactResult {
         ok: true,
@@ -313,6 +411,7 @@ fn nothing_to_compact() -> CompactResult {
 
 struct Harness {
     _dir: tempfile::TempDir,
+    store: TranscriptStore,
     runner: TurnRunner,
     session: Session,
 }
@@ -350,7 +449,7 @@ fn harness(spy: Arc<Spy>, provider: Arc<Scripted>, proactive: bool) -> Harness {
         engine,
         provider,
         Arc::new(Echo),
-        store,
+        store.clone(),
         RunnerConfig {
             window: WINDOW,
             reserve_tokens: 1_024,
@@ -362,6 +461,7 @@ fn harness(spy: Arc<Spy>, provider: Arc<Scripted>, proactive: bool) -> Harness {
     );
     Harness {
         _dir: dir,
+        store,
         runner,
         session: Session::new(transcript, Some("agent:main".into())),
     }
@@ -431,6 +531,36 @@ async fn at_most_three_compactions_then_one_truncation_then_an_error() {
 }
 
 #[tokio::test]
+async fn the_three_attempts_are_the_turns_even_across_a_tool_call() {
+    let spy = Spy::new(false, vec![compacted(); 6]);
+    // Two overflows, a tool call, then overflows again: the second model
+    // call has one compaction left, then the truncation pass, then nothing.
+    let provider = Scripted::new(vec![
+        overflow(),
+        overflow(),
+        Ok(tool_call("c1")),
+        overflow(),
+        overflow(),
+        overflow(),
+        answer(),
+    ]);
+    let mut harness = harness(spy.clone(), provider.clone(), false);
+    let error = harness.turn("hi").await.expect_err("out of attempts");
+    assert!(
+        matches!(error, TurnError::ContextOverflow { .. }),
+        "{error}"
+    );
+    assert_eq!(
+        spy.compactions.lock().expect("lock").len(),
+        3,
+        "three overflow compactions for the whole turn"
+    );
+    // 2 refusals + the tool call + 1 refusal after the last compaction, 1
+    // after the truncation pass, and the final one.
+    assert_eq!(provider.prompts.lock().expect("lock").len(), 6);
+}
+
+#[tokio::test]
 async fn a_noop_compaction_does_not_burn_an_attempt_and_falls_through_to_truncation() {
     let spy = Spy::new(false, vec![nothing_to_compact(), compacted()]);
     let provider = Scripted::new(vec![overflow(), overflow(), answer()]);
@@ -463,19 +593,7 @@ async fn two_noops_in_a_row_end_the_turn_after_one_truncation() {
 #[tokio::test]
 async fn a_turn_calls_the_engine_in_the_reference_order() {
     let spy = Spy::new(false, vec![]);
-    let tool_call = AgentMessage::Assistant {
-        content: vec![ctxbox_host::types::ContentBlock::ToolCall {
-            id: "c1".into(),
-            name: "exec".into(),
-            arguments_json: "{}".into(),
-        }],
-        model: None,
-        provider: None,
-        usage: None,
-        stop_reason: ctxbox_host::types::StopReason::ToolUse,
-        error_message: None,
-    };
-    let provider = Scripted::new(vec![Ok(tool_call), answer(), answer()]);
+    let provider = Scripted::new(vec![Ok(tool_call("c1")), answer(), answer()]);
     let mut harness = harness(spy.clone(), provider.clone(), true);
     let report = harness.turn("hi").await.expect("turn");
     assert_eq!(
@@ -492,11 +610,21 @@ async fn a_turn_calls_the_engine_in_the_reference_order() {
             Operation::Ingest,
             Operation::Assemble,
             Operation::Assemble,
-            Operation::IngestBatch,
             Operation::AfterTurn,
             Operation::Maintain,
-        ]
+        ],
+        "after-turn, not also ingest-batch, hears of the answers"
     );
+    let news = spy.after_turn_news.lock().expect("lock").clone();
+    let done = AgentMessage::assistant_text("done");
+    assert_eq!(news.len(), 1);
+    assert_eq!(news[0].len(), 4, "{:?}", news[0]);
+    assert_eq!(news[0][0], AgentMessage::user_text("hi"));
+    assert_eq!(news[0][1], tool_call("c1"));
+    assert!(
+        matches!(&news[0][2], AgentMessage::ToolResult { tool_call_id, .. } if tool_call_id == "c1")
+    );
+    assert_eq!(news[0][3], done);
     // The second turn does not bootstrap again.
     harness.turn("again").await.expect("second turn");
     assert_eq!(spy.count(Operation::Bootstrap), 1);
@@ -524,6 +652,145 @@ async fn an_engine_owning_compaction_skips_the_pre_prompt_check() {
     let mut harness = harness(spy.clone(), provider, true);
     harness.turn(&"word ".repeat(8_000)).await.expect("turn");
     assert_eq!(spy.count(Operation::Compact), 0);
+}
+
+#[tokio::test]
+async fn after_turn_is_told_the_turns_messages_after_a_compaction_moved_them() {
+    let spy = Spy::new(false, vec![]);
+    let provider = Scripted::new(vec![answer(), overflow(), answer()]);
+    let mut harness = harness(spy.clone(), provider, false);
+    harness.turn("first").await.expect("first turn");
+    // The second turn's overflow compacts the transcript in place: the
+    // context is rebuilt (a summary, then the kept tail) mid-turn.
+    *spy.compactor.lock().expect("lock") = Some(small_compactor(&harness.store));
+    let report = harness.turn("second").await.expect("second turn");
+    assert_eq!(report.compactions, 1);
+    let news = spy.after_turn_news.lock().expect("lock").clone();
+    assert_eq!(
+        news[1],
+        vec![
+            AgentMessage::user_text("second"),
+            AgentMessage::assistant_text("done")
+        ]
+    );
+}
+
+/// Native compaction that keeps almost nothing verbatim, so a forced one
+/// always has something to summarize.
+fn small_compactor(store: &TranscriptStore) -> Arc<Compactor> {
+    let config = CompactionConfig {
+        keep_recent_tokens: 1,
+        ..CompactionConfig::default()
+    };
+    Arc::new(Compactor::from_config(store.clone(), config).expect("compactor"))
+}
+
+#[tokio::test]
+async fn background_maintenance_ends_before_the_next_turn_reaches_the_engine() {
+    let spy = Spy::build(false, vec![], false, Some(TurnMaintenanceMode::Background));
+    let provider = Scripted::new(vec![answer(), answer()]);
+    let mut harness = harness(spy.clone(), provider, false);
+    harness.turn("first").await.expect("first turn");
+    harness.turn("second").await.expect("second turn");
+    // Maintain 0 is the bootstrap's, 1 the first turn's; ingest 1 is the
+    // second turn's first engine call.
+    assert!(
+        spy.position(Operation::Maintain, 1) < spy.position(Operation::Ingest, 1),
+        "{:?}",
+        spy.calls.lock().expect("lock")
+    );
+    harness.session.wait_for_maintenance().await;
+    assert_eq!(spy.count(Operation::Maintain), 3);
+}
+
+#[tokio::test]
+async fn a_replay_ends_after_its_last_background_maintenance() {
+    let spy = Spy::build(false, vec![], false, Some(TurnMaintenanceMode::Background));
+    let provider = Scripted::new(vec![answer(), answer()]);
+    let mut harness = harness(spy.clone(), provider, false);
+    let script = ReplayScript::from_messages([
+        AgentMessage::user_text("first"),
+        AgentMessage::assistant_text("done"),
+        AgentMessage::user_text("second"),
+        AgentMessage::assistant_text("done"),
+    ]);
+    let report = harness
+        .runner
+        .run_script(
+            &mut harness.session,
+            &Replay::new(WINDOW),
+            &script,
+            &CancellationToken::new(),
+            &mut |_, _| {},
+        )
+        .await
+        .expect("replayed");
+    assert_eq!(report.turns.len(), 2);
+    assert_eq!(
+        spy.count(Operation::Maintain),
+        3,
+        "bootstrap's and both turns' maintenance ran before the replay returned"
+    );
+}
+
+#[tokio::test]
+async fn a_thread_bootstrap_projection_is_reused_while_its_epoch_holds() {
+    let spy = Spy::new(false, vec![]);
+    *spy.projection_epoch.lock().expect("lock") = Some(1);
+    let provider = Scripted::new(vec![answer(), answer(), answer()]);
+    let mut harness = harness(spy.clone(), provider.clone(), false);
+    harness.turn("hi").await.expect("first turn");
+    harness.turn("again").await.expect("second turn");
+    let done = AgentMessage::assistant_text("done");
+    let view = |n: usize| AgentMessage::user_text(format!("view {n}"));
+    {
+        let prompts = provider.prompts.lock().expect("lock");
+        assert_eq!(prompts[0], vec![view(1), AgentMessage::user_text("hi")]);
+        assert_eq!(
+            prompts[1],
+            vec![
+                view(1),
+                AgentMessage::user_text("hi"),
+                done.clone(),
+                AgentMessage::user_text("again")
+            ],
+            "the first projection, and what came since"
+        );
+    }
+    *spy.projection_epoch.lock().expect("lock") = Some(2);
+    harness.turn("third").await.expect("third turn");
+    let prompts = provider.prompts.lock().expect("lock");
+    assert_eq!(prompts[2][0], view(3), "a new epoch builds afresh");
+    assert_eq!(prompts[2].len(), 6);
+}
+
+#[tokio::test]
+async fn a_compaction_under_a_projection_invalidates_it() {
+    let spy = Spy::new(false, vec![]);
+    *spy.projection_epoch.lock().expect("lock") = Some(1);
+    let provider = Scripted::new(vec![answer(), answer(), answer()]);
+    let mut harness = harness(spy.clone(), provider.clone(), false);
+    harness.turn("hi").await.expect("first turn");
+    // The engine compacts in place in the second turn's after-turn, keeping
+    // its epoch.
+    *spy.after_turn_compactor.lock().expect("lock") = Some(small_compactor(&harness.store));
+    harness.turn("again").await.expect("second turn");
+    *spy.after_turn_compactor.lock().expect("lock") = None;
+    harness.turn("third").await.expect("third turn");
+    let prompts = provider.prompts.lock().expect("lock");
+    assert_eq!(prompts[1][0], AgentMessage::user_text("view 1"), "reused");
+    assert_eq!(
+        prompts[2][0],
+        AgentMessage::user_text("view 3"),
+        "rebuilt from the compacted context"
+    );
+    assert!(
+        prompts[2]
+            .iter()
+            .any(|message| matches!(message, AgentMessage::CompactionSummary { .. })),
+        "{:?}",
+        prompts[2]
+    );
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -586,7 +853,7 @@ async fn a_failed_spawn_is_rolled_back_exactly_once() {
 
 #[tokio::test]
 async fn a_failed_preparation_spawns_nothing() {
-    let spy = Spy::build(false, vec![], true);
+    let spy = Spy::build(false, vec![], true, None);
     let harness = harness(spy.clone(), Scripted::new(vec![]), false);
     let started = std::sync::atomic::AtomicBool::new(false);
     let outcome = harness
@@ -607,5 +874,28 @@ async fn a_failed_preparation_spawns_nothing() {
     assert!(
         spy.rollbacks.lock().expect("lock").is_empty(),
         "nothing to roll back"
+    );
+}
+
+#[tokio::test]
+async fn a_spawn_failed_by_the_callers_abort_is_still_rolled_back_once() {
+    let spy = Spy::new(false, vec![]);
+    let harness = harness(spy.clone(), Scripted::new(vec![]), false);
+    let abort = CancellationToken::new();
+    let outcome = harness
+        .runner
+        .spawn_subagent(&spawn(), &abort, async {
+            abort.cancel();
+            Err::<(), _>(SpawnFailed)
+        })
+        .await;
+    let Err(SpawnOutcome::SpawnFailed { rollback, .. }) = outcome else {
+        panic!("the spawn failed");
+    };
+    assert!(matches!(rollback, Some(Ok(()))), "{rollback:?}");
+    assert_eq!(
+        *spy.rollbacks.lock().expect("lock"),
+        vec!["prep-sub-1".to_owned()],
+        "rolled back exactly once, not aborted with the caller"
     );
 }

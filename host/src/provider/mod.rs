@@ -1,14 +1,23 @@
 //! The model side of a turn (DESIGN §8): a [`Provider`] answers a prompt with
 //! an assistant message, and a [`ToolExecutor`] runs the tools that message
-//! calls. `replay` replays a recorded conversation (the CLI's main job);
-//! `openai` talks to a chat-completions API.
+//! calls. [`Replay`] replays a recorded conversation (the CLI's main job);
+//! [`OpenAiCompatibleProvider`] talks to a chat-completions API. Which one a
+//! host uses is `[provider]` in `ctxbox.toml` ([`ProviderConfig`]).
 
+mod openai;
 mod replay;
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-pub use self::replay::{Replay, ReplayScript, ScriptTurn, prompt_tokens};
+pub use self::openai::{DEFAULT_CALL_TIMEOUT, OpenAiCompatibleProvider};
+pub use self::replay::{Replay, ReplayScript, ScriptTurn};
+use crate::chat_api::ChatError;
+pub use crate::chat_api::OpenAiCompatibleConfig;
+use crate::tokens;
 use crate::types::{AgentMessage, Usage};
 
 /// What a model is asked.
@@ -22,6 +31,31 @@ pub struct ModelRequest<'a> {
     pub model: Option<&'a str>,
     /// Tools the model may call.
     pub tools: &'a [String],
+    /// What those tools take, for the providers that tell the model
+    /// ([`ToolExecutor::definitions`]; empty when the host has no schemas).
+    pub tool_definitions: &'a [ToolDefinition],
+}
+
+/// A tool as a model is told of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolDefinition {
+    /// The name calls use.
+    pub name: String,
+    /// What it does, for the model.
+    pub description: String,
+    /// Its arguments, as a JSON Schema object.
+    pub parameters: serde_json::Value,
+}
+
+/// The prompt's size by the host's estimate: what the replaying provider
+/// counts, and what a provider reports when its API does not say.
+pub fn prompt_tokens(request: &ModelRequest<'_>) -> u64 {
+    tokens::estimate_text(request.system_prompt)
+        + request
+            .messages
+            .iter()
+            .map(tokens::estimate_message)
+            .sum::<u64>()
 }
 
 /// A model's answer.
@@ -51,6 +85,10 @@ pub enum ProviderError {
     /// A scripted provider has nothing left to say.
     #[error("the recording has no further answer")]
     Exhausted,
+    /// A chat-completions API failed: bad credentials, rate limiting, a
+    /// server error, no answer in time, an answer that is no completion.
+    #[error(transparent)]
+    Api(ChatError),
     /// Anything else (network, API, bad response).
     #[error("{0}")]
     Failed(String),
@@ -84,6 +122,56 @@ pub trait ToolExecutor: Send + Sync {
         assistant: &AgentMessage,
         abort: &CancellationToken,
     ) -> Vec<AgentMessage>;
+
+    /// The tools' definitions, sent to models that take them. Default: none
+    /// (the model is not told of any tool; a replay needs none).
+    fn definitions(&self) -> Vec<ToolDefinition> {
+        Vec::new()
+    }
+}
+
+/// Which model answers turns: `[provider]` in `ctxbox.toml`.
+///
+/// ```toml
+/// [provider]
+/// kind = "openai-compatible"
+/// baseUrl = "http://localhost:11434/v1"
+/// model = "qwen3:8b"
+/// apiKeyEnv = "OPENAI_API_KEY"   # optional: local servers need no key
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum ProviderConfig {
+    /// Recorded conversations answer ([`Replay`], what `ctxbox run` does):
+    /// there is no live model.
+    #[default]
+    Replay,
+    /// A chat-completions API ([`OpenAiCompatibleProvider`]).
+    OpenaiCompatible(OpenAiCompatibleConfig),
+}
+
+impl ProviderConfig {
+    /// Checks the configuration without the network or the environment.
+    pub fn validate(&self) -> Result<(), ChatError> {
+        match self {
+            Self::Replay => Ok(()),
+            Self::OpenaiCompatible(config) => config.validate("provider."),
+        }
+    }
+
+    /// The live model configured, for a `window`-token context (the
+    /// fallback when an overflow error does not state the model's window);
+    /// `None` for `replay`, which answers only from a recording. Reads the
+    /// API key from its environment variable now.
+    pub fn build(&self, window: u64) -> Result<Option<Arc<dyn Provider>>, ChatError> {
+        Ok(match self {
+            Self::Replay => None,
+            Self::OpenaiCompatible(config) => Some(Arc::new(OpenAiCompatibleProvider::new(
+                config.clone(),
+                window,
+            )?)),
+        })
+    }
 }
 
 /// The result of a tool call that could not be run, so the call is never left

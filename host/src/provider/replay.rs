@@ -11,7 +11,8 @@ use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    ModelReply, ModelRequest, Provider, ProviderError, ToolExecutor, unavailable_tool_result,
+    ModelReply, ModelRequest, Provider, ProviderError, ToolExecutor, prompt_tokens,
+    unavailable_tool_result,
 };
 use crate::tokens;
 use crate::types::{AgentMessage, ContentBlock, Usage};
@@ -153,16 +154,6 @@ impl Replay {
             .answers
             .len()
     }
-}
-
-/// The prompt's size as the replaying provider counts it.
-pub fn prompt_tokens(request: &ModelRequest<'_>) -> u64 {
-    tokens::estimate_text(request.system_prompt)
-        + request
-            .messages
-            .iter()
-            .map(tokens::estimate_message)
-            .sum::<u64>()
 }
 
 #[async_trait]
@@ -343,6 +334,7 @@ mod tests {
             messages: &prompt,
             model: None,
             tools: &[],
+            tool_definitions: &[],
         };
         let first = replay
             .complete(request, &abort)
@@ -391,6 +383,7 @@ mod tests {
             messages: &big,
             model: None,
             tools: &[],
+            tool_definitions: &[],
         };
         let error = replay
             .complete(request, &CancellationToken::new())

@@ -7,10 +7,13 @@
 //! (estimate × 1.2 against the window minus the reserve; skipped for engines
 //! that own compaction) with proactive compaction → `assemble` → the provider
 //! → on a context overflow, recovery (`compact(force, budget)` at most three
-//! times; a no-op compaction does not count and falls through to truncating
-//! oversized tool results once) → append the answer, run its tools, repeat
-//! while the model calls tools → `ingest-batch` of the turn's answers,
-//! `after-turn`, and `maintain(turn)` in the foreground or background.
+//! times per turn, however many model calls it makes; a no-op compaction does
+//! not count and falls through to truncating oversized tool results once) →
+//! append the answer, run its tools, repeat while the model calls tools →
+//! `after-turn` (which is also how the engine hears of the turn's new
+//! messages; see [`TurnRunner::run_turn`]) and `maintain(turn)` in the
+//! foreground or in the background (awaited before the session's next engine
+//! call).
 
 mod overflow;
 mod prompt;
@@ -19,6 +22,7 @@ mod script;
 mod session;
 mod subagent;
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
@@ -29,7 +33,8 @@ pub use self::session::Session;
 pub use self::subagent::SpawnOutcome;
 use crate::engine::{CallOptions, ContextEngine};
 use crate::guard::GuardedEngine;
-use crate::provider::{ModelRequest, Provider, ProviderError, ToolExecutor};
+use crate::history::History;
+use crate::provider::{ModelRequest, Provider, ProviderError, ToolDefinition, ToolExecutor};
 use crate::tokens::PRE_PROMPT_SAFETY_FACTOR;
 use crate::transcript::TranscriptStore;
 use crate::types::{
@@ -79,12 +84,15 @@ pub struct TurnRunner {
     engine: Arc<GuardedEngine>,
     provider: Arc<dyn Provider>,
     tools: Arc<dyn ToolExecutor>,
+    /// The tools' definitions, asked of the executor once.
+    tool_definitions: Vec<ToolDefinition>,
     transcripts: TranscriptStore,
     config: RunnerConfig,
 }
 
 impl TurnRunner {
-    /// A runner.
+    /// A runner. The model is told of the tools `tools` defines
+    /// ([`ToolExecutor::definitions`]).
     pub fn new(
         engine: Arc<GuardedEngine>,
         provider: Arc<dyn Provider>,
@@ -95,6 +103,7 @@ impl TurnRunner {
         Self {
             engine,
             provider,
+            tool_definitions: tools.definitions(),
             tools,
             transcripts,
             config,
@@ -113,6 +122,15 @@ impl TurnRunner {
 
     /// Runs one turn: `inputs` (extension messages, then the user's message)
     /// arrive, the model answers until it stops calling tools.
+    ///
+    /// The inputs are ingested one by one before the prompt is assembled;
+    /// the model's answers and tool results reach the engine through
+    /// `after-turn` (`history[pre-prompt-message-count..]` holds the turn's
+    /// new messages) and are not ingested as well. That is the reference's
+    /// rule — it ingests the new messages only when an engine has no
+    /// `afterTurn` — and every engine of this contract exports `after-turn`
+    /// (an engine keeping its own copy of the conversation stores them
+    /// there, as `lossless` does).
     pub async fn run_turn(
         &self,
         session: &mut Session,
@@ -121,18 +139,26 @@ impl TurnRunner {
     ) -> Result<TurnReport, TurnError> {
         let call = CallOptions::with_abort(abort.clone());
         let mut report = TurnReport::new(session.turns_run());
+        // The last turn's background maintenance ends before the engine hears
+        // of this one.
+        session.wait_for_maintenance().await;
         self.bootstrap_once(session, &call).await?;
 
         let appended = session.append(&inputs)?;
         self.ingest(session, &call, &appended, &mut report).await?;
-        let pre_prompt_count = session.history().len() - appended.len();
 
         let mut answers: Vec<MessageEntry> = Vec::new();
+        // Overflow attempts are the turn's, not each model call's: a tool
+        // loop does not earn fresh compactions.
+        let mut recovery = overflow::Recovery::new(MAX_OVERFLOW_COMPACTIONS);
         loop {
             if report.model_calls >= MAX_MODEL_CALLS_PER_TURN {
                 return Err(TurnError::TooManyModelCalls(MAX_MODEL_CALLS_PER_TURN));
             }
-            let reply = match self.model_call(session, &call, &mut report).await {
+            let reply = match self
+                .model_call(session, &call, &mut recovery, &mut report)
+                .await
+            {
                 Ok(reply) => reply,
                 // A recording that has no (more) answers for this turn: the
                 // conversation ended there (an unanswered message, or a last
@@ -152,7 +178,8 @@ impl TurnRunner {
             }
         }
 
-        self.finish_turn(session, &call, pre_prompt_count, &answers, &mut report)
+        report.messages_appended += answers.len();
+        self.finish_turn(session, &call, &appended, &answers)
             .await?;
         session.turn_done();
         report.served_by = self.engine.serving_id().to_owned();
@@ -202,15 +229,15 @@ impl TurnRunner {
     }
 
     /// One model call with everything before it: the pre-prompt check,
-    /// `assemble`, and overflow recovery.
+    /// `assemble`, and overflow recovery (drawing on the turn's `recovery`).
     async fn model_call(
         &self,
         session: &mut Session,
         call: &CallOptions,
+        recovery: &mut overflow::Recovery,
         report: &mut TurnReport,
     ) -> Result<AgentMessage, TurnError> {
         self.pre_prompt_check(session, call, report).await?;
-        let mut recovery = overflow::Recovery::new(MAX_OVERFLOW_COMPACTIONS);
         loop {
             let prompt = self.assemble_prompt(session, call).await?;
             let request = ModelRequest {
@@ -218,6 +245,7 @@ impl TurnRunner {
                 messages: &prompt.messages,
                 model: self.config.model.as_deref(),
                 tools: &self.config.tools,
+                tool_definitions: &self.tool_definitions,
             };
             match self.provider.complete(request, &call.abort).await {
                 Ok(reply) => {
@@ -227,7 +255,7 @@ impl TurnRunner {
                 }
                 Err(ProviderError::ContextOverflow { prompt_tokens, .. }) => {
                     report.overflow_retries += 1;
-                    self.recover(session, call, report, &mut recovery, prompt_tokens)
+                    self.recover(session, call, report, recovery, prompt_tokens)
                         .await?;
                 }
                 Err(error) => return Err(TurnError::Provider(error)),
@@ -304,6 +332,7 @@ impl TurnRunner {
             ..CompactParams::default()
         };
         let mut report = TurnReport::new(session.turns_run());
+        session.wait_for_maintenance().await;
         self.compact_session(
             session,
             &CallOptions::with_abort(abort.clone()),
@@ -313,24 +342,19 @@ impl TurnRunner {
         .await
     }
 
-    /// The turn's closing calls.
+    /// The turn's closing calls: `after-turn`, then `maintain(turn)` in the
+    /// foreground or, if the engine asks, in the background (awaited before
+    /// the session's next engine call).
     async fn finish_turn(
         &self,
         session: &mut Session,
         call: &CallOptions,
-        pre_prompt_count: usize,
+        inputs: &[MessageEntry],
         answers: &[MessageEntry],
-        report: &mut TurnReport,
     ) -> Result<(), TurnError> {
-        if !answers.is_empty() {
-            self.engine
-                .ingest_batch(call, session.session_ref(), answers, false)
-                .await?;
-            report.messages_appended += answers.len();
-        }
         let history = session.history();
         let params = AfterTurnParams {
-            pre_prompt_message_count: pre_prompt_count as u32,
+            pre_prompt_message_count: pre_prompt_count(&history, inputs, answers) as u32,
             token_budget: Some(self.config.prompt_budget()),
             is_heartbeat: false,
             runtime_context: None,
@@ -347,14 +371,14 @@ impl TurnRunner {
             Some(TurnMaintenanceMode::Background) => {
                 let engine = self.engine.clone();
                 let call = call.clone();
-                tokio::spawn(async move {
+                session.maintenance = Some(tokio::spawn(async move {
                     if let Err(failure) = engine
                         .maintain(&call, &session_ref, &history, MaintainReason::Turn, None)
                         .await
                     {
                         tracing::warn!(reason = %failure, "background maintenance failed");
                     }
-                });
+                }));
             }
             _ => {
                 self.engine
@@ -364,4 +388,23 @@ impl TurnRunner {
         }
         Ok(())
     }
+}
+
+/// Entries of `history` before the turn's new messages (`inputs`, then
+/// `answers`). They are the context's tail, but a compaction during the turn
+/// may have moved them, or cut the oldest of them out, so they are counted
+/// in the context as it is now.
+fn pre_prompt_count(history: &History, inputs: &[MessageEntry], answers: &[MessageEntry]) -> usize {
+    let new: HashSet<&str> = inputs
+        .iter()
+        .chain(answers)
+        .map(|entry| entry.id.as_str())
+        .collect();
+    let entries = history.entries();
+    let tail = entries
+        .iter()
+        .rev()
+        .take_while(|entry| new.contains(entry.id.as_str()))
+        .count();
+    entries.len() - tail
 }

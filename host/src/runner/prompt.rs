@@ -9,6 +9,7 @@ use std::collections::HashSet;
 
 use super::{Session, TurnError, TurnRunner};
 use crate::engine::{CallOptions, ContextEngine};
+use crate::history::History;
 use crate::provider::unavailable_tool_result;
 use crate::tokens;
 use crate::types::{AgentMessage, AssembleParams, ContentBlock, ContextProjection};
@@ -19,13 +20,48 @@ const BLOCK_SHARE: f64 = 0.3;
 /// Smallest cap on a block, tokens.
 const MIN_BLOCK_TOKENS: u64 = 256;
 
-/// A prompt the engine asked to reuse for its thread until `epoch` changes.
+/// A prompt the engine asked to reuse for its thread until `epoch` changes,
+/// or until the context it was built from changes under it.
 pub(super) struct Projection {
     epoch: u64,
     system_prompt: String,
     messages: Vec<AgentMessage>,
     /// History length when it was built: later entries are appended to it.
     history_len: usize,
+    /// Ids of the first and the last entry it was built from. A context
+    /// rebuilt since (a compaction starts it with a new summary entry; a
+    /// branch switch ends it elsewhere) no longer has them there.
+    first_id: Option<String>,
+    last_id: Option<String>,
+}
+
+impl Projection {
+    fn new(
+        epoch: u64,
+        system_prompt: String,
+        messages: Vec<AgentMessage>,
+        history: &History,
+    ) -> Self {
+        let entries = history.entries();
+        Self {
+            epoch,
+            system_prompt,
+            messages,
+            history_len: entries.len(),
+            first_id: entries.first().map(|entry| entry.id.clone()),
+            last_id: entries.last().map(|entry| entry.id.clone()),
+        }
+    }
+
+    /// Whether `history` is the context this was built from, with entries
+    /// appended since or not.
+    pub(super) fn extends_into(&self, history: &History) -> bool {
+        let entries = history.entries();
+        let id_at = |index: usize| entries.get(index).map(|entry| entry.id.as_str());
+        entries.len() >= self.history_len
+            && id_at(0) == self.first_id.as_deref()
+            && self.history_len.checked_sub(1).and_then(id_at) == self.last_id.as_deref()
+    }
 }
 
 /// What one model call is sent.
@@ -64,7 +100,7 @@ impl TurnRunner {
         let (system_prompt, mut messages) = match assembled.context_projection {
             Some(ContextProjection::ThreadBootstrap { epoch }) => {
                 let reusable = session.projection.as_ref().filter(|projection| {
-                    projection.epoch == epoch && projection.history_len <= history.len()
+                    projection.epoch == epoch && projection.extends_into(&history)
                 });
                 match reusable {
                     Some(projection) => {
@@ -78,12 +114,12 @@ impl TurnRunner {
                     }
                     None => {
                         let messages = history.materialize(&assembled.items);
-                        session.projection = Some(Projection {
+                        session.projection = Some(Projection::new(
                             epoch,
-                            system_prompt: system_prompt.clone(),
-                            messages: messages.clone(),
-                            history_len: history.len(),
-                        });
+                            system_prompt.clone(),
+                            messages.clone(),
+                            &history,
+                        ));
                         (system_prompt, messages)
                     }
                 }

@@ -5,7 +5,8 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use super::{Session, TurnReport, TurnRunner};
-use crate::guard::GuardAction;
+use crate::error::FailureKind;
+use crate::guard::{GuardAction, GuardEvent};
 use crate::provider::{Replay, ReplayScript};
 use crate::tokens;
 
@@ -23,9 +24,11 @@ pub struct RunReport {
     pub largest_prompt_tokens: u64,
     /// Compactions that compacted.
     pub compactions: u32,
-    /// Calls the guard served with legacy after a failure.
+    /// Calls the guard served with legacy instead of the selected engine:
+    /// after a failure, or because no instance slot was free.
     pub fallbacks: usize,
-    /// Distinct engines quarantined during the run.
+    /// Distinct engines quarantined during the run (an overloaded engine is
+    /// not quarantined).
     pub quarantined: Vec<String>,
     /// Tokens of every message the conversation produced.
     pub original_tokens: u64,
@@ -47,17 +50,33 @@ impl RunReport {
         self.model_calls += turn.model_calls;
         self.largest_prompt_tokens = self.largest_prompt_tokens.max(turn.largest_prompt_tokens);
         self.compactions += turn.compactions;
-        for event in &turn.guard_events {
-            if event.action == GuardAction::FellBack {
+        self.count(&turn.guard_events);
+        self.turns.push(turn);
+    }
+
+    /// Guard decisions made after the last turn's report was taken (by its
+    /// background maintenance): they belong to that turn.
+    fn add_late_events(&mut self, events: Vec<GuardEvent>) {
+        self.count(&events);
+        if let Some(last) = self.turns.last_mut() {
+            last.guard_events.extend(events);
+        }
+    }
+
+    fn count(&mut self, events: &[GuardEvent]) {
+        for event in events {
+            if matches!(
+                event.action,
+                GuardAction::FellBack | GuardAction::Overloaded
+            ) {
                 self.fallbacks += 1;
             }
-            if matches!(event.action, GuardAction::FellBack | GuardAction::Reported)
-                && !self.quarantined.contains(&event.engine_id)
-            {
+            let quarantined = matches!(event.action, GuardAction::FellBack | GuardAction::Reported)
+                && event.classification != FailureKind::Overloaded;
+            if quarantined && !self.quarantined.contains(&event.engine_id) {
                 self.quarantined.push(event.engine_id.clone());
             }
         }
-        self.turns.push(turn);
     }
 }
 
@@ -105,6 +124,9 @@ impl TurnRunner {
                 }
             }
         }
+        // The last turn's background maintenance is part of the run.
+        session.wait_for_maintenance().await;
+        report.add_late_events(self.engine.take_events());
         report.original_tokens = session
             .transcript()
             .active_branch()
@@ -113,5 +135,54 @@ impl TurnRunner {
             .sum();
         report.final_context_tokens = session.history().total_tokens();
         Ok(report)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Operation;
+
+    fn event(action: GuardAction, classification: FailureKind) -> GuardEvent {
+        GuardEvent {
+            engine_id: "busy".into(),
+            owner: "plugin:test".into(),
+            session_id: None,
+            operation: Operation::Assemble,
+            action,
+            classification,
+            reason: "why".into(),
+        }
+    }
+
+    #[test]
+    fn calls_legacy_served_count_as_fallbacks_but_overload_quarantines_nothing() {
+        let mut report = RunReport::default();
+        report.add(TurnReport {
+            guard_events: vec![
+                event(GuardAction::Overloaded, FailureKind::Overloaded),
+                event(GuardAction::Reported, FailureKind::Overloaded),
+                event(GuardAction::Aborted, FailureKind::Aborted),
+            ],
+            ..TurnReport::default()
+        });
+        assert_eq!(report.fallbacks, 1, "the overloaded call legacy served");
+        assert!(report.quarantined.is_empty(), "{:?}", report.quarantined);
+
+        report.add(TurnReport {
+            guard_events: vec![event(GuardAction::FellBack, FailureKind::Timeout)],
+            ..TurnReport::default()
+        });
+        report.add_late_events(vec![event(
+            GuardAction::Overloaded,
+            FailureKind::Overloaded,
+        )]);
+        assert_eq!(report.fallbacks, 3);
+        assert_eq!(report.quarantined, vec!["busy".to_owned()]);
+        assert_eq!(
+            report.turns[1].guard_events.len(),
+            2,
+            "late events join the last turn"
+        );
     }
 }

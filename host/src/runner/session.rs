@@ -1,12 +1,14 @@
 //! A session as the turn runner keeps it: its transcript, whether the engine
-//! has bootstrapped it, and the prompt state that outlives a single call.
+//! has bootstrapped it, the prompt state that outlives a single call, and the
+//! engine's background maintenance of the last turn.
 
+use tokio::task::JoinHandle;
+
+use super::prompt::Projection;
 use crate::compaction;
 use crate::history::History;
 use crate::transcript::{Transcript, TranscriptError, TranscriptStore};
 use crate::types::{AgentMessage, MessageEntry, RotatedSession, SessionRef};
-
-use super::prompt::Projection;
 
 /// One conversation being run.
 pub struct Session {
@@ -19,6 +21,9 @@ pub struct Session {
     /// Whether overflow recovery has switched on truncating oversized tool
     /// traffic in prompts.
     pub(super) truncate_tool_traffic: bool,
+    /// The last turn's `maintain(turn)`, when the engine runs it in the
+    /// background.
+    pub(super) maintenance: Option<JoinHandle<()>>,
 }
 
 impl Session {
@@ -36,6 +41,7 @@ impl Session {
             turns: 0,
             projection: None,
             truncate_tool_traffic: false,
+            maintenance: None,
         }
     }
 
@@ -52,6 +58,18 @@ impl Session {
     /// The active context.
     pub fn history(&self) -> History {
         self.transcript.history()
+    }
+
+    /// Waits for the engine's background maintenance of the last turn, if
+    /// it is still running. The runner does this before the session's next
+    /// engine call and at the end of a replay; a host that drops a session
+    /// should too, or that maintenance may be cut short at shutdown.
+    pub async fn wait_for_maintenance(&mut self) {
+        if let Some(task) = self.maintenance.take()
+            && let Err(error) = task.await
+        {
+            tracing::warn!(%error, "background maintenance did not finish");
+        }
     }
 
     /// Turns completed.
@@ -88,7 +106,9 @@ impl Session {
     }
 
     /// Follows a rotation into `rotated` (or the transcript's own record of
-    /// one) and forgets prompt state built from the old context.
+    /// one) and forgets prompt state built from a context that is gone: the
+    /// old file's, or one a compaction in place (e.g. the engine's own, in
+    /// `after-turn`) rewrote.
     pub(super) fn reload(
         &mut self,
         store: &TranscriptStore,
@@ -101,6 +121,14 @@ impl Session {
                 session_key: self.session_ref.session_key.take(),
                 ..self.transcript.session_ref()
             };
+            self.projection = None;
+        }
+        let history = self.history();
+        if self
+            .projection
+            .as_ref()
+            .is_some_and(|projection| !projection.extends_into(&history))
+        {
             self.projection = None;
         }
         Ok(())

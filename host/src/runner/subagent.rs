@@ -1,7 +1,9 @@
 //! Subagents: the engine prepares for a spawn, and when the spawn fails the
-//! preparation is rolled back exactly once.
+//! preparation is rolled back exactly once — even when it failed because the
+//! caller aborted.
 
 use std::future::Future;
+use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
@@ -9,6 +11,10 @@ use super::TurnRunner;
 use crate::engine::{CallOptions, ContextEngine};
 use crate::error::EngineFailure;
 use crate::types::{SubagentEndReason, SubagentSpawn};
+
+/// How long a rollback may take once the spawn failed (the sandbox's own
+/// per-call limits apply within it too).
+const ROLLBACK_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How [`TurnRunner::spawn_subagent`] ended when the spawn did not succeed.
 #[derive(Debug, thiserror::Error)]
@@ -51,12 +57,32 @@ impl TurnRunner {
             Ok(spawned) => Ok(spawned),
             Err(error) => {
                 let rollback = match preparation {
-                    Some(id) => Some(self.engine.rollback_subagent_spawn(&call, &id).await),
+                    Some(id) => Some(self.roll_back(&id).await),
                     None => None,
                 };
                 Err(SpawnOutcome::SpawnFailed { error, rollback })
             }
         }
+    }
+
+    /// Rolls back preparation `id` with call options of its own: the spawn
+    /// may have failed because the caller aborted, and an aborted rollback
+    /// would leak the preparation. Its own deadline bounds it instead.
+    async fn roll_back(&self, id: &str) -> Result<(), EngineFailure> {
+        let deadline = CancellationToken::new();
+        let timer = tokio::spawn({
+            let deadline = deadline.clone();
+            async move {
+                tokio::time::sleep(ROLLBACK_TIMEOUT).await;
+                deadline.cancel();
+            }
+        });
+        let result = self
+            .engine
+            .rollback_subagent_spawn(&CallOptions::with_abort(deadline), id)
+            .await;
+        timer.abort();
+        result
     }
 
     /// Tells the engine a subagent's session ended.
