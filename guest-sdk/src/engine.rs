@@ -161,13 +161,20 @@ pub trait Engine: Default + 'static {
         Ok(host::delegate_compaction(&params)?)
     }
 
-    /// The turn is over. Default: nothing.
+    /// The turn is over; `history` holds its new messages from
+    /// `params.pre_prompt_message_count` on. The host does not also ingest
+    /// them. Default, as the reference does for engines without `afterTurn`:
+    /// [`ingest_batch`](Engine::ingest_batch) the new messages.
     fn after_turn(
         &mut self,
-        _session: &SessionRef,
-        _history: &History,
-        _params: AfterTurnParams,
+        session: &SessionRef,
+        history: &History,
+        params: AfterTurnParams,
     ) -> Result<(), EngineError> {
+        let new_messages = history.range(params.pre_prompt_message_count..history.len());
+        if !new_messages.is_empty() {
+            self.ingest_batch(session, new_messages, params.is_heartbeat)?;
+        }
         Ok(())
     }
 
