@@ -93,6 +93,8 @@ pub(crate) struct TranscriptFile {
 /// What [`TranscriptFile::open`] found.
 pub(crate) struct Opened {
     pub file: TranscriptFile,
+    /// How it was asked to be opened.
+    pub access: Access,
     /// The complete lines (the file's bytes up to its last newline), or the
     /// whole file when it has no newline at all (a header and nothing else).
     pub contents: Vec<u8>,
@@ -167,6 +169,7 @@ impl TranscriptFile {
         };
         Ok(Opened {
             file: opened,
+            access,
             contents,
             torn_tail,
         })
@@ -271,7 +274,6 @@ impl TranscriptFile {
             sync_parent(&self.path)?;
             torn.saved_to = Some(side);
         }
-        tracing::warn!("{torn}");
         Ok(torn)
     }
 }

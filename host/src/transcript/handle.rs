@@ -17,7 +17,7 @@ use super::TranscriptConfig;
 use super::context::{self, ActiveContext};
 use super::delta::{self, DeltaSource, PageLimits};
 use super::error::{CorruptLine, TranscriptError};
-use super::file::{Opened, TornTail, TranscriptFile, write_atomically};
+use super::file::{Access, Opened, TornTail, TranscriptFile, write_atomically};
 use super::record::{self, NodeKind, ROTATION_MARKER, Record};
 use super::wire::{self, SESSION_VERSION, SessionHeader};
 use crate::history::History;
@@ -124,6 +124,7 @@ impl Transcript {
     ) -> Result<Self, TranscriptError> {
         let Opened {
             file,
+            access,
             contents,
             torn_tail,
         } = opened;
@@ -197,7 +198,12 @@ impl Transcript {
             records.push(Record { raw, node });
         }
         for problem in report.problems() {
-            tracing::warn!("{problem}");
+            // A reader's caller reports what it found (and a torn tail may be
+            // a live writer's next line): only writers warn.
+            match access {
+                Access::ReadWrite => tracing::warn!("{problem}"),
+                Access::ReadOnly => tracing::debug!("{problem}"),
+            }
         }
 
         let mut by_id = HashMap::with_capacity(records.len());

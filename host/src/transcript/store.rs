@@ -74,8 +74,9 @@ impl TranscriptStore {
     /// this process if there is one, else a snapshot of the file that takes
     /// no lock and changes nothing on disk (a torn last line, perhaps an
     /// append another process is writing right now, is ignored and reported,
-    /// not cut). Appends to a snapshot fail with
-    /// [`TranscriptError::ReadOnly`].
+    /// not cut). What it found is in [`Transcript::open_report`], for the
+    /// caller to surface; it is logged only at debug level. Appends to a
+    /// snapshot fail with [`TranscriptError::ReadOnly`].
     pub fn open_read_only(&self, path: &Path) -> Result<Transcript, TranscriptError> {
         let canonical = canonical_existing(path)?;
         if let Some(live) = self.registry().get(&canonical).and_then(Weak::upgrade) {
