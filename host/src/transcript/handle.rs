@@ -481,9 +481,12 @@ impl Transcript {
     /// `read-transcript-delta`: the messages (and compaction summaries)
     /// appended after `cursor`, in file order, from the start when `None`; at
     /// most `max_messages` of them and about `max_bytes` (a page always holds
-    /// at least one). A cursor that no longer fits — another session's, one
-    /// from before a rotation, from a replaced file, or not one of ours — is
-    /// answered with a reset to the start.
+    /// at least one, unless it is larger than [`MAX_DELTA_PAGE_BYTES`]: such
+    /// an entry is skipped with a reset naming it). A cursor that no longer
+    /// fits — another session's, one from before a rotation, from a replaced
+    /// file, or not one of ours — is answered with a reset to the start.
+    ///
+    /// [`MAX_DELTA_PAGE_BYTES`]: super::MAX_DELTA_PAGE_BYTES
     pub fn read_delta(
         &self,
         cursor: Option<&str>,
@@ -502,7 +505,8 @@ impl Transcript {
             cursor,
             PageLimits {
                 max_messages: max_messages.max(1),
-                max_bytes: max_bytes.max(1),
+                max_bytes: max_bytes.clamp(1, delta::MAX_PAGE_BYTES),
+                cap_bytes: delta::MAX_PAGE_BYTES,
             },
         )
     }

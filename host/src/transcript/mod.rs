@@ -49,6 +49,7 @@ mod wire;
 use serde::{Deserialize, Serialize};
 
 pub use self::context::{ActiveContext, PreviousCompaction};
+pub use self::delta::MAX_PAGE_BYTES as MAX_DELTA_PAGE_BYTES;
 pub use self::error::{CorruptLine, TranscriptError};
 pub use self::file::{FsyncPolicy, TornTail};
 pub use self::handle::{OpenReport, Transcript};
