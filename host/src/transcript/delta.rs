@@ -226,7 +226,7 @@ mod tests {
             .iter()
             .map(|line| Record {
                 raw: (*line).into(),
-                node: record::parse(line).expect("valid line"),
+                node: record::parse(line, crate::tokens::Tokenizer::Estimate).expect("valid line"),
             })
             .collect()
     }

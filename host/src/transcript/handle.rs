@@ -166,7 +166,7 @@ impl Transcript {
         for (offset, bytes) in body.iter().enumerate() {
             let line = offset + 2;
             let (raw, node) = match std::str::from_utf8(bytes) {
-                Ok(text) => match record::parse(text) {
+                Ok(text) => match record::parse(text, config.tokenizer) {
                     Ok(node) => {
                         if let Some(reason) = node.as_ref().and_then(|n| n.misshapen.clone()) {
                             report.misshapen_entries.push(CorruptLine {
@@ -539,7 +539,9 @@ impl Transcript {
         state.file.append(&bytes, self.shared.config.fsync)?;
         for line in lines {
             // Lines this module encoded always parse.
-            let node = record::parse(&line).ok().flatten();
+            let node = record::parse(&line, self.shared.config.tokenizer)
+                .ok()
+                .flatten();
             let index = state.records.len();
             if let Some(node) = &node {
                 state.by_id.insert(node.id.clone(), index);

@@ -48,6 +48,8 @@ mod wire;
 
 use serde::{Deserialize, Serialize};
 
+use crate::tokens::Tokenizer;
+
 pub use self::context::{ActiveContext, PreviousCompaction};
 pub use self::delta::MAX_PAGE_BYTES as MAX_DELTA_PAGE_BYTES;
 pub use self::error::{CorruptLine, TranscriptError};
@@ -62,6 +64,9 @@ pub use self::wire::{SESSION_VERSION, SessionHeader};
 pub struct TranscriptConfig {
     /// When appends reach the disk.
     pub fsync: FsyncPolicy,
+    /// How the per-entry token figures are counted: `estimate` (default), or
+    /// with the `exact-tokens` feature `o200k-base` / `cl100k-base`.
+    pub tokenizer: Tokenizer,
 }
 
 #[cfg(test)]

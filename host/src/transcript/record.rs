@@ -6,7 +6,7 @@ use serde_json::Value;
 use super::wire::{
     LineHead, WireBranchSummary, WireCompaction, WireCustomMessage, WireMessage, timestamp_millis,
 };
-use crate::tokens;
+use crate::tokens::{self, Tokenizer};
 use crate::types::{AgentMessage, MessageEntry, RotatedSession};
 
 /// `customType` of the `custom` entry that records a rotation in the old file.
@@ -82,7 +82,8 @@ pub(crate) struct LineError(pub String);
 /// type whose fields do not have the expected shape stays in the tree (its
 /// children must not be cut off) but contributes no message, and says why in
 /// [`Node::misshapen`].
-pub(crate) fn parse(raw: &str) -> Result<Option<Node>, LineError> {
+/// Message estimates are counted with `tokenizer` and cached in the node.
+pub(crate) fn parse(raw: &str, tokenizer: Tokenizer) -> Result<Option<Node>, LineError> {
     if raw.trim().is_empty() {
         return Ok(None);
     }
@@ -98,8 +99,14 @@ pub(crate) fn parse(raw: &str) -> Result<Option<Node>, LineError> {
         return Err(LineError("a second session header".into()));
     }
     let entry_timestamp = head.timestamp.as_ref().and_then(timestamp_millis);
-    let (kind, misshapen) = match kind(&head.entry_type, raw, &id, &head.parent_id, entry_timestamp)
-    {
+    let (kind, misshapen) = match kind(
+        &head.entry_type,
+        raw,
+        &id,
+        &head.parent_id,
+        entry_timestamp,
+        tokenizer,
+    ) {
         Ok(kind) => (kind, None),
         Err(reason) => (
             NodeKind::Other {
@@ -127,9 +134,10 @@ fn kind(
     id: &str,
     parent_id: &Option<String>,
     entry_timestamp: Option<i64>,
+    tokenizer: Tokenizer,
 ) -> Result<NodeKind, String> {
     let message = |message: AgentMessage, timestamp: Option<i64>| {
-        let tokens = tokens::estimate_message(&message);
+        let tokens = tokens::count_message(&message, tokenizer);
         NodeKind::Message {
             entry: MessageEntry {
                 id: id.to_owned(),
@@ -189,7 +197,7 @@ fn kind(
                     modified_files,
                     tokens: 0,
                 };
-                compaction.tokens = tokens::estimate_message(&compaction.message());
+                compaction.tokens = tokens::count_message(&compaction.message(), tokenizer);
                 NodeKind::Compaction(compaction)
             }
             Err(error) => return Err(misshapen(error)),
@@ -243,6 +251,10 @@ fn file_lists(details: Option<&Value>) -> (Vec<String>, Vec<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn parse(raw: &str) -> Result<Option<Node>, LineError> {
+        super::parse(raw, Tokenizer::Estimate)
+    }
 
     #[test]
     fn reads_message_entries_with_cached_estimates() {

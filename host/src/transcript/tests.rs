@@ -475,6 +475,7 @@ fn a_rotated_transcript_refuses_appends_naming_its_successor() {
     let path = write(dir.path(), &lines);
     let store = TranscriptStore::new(TranscriptConfig {
         fsync: FsyncPolicy::Never,
+        ..TranscriptConfig::default()
     });
     let old = store.open(&path).expect("open");
 
@@ -562,4 +563,31 @@ fn reports_messages_of_an_unknown_shape_instead_of_dropping_them_silently() {
     );
     assert!(problems[1].contains("line 5"), "{problems:?}");
     assert!(!report.is_clean());
+}
+
+#[cfg(feature = "exact-tokens")]
+#[test]
+fn caches_exact_token_counts_when_configured() {
+    use crate::tokens::{self, Tokenizer};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = write(dir.path(), &[HEADER, &user("a", None, "hello world")]);
+    let config: TranscriptConfig =
+        toml::from_str(r#"tokenizer = "o200k-base""#).expect("the config switch");
+    assert_eq!(config.tokenizer, Tokenizer::O200kBase);
+    let transcript = TranscriptStore::new(config).open(&path).expect("open");
+    let stored = transcript
+        .append(&[AgentMessage::user_text("héllo wörld, 你好")])
+        .expect("append");
+    let history = transcript.history();
+    let exact = |message: &AgentMessage| tokens::count_message(message, Tokenizer::O200kBase);
+    assert_eq!(
+        history.tokens(0..1),
+        2 + tokens::MESSAGE_OVERHEAD_TOKENS + tokens::BLOCK_OVERHEAD_TOKENS
+    );
+    assert_eq!(history.tokens(1..2), exact(&stored[0].message));
+    assert_ne!(
+        history.tokens(0..2),
+        tokens::estimate_entries(history.entries()),
+        "not the heuristic"
+    );
 }
