@@ -5,6 +5,14 @@
 //! one token each, as real tokenizers give), plus 2,000 per image, 12 per
 //! message and 6 per content block. The pre-prompt check multiplies the total
 //! by [`PRE_PROMPT_SAFETY_FACTOR`].
+//!
+//! With the `exact-tokens` cargo feature, a [`Tokenizer`] can count text with
+//! a real BPE vocabulary instead (the overheads stay). The transcript store
+//! caches its per-entry figures with the one configured in
+//! `transcripts.tokenizer` ([`count_message`]); the other estimates here keep
+//! the heuristic.
+
+use serde::{Deserialize, Serialize};
 
 use crate::types::{AgentMessage, ContentBlock, MessageEntry};
 
@@ -17,38 +25,132 @@ pub const BLOCK_OVERHEAD_TOKENS: u64 = 6;
 /// Factor the pre-prompt check applies to the estimate.
 pub const PRE_PROMPT_SAFETY_FACTOR: f64 = 1.2;
 
+/// How text is counted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", try_from = "String")]
+pub enum Tokenizer {
+    /// The heuristic above: fast, offline, no vocabulary.
+    #[default]
+    Estimate,
+    /// OpenAI's `o200k_base` vocabulary (GPT-4o and later).
+    #[cfg(feature = "exact-tokens")]
+    O200kBase,
+    /// OpenAI's `cl100k_base` vocabulary (GPT-4, GPT-3.5).
+    #[cfg(feature = "exact-tokens")]
+    Cl100kBase,
+}
+
+impl TryFrom<String> for Tokenizer {
+    type Error = String;
+
+    fn try_from(name: String) -> Result<Self, Self::Error> {
+        match name.as_str() {
+            "estimate" => Ok(Self::Estimate),
+            #[cfg(feature = "exact-tokens")]
+            "o200k-base" => Ok(Self::O200kBase),
+            #[cfg(feature = "exact-tokens")]
+            "cl100k-base" => Ok(Self::Cl100kBase),
+            #[cfg(not(feature = "exact-tokens"))]
+            "o200k-base" | "cl100k-base" => Err(format!(
+                "tokenizer `{name}` needs ctxbox built with the `exact-tokens` feature"
+            )),
+            other => Err(format!(
+                "unknown tokenizer `{other}`: expected `estimate`, `o200k-base` or `cl100k-base`"
+            )),
+        }
+    }
+}
+
+impl Tokenizer {
+    /// Tokens of plain text (no message overhead).
+    pub fn count_text(self, text: &str) -> u64 {
+        match self {
+            Self::Estimate => estimate_text(text),
+            #[cfg(feature = "exact-tokens")]
+            Self::O200kBase => tiktoken_rs::o200k_base_singleton()
+                .encode_ordinary(text)
+                .len() as u64,
+            #[cfg(feature = "exact-tokens")]
+            Self::Cl100kBase => tiktoken_rs::cl100k_base_singleton()
+                .encode_ordinary(text)
+                .len() as u64,
+        }
+    }
+}
+
 /// Estimated tokens of one message.
 pub fn estimate_message(message: &AgentMessage) -> u64 {
     let mut chars = 0u64;
-    let mut images = 0u64;
-    let blocks = match message {
+    let shape = for_each_text(message, |text| chars += weighted_chars(text));
+    shape.tokens(chars.div_ceil(4))
+}
+
+/// Tokens of one message with `tokenizer`: its text counted by it, plus the
+/// image, message and block overheads of the estimate. The same as
+/// [`estimate_message`] for [`Tokenizer::Estimate`].
+pub fn count_message(message: &AgentMessage, tokenizer: Tokenizer) -> u64 {
+    match tokenizer {
+        Tokenizer::Estimate => estimate_message(message),
+        #[cfg(feature = "exact-tokens")]
+        exact => {
+            let mut text_tokens = 0u64;
+            let shape = for_each_text(message, |text| text_tokens += exact.count_text(text));
+            shape.tokens(text_tokens)
+        }
+    }
+}
+
+/// The parts of a message that cost tokens besides its text.
+struct Shape {
+    images: u64,
+    blocks: u64,
+}
+
+impl Shape {
+    fn tokens(&self, text_tokens: u64) -> u64 {
+        text_tokens
+            + self.images * IMAGE_TOKENS
+            + MESSAGE_OVERHEAD_TOKENS
+            + self.blocks * BLOCK_OVERHEAD_TOKENS
+    }
+}
+
+/// Calls `text` with every piece of text of `message` and answers the rest.
+fn for_each_text<'a>(message: &'a AgentMessage, mut text: impl FnMut(&'a str)) -> Shape {
+    match message {
         AgentMessage::CompactionSummary { summary, .. }
         | AgentMessage::BranchSummary { summary, .. } => {
-            chars += weighted_chars(summary);
-            1
+            text(summary);
+            Shape {
+                images: 0,
+                blocks: 1,
+            }
         }
         other => {
             let content = other.content();
+            let mut images = 0u64;
             for block in content {
                 match block {
-                    ContentBlock::Text { text } | ContentBlock::Thinking { text, .. } => {
-                        chars += weighted_chars(text)
+                    ContentBlock::Text { text: t } | ContentBlock::Thinking { text: t, .. } => {
+                        text(t)
                     }
                     ContentBlock::ToolCall {
                         name,
                         arguments_json,
                         ..
-                    } => chars += weighted_chars(name) + weighted_chars(arguments_json),
+                    } => {
+                        text(name);
+                        text(arguments_json);
+                    }
                     ContentBlock::Image { .. } => images += 1,
                 }
             }
-            content.len() as u64
+            Shape {
+                images,
+                blocks: content.len() as u64,
+            }
         }
-    };
-    chars.div_ceil(4)
-        + images * IMAGE_TOKENS
-        + MESSAGE_OVERHEAD_TOKENS
-        + blocks * BLOCK_OVERHEAD_TOKENS
+    }
 }
 
 /// Estimated tokens of a list of entries.
@@ -123,6 +225,38 @@ mod tests {
         assert_eq!(
             estimate_message(&message),
             2 + IMAGE_TOKENS + MESSAGE_OVERHEAD_TOKENS + 2 * BLOCK_OVERHEAD_TOKENS
+        );
+    }
+
+    #[test]
+    fn names_the_feature_a_bpe_tokenizer_needs() {
+        let parsed: Result<Tokenizer, _> = serde_json::from_str(r#""o200k-base""#);
+        #[cfg(feature = "exact-tokens")]
+        assert_eq!(parsed.ok(), Some(Tokenizer::O200kBase));
+        #[cfg(not(feature = "exact-tokens"))]
+        assert!(
+            parsed.is_err_and(|error| error.to_string().contains("`exact-tokens` feature")),
+            "refused, naming the feature"
+        );
+        let unknown: Result<Tokenizer, _> = serde_json::from_str(r#""p50k""#);
+        assert!(unknown.is_err_and(|error| error.to_string().contains("unknown tokenizer")));
+        let message = AgentMessage::user_text("你好 world");
+        assert_eq!(
+            count_message(&message, Tokenizer::Estimate),
+            estimate_message(&message)
+        );
+    }
+
+    #[cfg(feature = "exact-tokens")]
+    #[test]
+    fn counts_exact_tokens_with_a_bpe_vocabulary() {
+        assert_eq!(Tokenizer::O200kBase.count_text("hello world"), 2);
+        assert_eq!(Tokenizer::Cl100kBase.count_text("hello world"), 2);
+        assert_eq!(Tokenizer::O200kBase.count_text(""), 0);
+        let message = AgentMessage::user_text("hello world");
+        assert_eq!(
+            count_message(&message, Tokenizer::O200kBase),
+            2 + MESSAGE_OVERHEAD_TOKENS + BLOCK_OVERHEAD_TOKENS
         );
     }
 

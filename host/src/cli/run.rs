@@ -59,6 +59,10 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let engine_id = engine_id(&runtime, args.engine.as_deref())?;
     let (recording, label) = recording(&runtime, args.transcript.as_deref())?;
+    let recording_problems = recording.open_report().problems();
+    for line in problem_lines(&recording_problems) {
+        eprintln!("{line}");
+    }
     let script = ReplayScript::from_messages(
         recording
             .active_branch()
@@ -101,6 +105,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             "window": window,
             "session": output,
             "shareKept": report.share_kept(),
+            "recordingProblems": recording_problems,
             "report": report,
         });
         println!("{}", serde_json::to_string_pretty(&summary)?);
@@ -160,7 +165,8 @@ fn engine_id(runtime: &Runtime, spec: Option<&str>) -> anyhow::Result<Option<Str
     Ok(Some(spec.to_owned()))
 }
 
-/// The recording to replay and how to name it.
+/// The recording to replay and how to name it. It is only read: opening it
+/// takes no lock and changes nothing on disk, even when it is damaged.
 fn recording(
     runtime: &Runtime,
     path: Option<&Path>,
@@ -185,13 +191,34 @@ fn recording(
     };
     let transcript = runtime
         .transcripts()
-        .open(&path)
+        .open_read_only(&path)
         .with_context(|| format!("cannot read the transcript `{}`", path.display()))?;
     let label = path.file_name().map_or_else(
         || path.display().to_string(),
         |name| name.to_string_lossy().into_owned(),
     );
     Ok((transcript, label))
+}
+
+/// Problems of the recording printed one per line; more are only counted.
+const MAX_PROBLEM_LINES: usize = 5;
+
+/// What `ctxbox run` says on stderr about a damaged recording: one warning
+/// line per problem (each naming the file and line), at most
+/// [`MAX_PROBLEM_LINES`] of them and a count of the rest.
+fn problem_lines(problems: &[String]) -> Vec<String> {
+    let mut lines: Vec<String> = problems
+        .iter()
+        .take(MAX_PROBLEM_LINES)
+        .map(|problem| format!("warning: {problem}"))
+        .collect();
+    if problems.len() > MAX_PROBLEM_LINES {
+        lines.push(format!(
+            "warning: and {} more problems in the recording (see --json)",
+            problems.len() - MAX_PROBLEM_LINES
+        ));
+    }
+    lines
 }
 
 fn progress_bar(turns: usize, quiet: bool) -> ProgressBar {
@@ -272,4 +299,60 @@ fn print_summary(report: &RunReport, label: &str, engine: &str, window: u64, out
         println!("failed turn     {}: {}", failed.index + 1, failed.error);
     }
     println!("session         {}", output.display());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ctxbox_host::config::Config;
+
+    const HEADER: &str = r#"{"type":"session","version":3,"id":"r","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/w"}"#;
+
+    fn user(id: &str, parent: &str) -> String {
+        format!(
+            r#"{{"type":"message","id":"{id}","parentId":"{parent}","timestamp":"2026-01-01T00:00:01.000Z","message":{{"role":"user","content":"hi"}}}}"#
+        )
+    }
+
+    #[test]
+    fn a_damaged_recording_is_read_as_is_and_its_problems_named() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let runtime = Runtime::new(Config {
+            data_dir: Some(dir.path().join("data")),
+            ..Config::default()
+        })
+        .expect("runtime");
+        let path = dir.path().join("rec.jsonl");
+        let body = format!(
+            "{HEADER}\n{}\n{{broken\n{}\n{{\"type\":\"mess",
+            user("a", "none"),
+            user("c", "a")
+        );
+        std::fs::write(&path, &body).expect("write");
+
+        let (recording, label) = recording(&runtime, Some(&path)).expect("readable");
+        assert_eq!(label, "rec.jsonl");
+        assert_eq!(
+            recording.active_branch().len(),
+            2,
+            "the rest stays readable"
+        );
+        let lines = problem_lines(&recording.open_report().problems());
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(lines[0].starts_with("warning: `") && lines[0].contains("rec.jsonl` line 3"));
+        assert!(lines[1].contains("rec.jsonl` line 5") && lines[1].contains("incomplete"));
+        assert_eq!(
+            std::fs::read_to_string(&path).expect("read"),
+            body,
+            "the recording is not changed"
+        );
+    }
+
+    #[test]
+    fn many_problems_are_counted_not_listed() {
+        let problems: Vec<String> = (0..8).map(|line| format!("line {line}")).collect();
+        let lines = problem_lines(&problems);
+        assert_eq!(lines.len(), MAX_PROBLEM_LINES + 1);
+        assert!(lines[MAX_PROBLEM_LINES].contains("3 more"));
+    }
 }

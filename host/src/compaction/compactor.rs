@@ -107,6 +107,13 @@ impl Compactor {
     /// Compacts `transcript` (DESIGN §7): decides whether it is needed, cuts
     /// the history, summarizes what lies before the cut in parallel chunks,
     /// appends a `compaction` entry, and rotates the file if configured.
+    ///
+    /// With a target (`budget`, or `threshold` with a budget given) the
+    /// rebuilt context fits it unless the newest turn alone is larger than
+    /// the kept-history budget: the cut never separates a tool call from its
+    /// result, so the result is `compacted` with `tokens-after` over the
+    /// target and a `reason` saying why. This does not converge by
+    /// compacting again; callers that must fit truncate instead.
     /// `progress` hears of every stage; `abort` stops it between stages (and
     /// during summarization) without writing anything.
     pub async fn compact(
@@ -241,6 +248,8 @@ impl Compactor {
             None
         };
 
+        // Over the target only when the newest turn alone is too large (see
+        // the doc comment): said, not retried.
         let reason = target.filter(|&target| tokens_after > target).map(|target| {
             format!(
                 "compacted to {tokens_after} tokens, over the target of {target}: the newest turn alone is larger than the {} tokens left for kept history",

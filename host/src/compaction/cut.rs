@@ -68,11 +68,12 @@ pub(crate) fn choose(
         .copied()
         .find(|&cut| history.tokens(cut..len) <= keep_budget)
         .or_else(|| legal.last().copied())?;
-    let turn_start = match history.kind(first_kept) {
-        Some(MessageKind::User) => None,
-        _ => (start..first_kept)
+    let turn_start = if starts_turn(history.kind(first_kept)) {
+        None
+    } else {
+        (start..first_kept)
             .rev()
-            .find(|&index| starts_turn(history.kind(index))),
+            .find(|&index| starts_turn(history.kind(index)))
     };
     Some(Cut {
         first_kept,
@@ -205,6 +206,37 @@ mod tests {
             (4, Some(3)),
             "a mid-turn cut"
         );
+    }
+
+    #[test]
+    fn a_cut_before_a_custom_message_or_branch_summary_is_at_a_turn_start() {
+        let custom = entry(AgentMessage::Custom {
+            custom_type: "note".into(),
+            content: vec![ContentBlock::text("z".repeat(40))],
+            display: true,
+            details: None,
+        });
+        let branch = entry(AgentMessage::BranchSummary {
+            summary: "w".repeat(40),
+            from_id: "x".into(),
+        });
+        for turn_opener in [custom, branch] {
+            let history = History::new(vec![
+                user(),
+                calls(&["a"]),
+                result("a"),
+                turn_opener,
+                entry(AgentMessage::assistant_text("ok")),
+            ]);
+            let tail = history.tokens(3..5);
+            let cut = choose(&history, 0, None, 16_384, tail).expect("a cut");
+            assert_eq!(
+                (cut.first_kept, cut.turn_start),
+                (3, None),
+                "{:?} starts a turn: no turn-prefix summary",
+                history.kind(3)
+            );
+        }
     }
 
     #[test]

@@ -13,7 +13,13 @@
 //!    lists and is capped at 16,000 characters.
 //! 5. Aim at the budget (`compactionTarget: budget`) or at the trigger
 //!    threshold (`threshold`): the summary and kept-history budgets are
-//!    chosen so the rebuilt context fits.
+//!    chosen so the rebuilt context fits. It cannot when the newest turn
+//!    alone (from the latest legal cut on) is larger than what is left for
+//!    kept history: a turn is never split between a tool call and its
+//!    result, so the compaction still happens but ends over the target, and
+//!    the result's `reason` says so. Compacting again does not converge
+//!    (the same turn is kept again); the turn runner's remedy is truncating
+//!    oversized tool traffic in the prompt.
 //! 6. Append a `compaction` entry; the rebuilt context is its summary followed
 //!    by the entries from `firstKeptEntryId`.
 //! 7. Optionally rotate to a new transcript (`truncateAfterCompaction`).

@@ -29,7 +29,7 @@ const MAX_SCAN_LIMIT: u32 = 10_000;
 const DELTA_DEFAULT_MESSAGES: u32 = 1_000;
 const DELTA_MAX_MESSAGES: u32 = 10_000;
 const DELTA_DEFAULT_BYTES: u64 = 1024 * 1024;
-const DELTA_MAX_BYTES: u64 = 64 * 1024 * 1024;
+const DELTA_MAX_BYTES: u64 = crate::transcript::MAX_DELTA_PAGE_BYTES;
 
 type HostResult<T> = Result<T, wit_host::HostError>;
 

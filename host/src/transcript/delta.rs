@@ -16,6 +16,10 @@ use crate::types::MessageEntry;
 /// Prefix of every cursor this host issues.
 const CURSOR_PREFIX: &str = "ctxbox1.";
 
+/// The most bytes a page may hold (DESIGN §8), whatever the caller asks: an
+/// entry larger than this is never returned (see [`read`]).
+pub const MAX_PAGE_BYTES: u64 = 64 * 1024 * 1024;
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct Cursor {
     #[serde(rename = "s")]
@@ -58,7 +62,10 @@ pub(crate) struct DeltaSource<'a> {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct PageLimits {
     pub max_messages: u32,
+    /// What the caller asked for; a page's first entry may exceed it.
     pub max_bytes: u64,
+    /// The hard cap no page exceeds ([`MAX_PAGE_BYTES`]).
+    pub cap_bytes: u64,
 }
 
 /// The generation of a file: a digest of its header line and, where the
@@ -77,6 +84,13 @@ pub(crate) fn generation(header_line: &str, file_identity: Option<(u64, u64)>) -
 }
 
 /// The page after `cursor` (from the start when `None`), or a reset.
+///
+/// Entries are measured by their line in the file. A page holds at most
+/// `max_bytes` of them, except that its first entry may be larger, up to
+/// `cap_bytes`. An entry larger than `cap_bytes` is never returned: a page
+/// ends before it, and when it is the next entry the answer is a reset whose
+/// reason names it and whose cursor continues right after it (everything
+/// before it was delivered already).
 pub(crate) fn read(
     source: &DeltaSource<'_>,
     cursor: Option<&str>,
@@ -100,6 +114,19 @@ pub(crate) fn read(
     while let Some(record) = source.records.get(position) {
         if let Some(entry) = message_of(record) {
             let size = record.raw.len() as u64;
+            if size > limits.cap_bytes {
+                if !entries.is_empty() {
+                    break;
+                }
+                return TranscriptDelta::Reset {
+                    cursor: cursor_at(source, position + 1),
+                    reason: format!(
+                        "entry `{}` ({size} bytes) is larger than the {}-byte page cap and was skipped; \
+                         the cursor continues after it",
+                        entry.id, limits.cap_bytes
+                    ),
+                };
+            }
             let full = entries.len() as u32 >= limits.max_messages
                 || (!entries.is_empty() && bytes + size > limits.max_bytes);
             if full {
@@ -199,7 +226,7 @@ mod tests {
             .iter()
             .map(|line| Record {
                 raw: (*line).into(),
-                node: record::parse(line).expect("valid line"),
+                node: record::parse(line, crate::tokens::Tokenizer::Estimate).expect("valid line"),
             })
             .collect()
     }
@@ -228,6 +255,7 @@ mod tests {
     const LIMITS: PageLimits = PageLimits {
         max_messages: 1_000,
         max_bytes: 1 << 20,
+        cap_bytes: MAX_PAGE_BYTES,
     };
 
     #[test]
@@ -282,6 +310,45 @@ mod tests {
         };
         let (_, ids, more) = page(read(&source, None, tiny));
         assert_eq!((ids, more), (vec!["a".to_owned()], true));
+    }
+
+    #[test]
+    fn an_entry_over_the_cap_is_skipped_with_a_reset_naming_it() {
+        let big = user("big", "a", &"x".repeat(500));
+        let lines = [user("a", "", "one"), big.clone(), user("c", "big", "three")];
+        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let all = records(&lines);
+        let source = DeltaSource {
+            records: &all,
+            session_id: "s",
+            generation: 1,
+            predecessor: None,
+        };
+        let capped = PageLimits {
+            cap_bytes: 400,
+            ..LIMITS
+        };
+        // The page stops before it ...
+        let (cursor, ids, more) = page(read(&source, None, capped));
+        assert_eq!((ids, more), (vec!["a".to_owned()], true));
+        // ... and the next read skips it, saying so, however small max_bytes is.
+        let (cursor, reason) = match read(
+            &source,
+            Some(&cursor),
+            PageLimits {
+                max_bytes: 1,
+                ..capped
+            },
+        ) {
+            TranscriptDelta::Reset { cursor, reason } => (cursor, reason),
+            other => panic!("expected a reset, got {other:?}"),
+        };
+        assert!(
+            reason.contains("`big`") && reason.contains(&format!("{} bytes", big.len())),
+            "{reason}"
+        );
+        let (_, ids, more) = page(read(&source, Some(&cursor), capped));
+        assert_eq!((ids, more), (vec!["c".to_owned()], false));
     }
 
     #[test]

@@ -4,8 +4,10 @@
 use std::io;
 use std::path::PathBuf;
 
-/// A line of a transcript that could not be read as an entry.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// A line of a transcript that could not be read as an entry (or, in
+/// [`OpenReport::misshapen_entries`](super::OpenReport::misshapen_entries),
+/// could not be read as the entry it says it is).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize)]
 #[error("`{}` line {line}: {reason}", path.display())]
 pub struct CorruptLine {
     /// The transcript file.
@@ -82,6 +84,15 @@ pub enum TranscriptError {
     Poisoned {
         /// The file.
         path: PathBuf,
+    },
+    /// The transcript was rotated by a compaction: the session continues in
+    /// `successor`, and appends go there.
+    #[error("transcript `{}` was rotated into `{}`; append to that file instead", path.display(), successor.display())]
+    Rotated {
+        /// The old file.
+        path: PathBuf,
+        /// The file the session continues in.
+        successor: PathBuf,
     },
     /// An entry id that the transcript does not hold.
     #[error("transcript `{}` has no entry `{id}`", path.display())]

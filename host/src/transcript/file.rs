@@ -29,16 +29,50 @@ pub enum FsyncPolicy {
 }
 
 /// The last line of a file that lacked its newline when opened: the remains
-/// of a write a crash cut short.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// of a write a crash cut short (or, for a read-only open, a line another
+/// process is writing right now).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct TornTail {
+    /// The transcript file.
+    pub path: PathBuf,
+    /// Its 1-based line number.
+    pub line: usize,
     /// Where in the file it started.
     pub offset: u64,
     /// How long it was.
     pub bytes: u64,
-    /// The side file it was moved to (`None` when the transcript is
-    /// read-only and the bytes stayed where they were).
+    /// The side file it was moved to (`None` when the transcript was opened
+    /// read-only and the bytes stayed where they were, ignored).
     pub saved_to: Option<PathBuf>,
+}
+
+impl std::fmt::Display for TornTail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "`{}` line {}: the last line is incomplete ({} bytes without a newline, an append cut short)",
+            self.path.display(),
+            self.line,
+            self.bytes
+        )?;
+        match &self.saved_to {
+            Some(side) => write!(f, "; it was moved to `{}`", side.display()),
+            None => f.write_str("; it was ignored"),
+        }
+    }
+}
+
+/// How a transcript is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// For appending: locked against other writers, a torn last line moved
+    /// aside. Falls back to [`Access::ReadOnly`] when the file or file system
+    /// does not allow writes.
+    ReadWrite,
+    /// For reading only: no lock, nothing on disk changes, a torn last line
+    /// is ignored (another process may be writing it right now).
+    ReadOnly,
 }
 
 /// An open transcript file.
@@ -46,8 +80,11 @@ pub struct TornTail {
 pub(crate) struct TranscriptFile {
     path: PathBuf,
     file: File,
-    /// Bytes of complete lines: where the next append goes.
+    /// Bytes of complete lines (and of an unterminated header): where the
+    /// next append goes.
     len: u64,
+    /// The file is a header without its newline: the next append supplies it.
+    needs_newline: bool,
     writable: bool,
     /// A write failed half-way and could not be rolled back.
     poisoned: bool,
@@ -56,29 +93,43 @@ pub(crate) struct TranscriptFile {
 /// What [`TranscriptFile::open`] found.
 pub(crate) struct Opened {
     pub file: TranscriptFile,
-    /// The complete lines (the file's bytes up to its last newline).
+    /// How it was asked to be opened.
+    pub access: Access,
+    /// The complete lines (the file's bytes up to its last newline), or the
+    /// whole file when it has no newline at all (a header and nothing else).
     pub contents: Vec<u8>,
     pub torn_tail: Option<TornTail>,
 }
 
 impl TranscriptFile {
-    /// Opens an existing transcript for appending (read-only when the file or
-    /// file system does not allow writes), locks it against other processes,
-    /// and reads it. A torn last line is moved to `<file>.torn-<ms>` and cut
-    /// off the file.
-    pub fn open(path: &Path) -> Result<Opened, TranscriptError> {
-        let (mut file, writable) = match OpenOptions::new().read(true).append(true).open(path) {
-            Ok(file) => (file, true),
-            Err(error)
-                if matches!(
-                    error.kind(),
-                    ErrorKind::PermissionDenied | ErrorKind::ReadOnlyFilesystem
-                ) =>
-            {
-                let file = File::open(path).map_err(|error| open_error(path, error))?;
-                (file, false)
-            }
-            Err(error) => return Err(open_error(path, error)),
+    /// Opens an existing transcript and reads it. With [`Access::ReadWrite`]
+    /// (read-only all the same when the file or file system does not allow
+    /// writes) the file is locked against other processes and a torn last
+    /// line is moved to `<file>.torn-<ms>` and cut off the file; with
+    /// [`Access::ReadOnly`] nothing is locked or changed.
+    ///
+    /// Line 1 is never set aside: a file without any newline is taken whole
+    /// as the header (the next append starts a new line first), and if it is
+    /// not one, loading it fails and the file stays as it was.
+    pub fn open(path: &Path, access: Access) -> Result<Opened, TranscriptError> {
+        let (mut file, writable) = match access {
+            Access::ReadOnly => (
+                File::open(path).map_err(|error| open_error(path, error))?,
+                false,
+            ),
+            Access::ReadWrite => match OpenOptions::new().read(true).append(true).open(path) {
+                Ok(file) => (file, true),
+                Err(error)
+                    if matches!(
+                        error.kind(),
+                        ErrorKind::PermissionDenied | ErrorKind::ReadOnlyFilesystem
+                    ) =>
+                {
+                    let file = File::open(path).map_err(|error| open_error(path, error))?;
+                    (file, false)
+                }
+                Err(error) => return Err(open_error(path, error)),
+            },
         };
         if writable {
             match file.try_lock() {
@@ -96,25 +147,29 @@ impl TranscriptFile {
         let mut contents = Vec::new();
         file.read_to_end(&mut contents)
             .map_err(|error| TranscriptError::io(path, "read", error))?;
-        let complete = contents
-            .iter()
-            .rposition(|&byte| byte == b'\n')
-            .map_or(0, |newline| newline + 1);
+        let (complete, needs_newline) = match contents.iter().rposition(|&byte| byte == b'\n') {
+            Some(newline) => (newline + 1, false),
+            // No newline at all: the first line, which is never set aside.
+            None => (contents.len(), !contents.is_empty()),
+        };
         let mut opened = TranscriptFile {
             path: path.to_owned(),
             file,
             len: complete as u64,
+            needs_newline,
             writable,
             poisoned: false,
         };
         let torn_tail = if complete < contents.len() {
             let tail = contents.split_off(complete);
-            Some(opened.set_aside(&tail)?)
+            let line = contents.iter().filter(|&&byte| byte == b'\n').count() + 1;
+            Some(opened.set_aside(line, &tail)?)
         } else {
             None
         };
         Ok(Opened {
             file: opened,
+            access,
             contents,
             torn_tail,
         })
@@ -156,7 +211,8 @@ impl TranscriptFile {
         None
     }
 
-    /// Appends whole lines (each ending in `\n`) in one write, then syncs as
+    /// Appends whole lines (each ending in `\n`) in one write (preceded by
+    /// the header's missing newline, if it lacks one), then syncs as
     /// `policy` says. On failure the file is cut back to where it was; if even
     /// that fails, the handle refuses further writes.
     pub fn append(&mut self, lines: &[u8], policy: FsyncPolicy) -> Result<(), TranscriptError> {
@@ -170,13 +226,21 @@ impl TranscriptFile {
                 path: self.path.clone(),
             });
         }
-        let written = self.file.write_all(lines).and_then(|()| match policy {
+        let separated;
+        let bytes = if self.needs_newline {
+            separated = [&b"\n"[..], lines].concat();
+            &separated[..]
+        } else {
+            lines
+        };
+        let written = self.file.write_all(bytes).and_then(|()| match policy {
             FsyncPolicy::Always => self.file.sync_data(),
             FsyncPolicy::Never => Ok(()),
         });
         match written {
             Ok(()) => {
-                self.len += lines.len() as u64;
+                self.len += bytes.len() as u64;
+                self.needs_newline = false;
                 Ok(())
             }
             Err(error) => {
@@ -188,10 +252,13 @@ impl TranscriptFile {
         }
     }
 
-    /// Saves `tail` to a new side file and cuts it off the transcript. A
-    /// read-only transcript keeps it in place (it is ignored all the same).
-    fn set_aside(&mut self, tail: &[u8]) -> Result<TornTail, TranscriptError> {
+    /// Saves `tail` (file line `line`) to a new side file and cuts it off the
+    /// transcript. A read-only transcript keeps it in place (it is ignored
+    /// all the same).
+    fn set_aside(&mut self, line: usize, tail: &[u8]) -> Result<TornTail, TranscriptError> {
         let mut torn = TornTail {
+            path: self.path.clone(),
+            line,
             offset: self.len,
             bytes: tail.len() as u64,
             saved_to: None,
@@ -207,13 +274,6 @@ impl TranscriptFile {
             sync_parent(&self.path)?;
             torn.saved_to = Some(side);
         }
-        tracing::warn!(
-            path = %self.path.display(),
-            offset = torn.offset,
-            bytes = torn.bytes,
-            saved_to = ?torn.saved_to,
-            "transcript ended in a torn line (an append cut short by a crash); it was set aside"
-        );
         Ok(torn)
     }
 }
@@ -301,7 +361,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("s.jsonl");
         fs::write(&path, b"{\"a\":1}\n{\"b\":").expect("write");
-        let opened = TranscriptFile::open(&path).expect("opens");
+        let opened = TranscriptFile::open(&path, Access::ReadWrite).expect("opens");
         assert_eq!(opened.contents, b"{\"a\":1}\n");
         let torn = opened.torn_tail.expect("torn tail detected");
         assert_eq!((torn.offset, torn.bytes), (8, 5));
@@ -319,7 +379,7 @@ mod tests {
             TranscriptFile::create(&path, b"x\n"),
             Err(TranscriptError::AlreadyExists { .. })
         ));
-        let mut opened = TranscriptFile::open(&path).expect("opens");
+        let mut opened = TranscriptFile::open(&path, Access::ReadWrite).expect("opens");
         opened
             .file
             .append(b"two\n", FsyncPolicy::Always)
@@ -333,9 +393,9 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("s.jsonl");
         TranscriptFile::create(&path, b"one\n").expect("create");
-        let _first = TranscriptFile::open(&path).expect("opens");
+        let _first = TranscriptFile::open(&path, Access::ReadWrite).expect("opens");
         assert!(matches!(
-            TranscriptFile::open(&path),
+            TranscriptFile::open(&path, Access::ReadWrite),
             Err(TranscriptError::Locked { .. })
         ));
     }

@@ -17,7 +17,7 @@ use super::TranscriptConfig;
 use super::context::{self, ActiveContext};
 use super::delta::{self, DeltaSource, PageLimits};
 use super::error::{CorruptLine, TranscriptError};
-use super::file::{Opened, TornTail, TranscriptFile, write_atomically};
+use super::file::{Access, Opened, TornTail, TranscriptFile, write_atomically};
 use super::record::{self, NodeKind, ROTATION_MARKER, Record};
 use super::wire::{self, SESSION_VERSION, SessionHeader};
 use crate::history::History;
@@ -25,14 +25,57 @@ use crate::services::TranscriptDelta;
 use crate::types::{AgentMessage, MessageEntry, RotatedSession, SessionRef};
 
 /// What opening a transcript found wrong with it. The transcript is usable
-/// either way; nothing was dropped.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// either way; nothing was dropped from the file.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct OpenReport {
-    /// A last line cut short by a crash, set aside.
+    /// A last line cut short by a crash, set aside (or, opened read-only,
+    /// ignored).
     pub torn_tail: Option<TornTail>,
     /// Lines that are not entries. They stay in the file untouched; entries
     /// whose parent is one of them start a new root, as in the reference.
     pub corrupt_lines: Vec<CorruptLine>,
+    /// Entries of a known type (`message`, `compaction`, …) whose fields
+    /// could not be read. They stay in the file and the tree but are left out
+    /// of the context (a tool result answering a call lost this way is then
+    /// an orphan, which prompts leave out).
+    pub misshapen_entries: Vec<CorruptLine>,
+}
+
+impl OpenReport {
+    /// Whether opening found nothing wrong.
+    pub fn is_clean(&self) -> bool {
+        self.torn_tail.is_none()
+            && self.corrupt_lines.is_empty()
+            && self.misshapen_entries.is_empty()
+    }
+
+    /// One line for an operator per problem, in file order, each naming the
+    /// file and the line.
+    pub fn problems(&self) -> Vec<String> {
+        let mut lines: Vec<(usize, String)> = self
+            .corrupt_lines
+            .iter()
+            .map(|corrupt| {
+                (
+                    corrupt.line,
+                    format!("{corrupt} (kept in the file, not read)"),
+                )
+            })
+            .chain(
+                self.misshapen_entries
+                    .iter()
+                    .map(|misshapen| (misshapen.line, misshapen.to_string())),
+            )
+            .chain(
+                self.torn_tail
+                    .iter()
+                    .map(|torn| (torn.line, torn.to_string())),
+            )
+            .collect();
+        lines.sort_by_key(|(line, _)| *line);
+        lines.into_iter().map(|(_, text)| text).collect()
+    }
 }
 
 /// An open session transcript, shared by everything in the process that
@@ -81,6 +124,7 @@ impl Transcript {
     ) -> Result<Self, TranscriptError> {
         let Opened {
             file,
+            access,
             contents,
             torn_tail,
         } = opened;
@@ -113,7 +157,7 @@ impl Transcript {
 
         let mut report = OpenReport {
             torn_tail,
-            corrupt_lines: Vec::new(),
+            ..OpenReport::default()
         };
         let mut records = Vec::new();
         // `split` yields an empty piece after the final newline.
@@ -122,8 +166,17 @@ impl Transcript {
         for (offset, bytes) in body.iter().enumerate() {
             let line = offset + 2;
             let (raw, node) = match std::str::from_utf8(bytes) {
-                Ok(text) => match record::parse(text) {
-                    Ok(node) => (text.into(), node),
+                Ok(text) => match record::parse(text, config.tokenizer) {
+                    Ok(node) => {
+                        if let Some(reason) = node.as_ref().and_then(|n| n.misshapen.clone()) {
+                            report.misshapen_entries.push(CorruptLine {
+                                path: path.clone(),
+                                line,
+                                reason,
+                            });
+                        }
+                        (text.into(), node)
+                    }
                     Err(error) => {
                         report.corrupt_lines.push(CorruptLine {
                             path: path.clone(),
@@ -144,8 +197,13 @@ impl Transcript {
             };
             records.push(Record { raw, node });
         }
-        for corrupt in &report.corrupt_lines {
-            tracing::warn!(path = %corrupt.path.display(), line = corrupt.line, reason = %corrupt.reason, "unreadable transcript line kept as is");
+        for problem in report.problems() {
+            // A reader's caller reports what it found (and a torn tail may be
+            // a live writer's next line): only writers warn.
+            match access {
+                Access::ReadWrite => tracing::warn!("{problem}"),
+                Access::ReadOnly => tracing::debug!("{problem}"),
+            }
         }
 
         let mut by_id = HashMap::with_capacity(records.len());
@@ -287,7 +345,8 @@ impl Transcript {
     /// Answers the stored entries, with their new ids. Custom messages and
     /// branch summaries become `custom_message` and `branch_summary` entries,
     /// as in the reference; compaction summaries are refused (compaction
-    /// writes them).
+    /// writes them), and so is any append once the transcript has rotated
+    /// into another file ([`TranscriptError::Rotated`] names it).
     pub fn append(&self, messages: &[AgentMessage]) -> Result<Vec<MessageEntry>, TranscriptError> {
         if messages.is_empty() {
             return Ok(Vec::new());
@@ -352,37 +411,45 @@ impl Transcript {
         Ok(id)
     }
 
-    /// Records in this (old) file that the session continues in `successor`.
-    pub(super) fn mark_rotated(&self, successor: &RotatedSession) -> Result<(), TranscriptError> {
-        let mut state = self.state();
-        let id = new_id(|candidate| state.by_id.contains_key(candidate));
-        let parent = state.leaf_id();
-        let data = serde_json::json!({
-            "sessionId": successor.session_id,
-            "sessionFile": successor.session_file,
-        });
-        let line = wire::encode_custom_entry(&id, parent.as_deref(), ROTATION_MARKER, data);
-        self.write_lines(&mut state, vec![line])?;
-        state.successor = Some(successor.clone());
-        Ok(())
-    }
-
-    /// The lines of a transcript that continues this one from its active
-    /// path's `first_kept_entry_id` (see [`super::rotate`]).
-    pub(super) fn rotated_contents(
+    /// Continues this transcript in a new file at `new_path` with header
+    /// `new_header`, from its active path's `first_kept_entry_id` (see
+    /// [`super::rotate`]): writes the new file atomically, opens it with
+    /// `open`, then records the rotation in this file, all under the state
+    /// lock, so no append can land in between and be left behind. From then
+    /// on this transcript refuses appends ([`TranscriptError::Rotated`]).
+    pub(super) fn rotate_into(
         &self,
+        new_path: &Path,
         new_header: &SessionHeader,
         first_kept_entry_id: &str,
-    ) -> Result<String, TranscriptError> {
-        let state = self.state();
+        open: impl FnOnce(&Path) -> Result<Transcript, TranscriptError>,
+    ) -> Result<Transcript, TranscriptError> {
+        let mut state = self.state();
+        self.check_not_rotated(&state)?;
         let path = context::active_path(&state.records, &state.by_id, state.leaf);
-        super::rotate::compose(
+        let contents = super::rotate::compose(
             &self.shared.path,
             new_header,
             &state.records,
             &path,
             first_kept_entry_id,
-        )
+        )?;
+        TranscriptFile::create(new_path, contents.as_bytes())?;
+        let successor = open(new_path)?;
+        let rotated = RotatedSession {
+            session_id: successor.session_id(),
+            session_file: successor.path().to_string_lossy().into_owned(),
+        };
+        let id = new_id(|candidate| state.by_id.contains_key(candidate));
+        let parent = state.leaf_id();
+        let data = serde_json::json!({
+            "sessionId": rotated.session_id,
+            "sessionFile": rotated.session_file,
+        });
+        let line = wire::encode_custom_entry(&id, parent.as_deref(), ROTATION_MARKER, data);
+        self.write_lines(&mut state, vec![line])?;
+        state.successor = Some(rotated);
+        Ok(successor)
     }
 
     /// Writes a byte-identical copy of the transcript (header, every line,
@@ -414,9 +481,12 @@ impl Transcript {
     /// `read-transcript-delta`: the messages (and compaction summaries)
     /// appended after `cursor`, in file order, from the start when `None`; at
     /// most `max_messages` of them and about `max_bytes` (a page always holds
-    /// at least one). A cursor that no longer fits — another session's, one
-    /// from before a rotation, from a replaced file, or not one of ours — is
-    /// answered with a reset to the start.
+    /// at least one, unless it is larger than [`MAX_DELTA_PAGE_BYTES`]: such
+    /// an entry is skipped with a reset naming it). A cursor that no longer
+    /// fits — another session's, one from before a rotation, from a replaced
+    /// file, or not one of ours — is answered with a reset to the start.
+    ///
+    /// [`MAX_DELTA_PAGE_BYTES`]: super::MAX_DELTA_PAGE_BYTES
     pub fn read_delta(
         &self,
         cursor: Option<&str>,
@@ -435,7 +505,8 @@ impl Transcript {
             cursor,
             PageLimits {
                 max_messages: max_messages.max(1),
-                max_bytes: max_bytes.max(1),
+                max_bytes: max_bytes.clamp(1, delta::MAX_PAGE_BYTES),
+                cap_bytes: delta::MAX_PAGE_BYTES,
             },
         )
     }
@@ -445,8 +516,21 @@ impl Transcript {
         self.shared.compaction.lock().await
     }
 
-    /// Appends whole entry lines and records them.
+    /// Refuses writes to a transcript that rotated into another file.
+    fn check_not_rotated(&self, state: &State) -> Result<(), TranscriptError> {
+        match &state.successor {
+            Some(successor) => Err(TranscriptError::Rotated {
+                path: self.shared.path.clone(),
+                successor: PathBuf::from(&successor.session_file),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Appends whole entry lines and records them (refused once the
+    /// transcript has rotated).
     fn write_lines(&self, state: &mut State, lines: Vec<String>) -> Result<(), TranscriptError> {
+        self.check_not_rotated(state)?;
         let mut bytes = Vec::with_capacity(lines.iter().map(|line| line.len() + 1).sum());
         for line in &lines {
             bytes.extend_from_slice(line.as_bytes());
@@ -455,7 +539,9 @@ impl Transcript {
         state.file.append(&bytes, self.shared.config.fsync)?;
         for line in lines {
             // Lines this module encoded always parse.
-            let node = record::parse(&line).ok().flatten();
+            let node = record::parse(&line, self.shared.config.tokenizer)
+                .ok()
+                .flatten();
             let index = state.records.len();
             if let Some(node) = &node {
                 state.by_id.insert(node.id.clone(), index);

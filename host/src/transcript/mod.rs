@@ -10,9 +10,16 @@
 //! - appends go to the end of the file in whole lines and are durable when
 //!   they return (per [`FsyncPolicy`]);
 //! - a last line torn by a crash is moved to a side file when the transcript
-//!   is opened ([`OpenReport::torn_tail`]), never merged with a later append;
+//!   is opened for writing ([`OpenReport::torn_tail`]), never merged with a
+//!   later append; line 1, the header, is never set aside;
+//! - [`TranscriptStore::open_read_only`] reads without locking or changing
+//!   the file (a torn last line is ignored, not cut), for readers beside a
+//!   live writer;
 //! - an unreadable line in the middle is reported with its file and line
-//!   ([`OpenReport::corrupt_lines`]) while the rest stays readable;
+//!   ([`OpenReport::corrupt_lines`], [`OpenReport::problems`]) while the rest
+//!   stays readable;
+//! - a transcript a compaction rotated away from refuses appends
+//!   ([`TranscriptError::Rotated`] names the file the session continues in);
 //! - new files (creation, rotation) are written to a temporary file, synced
 //!   and renamed.
 //!
@@ -41,7 +48,10 @@ mod wire;
 
 use serde::{Deserialize, Serialize};
 
+use crate::tokens::Tokenizer;
+
 pub use self::context::{ActiveContext, PreviousCompaction};
+pub use self::delta::MAX_PAGE_BYTES as MAX_DELTA_PAGE_BYTES;
 pub use self::error::{CorruptLine, TranscriptError};
 pub use self::file::{FsyncPolicy, TornTail};
 pub use self::handle::{OpenReport, Transcript};
@@ -54,6 +64,9 @@ pub use self::wire::{SESSION_VERSION, SessionHeader};
 pub struct TranscriptConfig {
     /// When appends reach the disk.
     pub fsync: FsyncPolicy,
+    /// How the per-entry token figures are counted: `estimate` (default), or
+    /// with the `exact-tokens` feature `o200k-base` / `cl100k-base`.
+    pub tokenizer: Tokenizer,
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use serde_json::Value;
 use super::wire::{
     LineHead, WireBranchSummary, WireCompaction, WireCustomMessage, WireMessage, timestamp_millis,
 };
-use crate::tokens;
+use crate::tokens::{self, Tokenizer};
 use crate::types::{AgentMessage, MessageEntry, RotatedSession};
 
 /// `customType` of the `custom` entry that records a rotation in the old file.
@@ -28,6 +28,9 @@ pub(crate) struct Node {
     pub id: String,
     pub parent_id: Option<String>,
     pub kind: NodeKind,
+    /// Why an entry of a known type was not understood (it is then
+    /// [`NodeKind::Other`]: kept in the tree, out of the context).
+    pub misshapen: Option<String>,
 }
 
 /// What an entry contributes.
@@ -77,8 +80,10 @@ pub(crate) struct LineError(pub String);
 /// Parses one line after the header. Blank lines are kept without a node; a
 /// line that is not a JSON object with a `type` is an error. A known entry
 /// type whose fields do not have the expected shape stays in the tree (its
-/// children must not be cut off) but contributes no message.
-pub(crate) fn parse(raw: &str) -> Result<Option<Node>, LineError> {
+/// children must not be cut off) but contributes no message, and says why in
+/// [`Node::misshapen`].
+/// Message estimates are counted with `tokenizer` and cached in the node.
+pub(crate) fn parse(raw: &str, tokenizer: Tokenizer) -> Result<Option<Node>, LineError> {
     if raw.trim().is_empty() {
         return Ok(None);
     }
@@ -94,23 +99,45 @@ pub(crate) fn parse(raw: &str) -> Result<Option<Node>, LineError> {
         return Err(LineError("a second session header".into()));
     }
     let entry_timestamp = head.timestamp.as_ref().and_then(timestamp_millis);
-    let kind = kind(&head.entry_type, raw, &id, &head.parent_id, entry_timestamp);
+    let (kind, misshapen) = match kind(
+        &head.entry_type,
+        raw,
+        &id,
+        &head.parent_id,
+        entry_timestamp,
+        tokenizer,
+    ) {
+        Ok(kind) => (kind, None),
+        Err(reason) => (
+            NodeKind::Other {
+                entry_type: head.entry_type.clone(),
+            },
+            Some(format!(
+                "a `{}` entry (`{id}`) of an unknown shape, left out of the context: {reason}",
+                head.entry_type
+            )),
+        ),
+    };
     Ok(Some(Node {
         id,
         parent_id: head.parent_id,
         kind,
+        misshapen,
     }))
 }
 
+/// What the entry contributes, or why an entry of a known type could not be
+/// read as one.
 fn kind(
     entry_type: &str,
     raw: &str,
     id: &str,
     parent_id: &Option<String>,
     entry_timestamp: Option<i64>,
-) -> NodeKind {
+    tokenizer: Tokenizer,
+) -> Result<NodeKind, String> {
     let message = |message: AgentMessage, timestamp: Option<i64>| {
-        let tokens = tokens::estimate_message(&message);
+        let tokens = tokens::count_message(&message, tokenizer);
         NodeKind::Message {
             entry: MessageEntry {
                 id: id.to_owned(),
@@ -124,38 +151,39 @@ fn kind(
     let other = || NodeKind::Other {
         entry_type: entry_type.to_owned(),
     };
-    match entry_type {
+    let misshapen = |error: serde_json::Error| error.to_string();
+    Ok(match entry_type {
         "message" => {
             #[derive(serde::Deserialize)]
             struct Line {
                 message: WireMessage,
             }
-            match serde_json::from_str::<Line>(raw) {
-                Ok(line) => match line.message.into_message() {
-                    Some((parsed, timestamp)) => message(parsed, timestamp),
-                    None => other(),
-                },
-                Err(error) => {
-                    tracing::debug!(entry = id, %error, "message entry of an unknown shape kept out of the context");
-                    other()
-                }
+            let line = serde_json::from_str::<Line>(raw).map_err(misshapen)?;
+            match line.message.into_message() {
+                Some((parsed, timestamp)) => message(parsed, timestamp),
+                // Kept out of the context on purpose (e.g. excluded commands).
+                None => other(),
             }
         }
-        "custom_message" => match serde_json::from_str::<WireCustomMessage>(raw) {
-            Ok(custom) => message(custom.into_message(), None),
-            Err(_) => other(),
-        },
-        "branch_summary" => match serde_json::from_str::<WireBranchSummary>(raw) {
+        "custom_message" => {
+            let custom = serde_json::from_str::<WireCustomMessage>(raw).map_err(misshapen)?;
+            message(custom.into_message(), None)
+        }
+        "branch_summary" => {
+            let branch = serde_json::from_str::<WireBranchSummary>(raw).map_err(misshapen)?;
             // The reference leaves empty branch summaries out of the context.
-            Ok(branch) if !branch.summary.is_empty() => message(
-                AgentMessage::BranchSummary {
-                    summary: branch.summary,
-                    from_id: branch.from_id,
-                },
-                None,
-            ),
-            _ => other(),
-        },
+            if branch.summary.is_empty() {
+                other()
+            } else {
+                message(
+                    AgentMessage::BranchSummary {
+                        summary: branch.summary,
+                        from_id: branch.from_id,
+                    },
+                    None,
+                )
+            }
+        }
         "compaction" => match serde_json::from_str::<WireCompaction>(raw) {
             Ok(compaction) => {
                 let tokens_before = compaction.tokens_before();
@@ -169,10 +197,10 @@ fn kind(
                     modified_files,
                     tokens: 0,
                 };
-                compaction.tokens = tokens::estimate_message(&compaction.message());
+                compaction.tokens = tokens::count_message(&compaction.message(), tokenizer);
                 NodeKind::Compaction(compaction)
             }
-            Err(_) => other(),
+            Err(error) => return Err(misshapen(error)),
         },
         "custom" => {
             #[derive(serde::Deserialize)]
@@ -194,11 +222,12 @@ fn kind(
                         session_file: marker.data.session_file,
                     })
                 }
+                // Any other `custom` entry is the extension's business.
                 _ => other(),
             }
         }
         _ => other(),
-    }
+    })
 }
 
 /// `readFiles` and `modifiedFiles` of a compaction's details.
@@ -222,6 +251,10 @@ fn file_lists(details: Option<&Value>) -> (Vec<String>, Vec<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn parse(raw: &str) -> Result<Option<Node>, LineError> {
+        super::parse(raw, Tokenizer::Estimate)
+    }
 
     #[test]
     fn reads_message_entries_with_cached_estimates() {
@@ -247,12 +280,28 @@ mod tests {
         assert!(
             matches!(node.kind, NodeKind::Other { ref entry_type } if entry_type == "future_thing")
         );
+        assert_eq!(node.misshapen, None, "unknown types are not a problem");
 
         let node =
             parse(r#"{"type":"message","id":"y","parentId":"x","message":{"role":"alien"}}"#)
                 .expect("valid line")
                 .expect("an entry");
         assert!(matches!(node.kind, NodeKind::Other { .. }));
+        assert!(
+            node.misshapen
+                .is_some_and(|why| why.contains("`message` entry (`y`)"))
+        );
+
+        let node = parse(
+            r#"{"type":"message","id":"z","parentId":"y","message":{"role":"assistant","content":[{"type":"toolCall","name":"read","arguments":{}}]}}"#,
+        )
+        .expect("valid line")
+        .expect("an entry");
+        assert!(matches!(node.kind, NodeKind::Other { .. }));
+        assert!(
+            node.misshapen.is_some_and(|why| why.contains("`id`")),
+            "a tool call without an id is reported"
+        );
     }
 
     #[test]

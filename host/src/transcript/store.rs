@@ -8,10 +8,9 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use super::TranscriptConfig;
 use super::error::TranscriptError;
-use super::file::TranscriptFile;
+use super::file::{Access, TranscriptFile};
 use super::handle::{Shared, Transcript};
 use super::wire::SessionHeader;
-use crate::types::RotatedSession;
 
 /// What a new session file starts with.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -64,11 +63,30 @@ impl TranscriptStore {
         let transcript = Transcript::load(
             canonical.clone(),
             self.inner.config.clone(),
-            TranscriptFile::open(&canonical)?,
+            TranscriptFile::open(&canonical, Access::ReadWrite)?,
         )?;
         open.retain(|_, handle| handle.strong_count() > 0);
         open.insert(canonical, Arc::downgrade(&transcript.shared));
         Ok(transcript)
+    }
+
+    /// The transcript at `path` for reading only: the handle already open in
+    /// this process if there is one, else a snapshot of the file that takes
+    /// no lock and changes nothing on disk (a torn last line, perhaps an
+    /// append another process is writing right now, is ignored and reported,
+    /// not cut). What it found is in [`Transcript::open_report`], for the
+    /// caller to surface; it is logged only at debug level. Appends to a
+    /// snapshot fail with [`TranscriptError::ReadOnly`].
+    pub fn open_read_only(&self, path: &Path) -> Result<Transcript, TranscriptError> {
+        let canonical = canonical_existing(path)?;
+        if let Some(live) = self.registry().get(&canonical).and_then(Weak::upgrade) {
+            return Ok(Transcript { shared: live });
+        }
+        Transcript::load(
+            canonical.clone(),
+            self.inner.config.clone(),
+            TranscriptFile::open(&canonical, Access::ReadOnly)?,
+        )
     }
 
     /// Creates a new transcript at `path` (written atomically, header only)
@@ -111,7 +129,8 @@ impl TranscriptStore {
     /// active path's `first_kept_entry_id` (normally right after a
     /// compaction, whose entry is then the new file's last). The new file is
     /// written atomically before the old one records the rotation, so a crash
-    /// leaves either the old transcript alone or both.
+    /// leaves either the old transcript alone or both; no append to the old
+    /// one can slip in between, and it refuses appends afterwards.
     pub fn rotate(
         &self,
         transcript: &Transcript,
@@ -123,18 +142,13 @@ impl TranscriptStore {
             .path()
             .with_file_name(format!("{session_id}.jsonl"));
         let header = SessionHeader::new(
-            session_id.clone(),
+            session_id,
             old_header.cwd,
             Some(transcript.path().to_string_lossy().into_owned()),
         );
-        let contents = transcript.rotated_contents(&header, first_kept_entry_id)?;
-        TranscriptFile::create(&new_path, contents.as_bytes())?;
-        let successor = self.open(&new_path)?;
-        transcript.mark_rotated(&RotatedSession {
-            session_id,
-            session_file: successor.path().to_string_lossy().into_owned(),
-        })?;
-        Ok(successor)
+        transcript.rotate_into(&new_path, &header, first_kept_entry_id, |path| {
+            self.open(path)
+        })
     }
 
     fn registry(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, Weak<Shared>>> {

@@ -365,3 +365,229 @@ fn rotation_continues_the_context_in_a_new_file() {
         "the rotation is recorded in the old file"
     );
 }
+
+/// Side files (`*.torn-*`) next to the transcripts in `dir`.
+fn side_files(dir: &Path) -> Vec<PathBuf> {
+    fs::read_dir(dir)
+        .expect("list dir")
+        .map(|entry| entry.expect("dir entry").path())
+        .filter(|path| path.to_string_lossy().contains(".torn-"))
+        .collect()
+}
+
+#[test]
+fn a_lone_unterminated_header_opens_and_the_next_append_starts_a_new_line() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("s1.jsonl");
+    fs::write(&path, HEADER).expect("write");
+    let transcript = store().open(&path).expect("a header without newline opens");
+    assert_eq!(transcript.open_report(), OpenReport::default());
+    assert_eq!(transcript.session_id(), "s1");
+    assert_eq!(
+        fs::read(&path).expect("read"),
+        HEADER.as_bytes(),
+        "opening changed nothing"
+    );
+    assert!(side_files(dir.path()).is_empty());
+
+    let stored = transcript
+        .append(&[AgentMessage::user_text("hi")])
+        .expect("append");
+    drop(transcript);
+    let text = fs::read_to_string(&path).expect("read");
+    assert!(text.starts_with(&format!("{HEADER}\n{{")), "{text}");
+    let reopened = store().open(&path).expect("reopen");
+    assert_eq!(reopened.open_report(), OpenReport::default());
+    assert_eq!(ids(&reopened), [stored[0].id.clone()]);
+}
+
+#[test]
+fn an_unterminated_garbage_first_line_is_refused_and_left_alone() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("s1.jsonl");
+    let garbage = r#"{"type":"session","version":3,"id":"s1","#;
+    fs::write(&path, garbage).expect("write");
+    assert!(matches!(store().open(&path), Err(TranscriptError::BadHeader(c)) if c.line == 1));
+    assert_eq!(fs::read(&path).expect("read"), garbage.as_bytes());
+    assert!(
+        side_files(dir.path()).is_empty(),
+        "the header is never set aside"
+    );
+}
+
+#[test]
+fn a_read_only_open_takes_no_lock_and_cuts_nothing() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("s1.jsonl");
+    let body = format!(
+        "{HEADER}\n{}\n{{\"type\":\"message\",\"id\":\"x",
+        user("a", None, "one")
+    );
+    fs::write(&path, &body).expect("write");
+    // Another process is writing the file (and its last line, right now).
+    let writer = fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .expect("open as a writer");
+    writer.try_lock().expect("the writer's lock");
+    assert!(matches!(
+        store().open(&path),
+        Err(TranscriptError::Locked { .. })
+    ));
+
+    let reader = store().open_read_only(&path).expect("reads a locked file");
+    assert_eq!(ids(&reader), ["a"]);
+    let torn = reader
+        .open_report()
+        .torn_tail
+        .expect("the torn tail is reported");
+    assert_eq!((torn.line, torn.bytes, torn.saved_to), (3, 25, None));
+    assert!(!reader.is_writable());
+    assert!(matches!(
+        reader.append(&[AgentMessage::user_text("no")]),
+        Err(TranscriptError::ReadOnly { .. })
+    ));
+    assert_eq!(
+        fs::read_to_string(&path).expect("read"),
+        body,
+        "bytes unchanged"
+    );
+    assert!(side_files(dir.path()).is_empty());
+    drop(writer);
+
+    // With a writer in this process, readers see its handle and its appends.
+    let store = store();
+    let live = store.open(&path).expect("open for writing");
+    live.append(&[AgentMessage::user_text("two")])
+        .expect("append");
+    assert_eq!(ids(&store.open_read_only(&path).expect("read")), ids(&live));
+}
+
+#[test]
+fn a_rotated_transcript_refuses_appends_naming_its_successor() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let lines = [
+        HEADER.to_owned(),
+        user("a", None, "one"),
+        user("b", Some("a"), "two"),
+    ];
+    let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let path = write(dir.path(), &lines);
+    let store = TranscriptStore::new(TranscriptConfig {
+        fsync: FsyncPolicy::Never,
+        ..TranscriptConfig::default()
+    });
+    let old = store.open(&path).expect("open");
+
+    // Appends race the rotation; none may be left behind in the old file.
+    let appender = {
+        let old = old.clone();
+        std::thread::spawn(move || {
+            let mut acked = Vec::new();
+            loop {
+                let rotated = old.successor().is_some();
+                match old.append(&[AgentMessage::user_text("more")]) {
+                    Ok(stored) => acked.push(stored[0].id.clone()),
+                    Err(error) => return (acked, Some(error)),
+                }
+                if rotated {
+                    return (acked, None);
+                }
+            }
+        })
+    };
+    while old.line_count() < 20 {
+        std::thread::yield_now();
+    }
+    let new = store.rotate(&old, "b").expect("rotate");
+    let (acked, refusal) = appender.join().expect("appender thread");
+    let in_new: std::collections::HashSet<String> = fs::read_to_string(new.path())
+        .expect("read new file")
+        .lines()
+        .filter_map(|line| {
+            serde_json::from_str::<serde_json::Value>(line).ok()?["id"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .collect();
+    for id in &acked {
+        assert!(
+            in_new.contains(id),
+            "acknowledged entry {id} was left in the old file"
+        );
+    }
+    let refusal = refusal.expect("appends after the rotation are refused");
+    assert!(
+        matches!(&refusal, TranscriptError::Rotated { successor, .. } if successor == new.path()),
+        "{refusal:?}"
+    );
+    assert!(refusal.to_string().contains(&*new.path().to_string_lossy()));
+    assert!(matches!(
+        store.rotate(&old, "b"),
+        Err(TranscriptError::Rotated { .. })
+    ));
+
+    // The refusal survives a reopen: it comes from the marker on disk.
+    drop((old, new));
+    let reopened = TranscriptStore::new(TranscriptConfig::default())
+        .open(&path)
+        .expect("reopen old");
+    assert!(matches!(
+        reopened.append(&[AgentMessage::user_text("late")]),
+        Err(TranscriptError::Rotated { .. })
+    ));
+}
+
+#[test]
+fn reports_messages_of_an_unknown_shape_instead_of_dropping_them_silently() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let lines = [
+        HEADER.to_owned(),
+        user("a", None, "read it"),
+        r#"{"type":"message","id":"b","parentId":"a","timestamp":"2026-01-01T00:00:02.000Z","message":{"role":"assistant","content":[{"type":"toolCall","name":"read","arguments":{}}]}}"#.into(),
+        r#"{"type":"message","id":"c","parentId":"b","timestamp":"2026-01-01T00:00:03.000Z","message":{"role":"toolResult","toolCallId":"lost","toolName":"read","content":[{"type":"text","text":"x"}],"isError":false}}"#.into(),
+        "{broken".into(),
+    ];
+    let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let path = write(dir.path(), &lines);
+    let transcript = store().open_read_only(&path).expect("open");
+    let report = transcript.open_report();
+    assert_eq!(report.misshapen_entries.len(), 1);
+    assert_eq!(report.misshapen_entries[0].line, 3);
+    assert_eq!(ids(&transcript), ["a", "c"], "the entry stays in the tree");
+    let problems = report.problems();
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    assert!(
+        problems[0].contains("s1.jsonl` line 3") && problems[0].contains("`b`"),
+        "{problems:?}"
+    );
+    assert!(problems[1].contains("line 5"), "{problems:?}");
+    assert!(!report.is_clean());
+}
+
+#[cfg(feature = "exact-tokens")]
+#[test]
+fn caches_exact_token_counts_when_configured() {
+    use crate::tokens::{self, Tokenizer};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = write(dir.path(), &[HEADER, &user("a", None, "hello world")]);
+    let config: TranscriptConfig =
+        toml::from_str(r#"tokenizer = "o200k-base""#).expect("the config switch");
+    assert_eq!(config.tokenizer, Tokenizer::O200kBase);
+    let transcript = TranscriptStore::new(config).open(&path).expect("open");
+    let stored = transcript
+        .append(&[AgentMessage::user_text("héllo wörld, 你好")])
+        .expect("append");
+    let history = transcript.history();
+    let exact = |message: &AgentMessage| tokens::count_message(message, Tokenizer::O200kBase);
+    assert_eq!(
+        history.tokens(0..1),
+        2 + tokens::MESSAGE_OVERHEAD_TOKENS + tokens::BLOCK_OVERHEAD_TOKENS
+    );
+    assert_eq!(history.tokens(1..2), exact(&stored[0].message));
+    assert_ne!(
+        history.tokens(0..2),
+        tokens::estimate_entries(history.entries()),
+        "not the heuristic"
+    );
+}

@@ -1,12 +1,19 @@
 //! Crash-test child: appends to a transcript and compacts it, forever, until
 //! the test kills it. After every durable write it prints `ack <entry id>`;
 //! when a compaction rotates the transcript it prints `file <new path>` (the
-//! acks after it belong to that file).
+//! acks after it belong to that file; a kill can come before this line, so
+//! the test also follows the rotation chain on disk).
 //!
-//! Usage: `transcript-crash-child <transcript> <seed> <rotate: 0|1>`
+//! With `tear` set it stops after a few rounds the way a crash in the middle
+//! of an append would leave the file: it writes the first bytes of one more
+//! entry line, without its newline, prints `torn <entry id> <bytes>`, and
+//! waits to be killed.
+//!
+//! Usage: `transcript-crash-child <transcript> <seed> <rotate: 0|1> <tear: 0|1>`
 
+use std::fs::OpenOptions;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
@@ -21,6 +28,7 @@ fn main() -> Result<()> {
     let path = PathBuf::from(args.next().context("transcript path")?);
     let seed: u64 = args.next().context("seed")?.parse()?;
     let rotate = args.next().context("rotate flag")? == "1";
+    let tear = args.next().context("tear flag")? == "1";
 
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -42,8 +50,17 @@ fn main() -> Result<()> {
         ..CompactParams::default()
     };
     let mut rng = fastrand::Rng::with_seed(seed);
+    let tear_at = tear.then(|| rng.u64(0..6));
     let mut out = std::io::stdout().lock();
     for round in 0u64.. {
+        if tear_at == Some(round) {
+            let (id, bytes) = write_torn_line(transcript.path(), seed, &mut rng)?;
+            writeln!(out, "torn {id} {bytes}")?;
+            out.flush()?;
+            loop {
+                std::thread::park();
+            }
+        }
         if rng.u8(..8) == 0 && transcript.history().len() > 8 {
             let result = runtime.block_on(compactor.compact(
                 &transcript,
@@ -55,7 +72,7 @@ fn main() -> Result<()> {
                 let compaction = transcript.history().entries()[0].id.clone();
                 writeln!(out, "ack {compaction}")?;
                 if let Some(rotated) = result.rotated_session {
-                    transcript = store.open(std::path::Path::new(&rotated.session_file))?;
+                    transcript = store.open(Path::new(&rotated.session_file))?;
                     writeln!(out, "file {}", transcript.path().display())?;
                 }
             }
@@ -98,4 +115,21 @@ fn main() -> Result<()> {
         out.flush()?;
     }
     Ok(())
+}
+
+/// Appends the first bytes of an entry line (at least up to its id, never
+/// its newline) behind the store's back: what an append cut short by a crash
+/// leaves. Answers the entry's id and how many bytes were written.
+fn write_torn_line(path: &Path, seed: u64, rng: &mut fastrand::Rng) -> Result<(String, usize)> {
+    let id = format!("torn{seed:08x}");
+    let line = format!(
+        r#"{{"type":"message","id":"{id}","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","message":{{"role":"user","content":"{}"}}}}"#,
+        "lost ".repeat(rng.usize(1..50))
+    );
+    let with_id = line.find(&id).context("id in line")? + id.len();
+    let bytes = rng.usize(with_id..line.len());
+    let mut file = OpenOptions::new().append(true).open(path)?;
+    file.write_all(&line.as_bytes()[..bytes])?;
+    file.sync_data()?;
+    Ok((id, bytes))
 }

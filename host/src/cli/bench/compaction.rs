@@ -22,7 +22,7 @@ pub async fn rows(options: &Options, rows: &mut Vec<Row>) -> anyhow::Result<()> 
     let source_path = dir.path().join("source.jsonl");
     std::fs::write(&source_path, SOURCE)?;
     let source: Vec<AgentMessage> = store
-        .open(&source_path)?
+        .open_read_only(&source_path)?
         .active_branch()
         .into_iter()
         .map(|entry| entry.message)

@@ -39,7 +39,7 @@ pub async fn rows(options: &Options, rows: &mut Vec<Row>) -> anyhow::Result<()> 
     };
     let recording = runtime
         .transcripts()
-        .open(&recording_path)
+        .open_read_only(&recording_path)
         .with_context(|| format!("cannot read `{}`", recording_path.display()))?;
     let script = ReplayScript::from_messages(
         recording
