@@ -272,6 +272,24 @@ async fn a_huge_answer_is_invalid_output() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_repeating_the_history_is_invalid_output() {
+    // A small answer describing a prompt a hundred thousand histories long:
+    // refused before the host builds any of it.
+    let record = expect_assemble_fallback(
+        SandboxConfig::default(),
+        "amplifier",
+        FailureKind::InvalidOutput,
+        AssembleParams::default(),
+    )
+    .await;
+    assert!(
+        record.reason.contains("must not overlap"),
+        "{}",
+        record.reason
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_huge_payload_to_the_host_is_a_host_limit() {
     let config = SandboxConfig {
         max_input_kib_per_call: 8 * 1024,
