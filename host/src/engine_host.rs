@@ -15,7 +15,7 @@ use crate::quarantine::QuarantineStore;
 use crate::registry::{
     EngineFactory, LEGACY_ID, Owner, RegisterError, RegisterOptions, Registration, Registry,
 };
-use crate::sandbox::Sandbox;
+use crate::sandbox::{EngineIdentity, Sandbox};
 use crate::services::HostServices;
 
 /// Owner recorded for an id that was selected but never registered.
@@ -154,7 +154,7 @@ impl EngineHost {
                 self.policy,
             );
         }
-        match self.instantiate(id, &registration.factory).await {
+        match self.instantiate(&selected, &registration.factory).await {
             Ok(engine) => GuardedEngine::new(
                 selected,
                 engine,
@@ -193,12 +193,15 @@ impl EngineHost {
         )
     }
 
-    /// Makes the engine of `factory`, registered as `id`.
+    /// Makes the engine of `factory`, registered as `selected`: a wasm
+    /// engine's state, logs and failures are scoped to the registered id,
+    /// whatever id its `info` declares.
     async fn instantiate(
         &self,
-        id: &str,
+        selected: &Selected,
         factory: &EngineFactory,
     ) -> Result<Arc<dyn ContextEngine>, EngineFailure> {
+        let id = selected.id.as_str();
         let component = match factory {
             EngineFactory::Native(make) => return Ok(make()),
             EngineFactory::WasmFile(path) => self.sandbox.load_file(path),
@@ -207,14 +210,14 @@ impl EngineHost {
         let component = component.map_err(|error| {
             EngineFailure::new(id, Operation::Load, FailureKind::Load, error.to_string())
         })?;
+        let identity = EngineIdentity {
+            id: id.to_owned(),
+            owner: selected.owner.to_string(),
+        };
         let engine = self
             .sandbox
-            .instantiate(&component, self.services.clone())
-            .await
-            .map_err(|failure| EngineFailure {
-                engine_id: id.to_owned(),
-                ..failure
-            })?;
+            .instantiate_as(&component, identity, self.services.clone())
+            .await?;
         Ok(Arc::new(engine))
     }
 }

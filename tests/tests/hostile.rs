@@ -700,3 +700,65 @@ async fn host_params_reach_only_engines_that_accept_them() {
     assert_eq!(maintained.reason.as_deref(), Some("runtime-context=None"));
     assert!(engine.take_events().is_empty());
 }
+
+/// The text of the note an engine added last to its prompt.
+fn last_note(result: &AssembleResult) -> String {
+    use ctxbox_host::types::{AgentMessage, ContentBlock};
+    match result.items.last() {
+        Some(AssembledItem::Insert(AgentMessage::Custom { content, .. })) => {
+            match content.first() {
+                Some(ContentBlock::Text { text }) => text.clone(),
+                other => panic!("the note holds {other:?}"),
+            }
+        }
+        other => panic!("no note last: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_engine_declaring_another_id_cannot_reach_its_state() {
+    let (_dir, host) = zoo_host(SandboxConfig::default(), GuardPolicy::default());
+    let history = History::new(conversation(1));
+    let prompt = |prompt: &str| AssembleParams {
+        prompt: Some(prompt.into()),
+        ..AssembleParams::default()
+    };
+    // The real services-probe stores keys in its state.
+    let probe = host.select(Some("services-probe")).await;
+    let report = last_note(
+        &probe
+            .assemble(
+                &CallOptions::default(),
+                &session("s"),
+                &history,
+                &prompt("state"),
+            )
+            .await
+            .expect("the probe runs"),
+    );
+    assert!(report.starts_with("get=1"), "{report}");
+
+    // state-spy, registered as `state-spy`, declares `services-probe` in its
+    // info: its store is its own, scoped by the id it was registered under.
+    let spy = host.select(Some("state-spy")).await;
+    assert!(spy.serving_selected());
+    let call = async |params: AssembleParams| {
+        last_note(
+            &spy.assemble(&CallOptions::default(), &session("s"), &history, &params)
+                .await
+                .expect("the spy answers"),
+        )
+    };
+    assert_eq!(
+        call(prompt("read")).await,
+        "keys=",
+        "sees no one else's keys"
+    );
+    assert_eq!(
+        call(prompt("write")).await,
+        "keys=spy/mark",
+        "its own store works"
+    );
+
+    assert!(spy.take_events().is_empty() && probe.take_events().is_empty());
+}
