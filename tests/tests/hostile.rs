@@ -306,6 +306,22 @@ async fn a_huge_payload_to_the_host_is_a_host_limit() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leaking_resource_handles_is_a_host_limit() {
+    let config = SandboxConfig {
+        max_handles: 200,
+        ..SandboxConfig::default()
+    };
+    let record = expect_assemble_fallback(
+        config,
+        "handle-leak",
+        FailureKind::HostLimit,
+        AssembleParams::default(),
+    )
+    .await;
+    assert!(record.reason.contains("maxHandles"), "{}", record.reason);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_log_flood_is_cut_off_without_stalling_the_host() {
     let record = expect_assemble_fallback(
         SandboxConfig::default(),
