@@ -167,16 +167,9 @@ impl EngineHost {
     }
 
     /// Quarantines `failure` and answers the stand-in that serves through
-    /// legacy.
+    /// legacy. The stand-in reports the fallback (its one tracing event and
+    /// guard event) with the first call it serves, which names the session.
     fn unavailable(&self, selected: Selected, failure: EngineFailure) -> GuardedEngine {
-        tracing::warn!(
-            engine = %failure.engine_id,
-            owner = %selected.owner,
-            operation = failure.operation.as_str(),
-            classification = failure.kind.as_str(),
-            reason = %failure.message,
-            "engine cannot be used; quarantined, serving with legacy"
-        );
         let owner = selected.owner.to_string();
         if let Err(error) =
             self.quarantine

@@ -12,6 +12,8 @@ use ctxbox_host::sandbox::{Sandbox, SandboxConfig, WasmEngine};
 use ctxbox_host::services::{HostServices, NoServices};
 use ctxbox_host::types::SessionRef;
 
+pub mod traces;
+
 /// Paths of the guest components the build script compiled.
 pub mod guests {
     include!(concat!(env!("OUT_DIR"), "/guests.rs"));

@@ -778,3 +778,92 @@ async fn an_engine_declaring_another_id_cannot_reach_its_state() {
 
     assert!(spy.take_events().is_empty() && probe.take_events().is_empty());
 }
+
+/// Checks the one tracing event of a guard decision.
+fn assert_one_guard_event(
+    capture: &ctxbox_tests::traces::Capture,
+    expected: [(&str, &str); 5],
+    reason_part: &str,
+) -> ctxbox_tests::traces::Captured {
+    let warnings: Vec<_> = capture
+        .events()
+        .into_iter()
+        .filter(|event| {
+            event.target.starts_with("ctxbox_host") && event.level <= tracing::Level::WARN
+        })
+        .collect();
+    assert_eq!(warnings.len(), 1, "one event per decision: {warnings:#?}");
+    let event = &warnings[0];
+    assert_eq!(event.message, "engine call guarded", "{event:?}");
+    for (field, value) in expected {
+        assert_eq!(event.field(field), value, "{field} in {event:?}");
+    }
+    assert!(event.field("reason").contains(reason_part), "{event:?}");
+    event.clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_guard_decision_is_one_tracing_event_with_all_its_fields() {
+    let (_dir, host) = zoo_host(SandboxConfig::default(), GuardPolicy::default());
+    let history = History::new(conversation(1));
+    let panic = AssembleParams {
+        prompt: Some("panic".into()),
+        ..AssembleParams::default()
+    };
+
+    // A failing call: quarantine and fallback are one decision, one event.
+    let engine = host.select(Some("panicker")).await;
+    let capture = ctxbox_tests::traces::Capture::default();
+    capture
+        .run(engine.assemble(
+            &CallOptions::default(),
+            &session("traced"),
+            &history,
+            &panic,
+        ))
+        .await
+        .expect("legacy answers");
+    let event = assert_one_guard_event(
+        &capture,
+        [
+            ("engine", "panicker"),
+            ("owner", "plugin:zoo"),
+            ("session", "traced"),
+            ("operation", "assemble"),
+            ("classification", "panic"),
+        ],
+        "panicked",
+    );
+    assert_eq!(event.field("action"), "fell-back");
+
+    // A failed resolution: reported once, with the first call's session.
+    let capture = ctxbox_tests::traces::Capture::default();
+    let engine = capture.run(host.select(Some("no-such-engine"))).await;
+    assert!(capture.events().is_empty(), "{:?}", capture.events());
+    for call in ["first", "second"] {
+        capture
+            .run(engine.assemble(
+                &CallOptions::default(),
+                &session(call),
+                &history,
+                &AssembleParams::default(),
+            ))
+            .await
+            .expect("legacy answers");
+    }
+    assert_one_guard_event(
+        &capture,
+        [
+            ("engine", "no-such-engine"),
+            ("owner", "plugin:unregistered"),
+            ("session", "first"),
+            ("operation", "load"),
+            ("classification", "load"),
+        ],
+        "not registered",
+    );
+    let events = engine.take_events();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].action, GuardAction::FellBack);
+    assert_eq!(events[0].session_id.as_deref(), Some("first"));
+}
