@@ -867,3 +867,66 @@ async fn each_guard_decision_is_one_tracing_event_with_all_its_fields() {
     assert_eq!(events[0].action, GuardAction::FellBack);
     assert_eq!(events[0].session_id.as_deref(), Some("first"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quarantined_engine_is_tried_again_after_its_back_off() {
+    use std::sync::atomic::{AtomicI64, Ordering};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let now = Arc::new(AtomicI64::new(1_000_000));
+    let clock = now.clone();
+    let quarantine = ctxbox_host::quarantine::QuarantineStore::open(
+        &dir.path().join("quarantine.sqlite3"),
+        Some(Duration::from_secs(60)),
+    )
+    .expect("quarantine store")
+    .with_clock(Arc::new(move || clock.load(Ordering::Relaxed)));
+    let host = ctxbox_tests::zoo_host_with(
+        dir.path(),
+        SandboxConfig::default(),
+        GuardPolicy::default(),
+        quarantine,
+    );
+    let history = History::new(conversation(2));
+    let assemble = async |engine: &GuardedEngine| {
+        engine
+            .assemble(
+                &CallOptions::default(),
+                &session("s"),
+                &history,
+                &AssembleParams::default(),
+            )
+            .await
+            .expect("always answered")
+    };
+
+    // flaky panics on the fifth call of an instance.
+    let engine = host.select(Some("flaky")).await;
+    for _ in 0..5 {
+        assemble(&engine).await;
+    }
+    let events = engine.take_events();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].action, GuardAction::FellBack);
+    let record = host.quarantine().get("flaky").expect("quarantined");
+    assert_eq!(record.retry_at_ms, Some(1_000_000 + 60_000));
+
+    // Within the back-off: legacy serves, the engine is not called.
+    now.fetch_add(59_000, Ordering::Relaxed);
+    let engine = host.select(Some("flaky")).await;
+    assert_eq!(engine.serving_id(), "legacy");
+    assemble(&engine).await;
+    assert!(engine.take_events().is_empty());
+
+    // After it: tried again, and a healthy answer clears the record.
+    now.fetch_add(2_000, Ordering::Relaxed);
+    let engine = host.select(Some("flaky")).await;
+    assert!(engine.serving_selected(), "the retry is due");
+    assemble(&engine).await;
+    let events = engine.take_events();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].action, GuardAction::Recovered);
+    assert!(host.quarantine().get("flaky").is_none(), "cleared");
+    assert_eq!(engine.serving_id(), "flaky");
+    assemble(&engine).await;
+    assert!(engine.take_events().is_empty(), "serving normally again");
+}
