@@ -85,6 +85,18 @@ async fn bystander(engine: Arc<GuardedEngine>, stop: CancellationToken) -> usize
     }
 }
 
+/// Runs `work` while another agent's session on the same host is served,
+/// and checks that it was.
+async fn while_bystander_served<T>(host: &EngineHost, work: impl Future<Output = T>) -> T {
+    let stop = CancellationToken::new();
+    let watcher = tokio::spawn(bystander(bystander_engine(host).await, stop.clone()));
+    let answer = work.await;
+    stop.cancel();
+    let served = watcher.await.expect("bystander task");
+    assert!(served > 0, "the bystander was served meanwhile");
+    answer
+}
+
 /// Runs `call` on engine `id` while a bystander agent is served, then checks
 /// the one guard event, the quarantine record and that legacy serves now.
 async fn expect_quarantine<T>(
@@ -97,12 +109,7 @@ async fn expect_quarantine<T>(
     let engine = host.select(Some(id)).await;
     assert!(engine.serving_selected(), "{id} loads and serves at first");
 
-    let stop = CancellationToken::new();
-    let watcher = tokio::spawn(bystander(bystander_engine(&host).await, stop.clone()));
-    let answer = call(engine.clone()).await;
-    stop.cancel();
-    let served = watcher.await.expect("bystander task");
-    assert!(served > 0, "the bystander was served while {id} misbehaved");
+    let answer = while_bystander_served(&host, call(engine.clone())).await;
 
     let events = engine.take_events();
     assert_eq!(events.len(), 1, "{events:?}");
@@ -401,29 +408,28 @@ async fn an_engine_failing_on_its_fifth_call_serves_four_then_falls_back() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_info_with_an_empty_id_falls_back_at_selection() {
+async fn an_info_with_an_empty_id_or_name_falls_back_at_selection() {
     let (_dir, host) = zoo_host(SandboxConfig::default(), GuardPolicy::default());
-    let engine = host.select(Some("nameless")).await;
-    assert!(!engine.serving_selected());
-    assert_eq!(engine.info().id, "legacy");
-    let record = host
-        .quarantine()
-        .get("nameless")
-        .expect("quarantined at selection");
-    assert_eq!(record.operation, "info");
-    assert_eq!(record.classification, "invalid-output");
-    assert!(record.reason.contains("empty id"), "{}", record.reason);
     let history = History::new(conversation(1));
-    let result = engine
-        .assemble(
-            &CallOptions::default(),
-            &session("s"),
-            &history,
-            &AssembleParams::default(),
-        )
-        .await
-        .expect("legacy");
-    assert_eq!(result.items, keep_all(&history));
+    for (id, problem) in [("nameless", "empty id"), ("blank-name", "empty name")] {
+        let engine = while_bystander_served(&host, host.select(Some(id))).await;
+        assert!(!engine.serving_selected(), "{id}");
+        assert_eq!(engine.info().id, "legacy");
+        let record = host.quarantine().get(id).expect("quarantined at selection");
+        assert_eq!(record.operation, "info");
+        assert_eq!(record.classification, "invalid-output");
+        assert!(record.reason.contains(problem), "{id}: {}", record.reason);
+        let result = engine
+            .assemble(
+                &CallOptions::default(),
+                &session("s"),
+                &history,
+                &AssembleParams::default(),
+            )
+            .await
+            .expect("legacy");
+        assert_eq!(result.items, keep_all(&history));
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -441,7 +447,11 @@ async fn an_unregistered_or_unloadable_engine_falls_back_at_selection() {
         record.reason
     );
 
-    for (id, fragment) in [("wrong-version", "0.2.0"), ("phone-home", "wasi:sockets")] {
+    for (id, fragment) in [
+        ("wrong-version", "0.2.0"),
+        ("phone-home", "wasi:sockets"),
+        ("fs-reader", "wasi:filesystem"),
+    ] {
         let engine = host.select(Some(id)).await;
         assert_eq!(engine.serving_id(), "legacy", "{id}");
         let record = host.quarantine().get(id).expect("quarantined");
@@ -553,13 +563,39 @@ async fn a_lying_compaction_is_invalid_output() {
     let (dir, host) = zoo_host(SandboxConfig::default(), GuardPolicy::default());
     let (session, history) = compaction_history(dir.path());
     let engine = host.select(Some("liar")).await;
-    let result = engine
-        .compact(&CallOptions::default(), &session, &history, &grow)
-        .await
-        .expect("reported");
+    let result = while_bystander_served(
+        &host,
+        engine.compact(&CallOptions::default(), &session, &history, &grow),
+    )
+    .await
+    .expect("reported");
     assert!(!result.ok);
     let record = host.quarantine().get("liar").expect("quarantined");
     assert!(record.reason.contains("tokens-after"), "{}", record.reason);
+}
+
+/// A forced compaction whose caller aborts `after` it starts; answers its
+/// outcome and how long it took.
+async fn compact_aborted_after(
+    engine: &GuardedEngine,
+    session: &ctxbox_host::types::SessionRef,
+    history: &History,
+    after: Duration,
+) -> (
+    ctxbox_host::engine::EngineResult<ctxbox_host::types::CompactResult>,
+    Duration,
+) {
+    let abort = CancellationToken::new();
+    let trigger = abort.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(after).await;
+        trigger.cancel();
+    });
+    let started = Instant::now();
+    let outcome = engine
+        .compact(&CallOptions::with_abort(abort), session, history, &force())
+        .await;
+    (outcome, started.elapsed())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -574,24 +610,14 @@ async fn a_compaction_ignoring_abort_is_interrupted_and_not_quarantined() {
     );
     let (session, history) = compaction_history(dir.path());
     let engine = host.select(Some("abort-ignorer")).await;
-    let abort = CancellationToken::new();
-    let trigger = abort.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        trigger.cancel();
-    });
-    let started = Instant::now();
-    let failure = engine
-        .compact(
-            &CallOptions::with_abort(abort),
-            &session,
-            &history,
-            &force(),
-        )
-        .await
-        .expect_err("the caller's abort is reported to the caller");
+    let (failure, took) = while_bystander_served(
+        &host,
+        compact_aborted_after(&engine, &session, &history, Duration::from_millis(200)),
+    )
+    .await;
+    let failure = failure.expect_err("the caller's abort is reported to the caller");
     assert_eq!(failure.kind, FailureKind::Aborted);
-    assert!(started.elapsed() < Duration::from_millis(300) + SLACK);
+    assert!(took < Duration::from_millis(300) + SLACK, "{took:?}");
     let events = engine.take_events();
     assert_eq!(events.len(), 1);
     assert_eq!(events[0].action, GuardAction::Aborted);
@@ -600,6 +626,128 @@ async fn a_compaction_ignoring_abort_is_interrupted_and_not_quarantined() {
         "a caller abort never quarantines"
     );
     assert!(engine.serving_selected());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compaction_that_sees_the_abort_returns_early_and_is_not_quarantined() {
+    // A grace far longer than the test: only the engine returning by itself
+    // can end the call in time.
+    let (dir, host) = zoo_host(
+        SandboxConfig {
+            fuel_per_compaction: u64::MAX / 4,
+            abort_grace_ms: 600_000,
+            ..SandboxConfig::default()
+        },
+        GuardPolicy::default(),
+    );
+    let (session, history) = compaction_history(dir.path());
+    let engine = host.select(Some("abort-heeder")).await;
+    let (result, _) = while_bystander_served(
+        &host,
+        compact_aborted_after(&engine, &session, &history, Duration::from_millis(200)),
+    )
+    .await;
+    let result = result.expect("the engine answered the aborted call itself");
+    assert!(!result.ok && !result.compacted, "{result:?}");
+    assert!(
+        result
+            .reason
+            .as_deref()
+            .is_some_and(|reason| reason.starts_with("aborted by the caller")),
+        "{result:?}"
+    );
+    assert!(
+        engine.take_events().is_empty(),
+        "nothing for the guard to do"
+    );
+    assert!(host.quarantine().get("abort-heeder").is_none());
+    assert!(engine.serving_selected());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strict_mode_fails_when_the_engine_cannot_be_resolved() {
+    let (_dir, host) = zoo_host(SandboxConfig::default(), GuardPolicy { strict: true });
+    host.registry()
+        .plugin("zoo")
+        .register(
+            "garbage",
+            ctxbox_host::registry::EngineFactory::WasmBytes {
+                label: "garbage.wasm".into(),
+                bytes: Arc::from(&b"not a component"[..]),
+            },
+            ctxbox_host::registry::RegisterOptions::default(),
+        )
+        .expect("registers");
+    let history = History::new(conversation(1));
+    for (id, fragment) in [
+        ("no-such-engine", "not registered"),
+        ("garbage", "not a WebAssembly"),
+    ] {
+        let engine = host.select(Some(id)).await;
+        for call in 0..2 {
+            let failure = engine
+                .assemble(
+                    &CallOptions::default(),
+                    &session("s"),
+                    &history,
+                    &AssembleParams::default(),
+                )
+                .await
+                .expect_err("strict mode fails instead of falling back");
+            assert_eq!(failure.kind, FailureKind::Load, "{id}");
+            assert!(
+                failure.message.contains("strict mode"),
+                "{id} #{call}: {failure}"
+            );
+            assert!(
+                failure.message.contains(fragment),
+                "{id} #{call}: {failure}"
+            );
+        }
+        let events = engine.take_events();
+        assert_eq!(events.len(), 1, "{id}: {events:?}");
+        assert_eq!(events[0].action, GuardAction::Reported);
+        assert!(host.quarantine().get(id).is_some(), "{id} quarantined");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_subagent_preparation_is_reported_and_later_ones_go_to_legacy() {
+    use ctxbox_host::types::{ContextMode, SubagentSpawn};
+    let (_dir, host) = zoo_host(SandboxConfig::default(), GuardPolicy::default());
+    let spawn = SubagentSpawn {
+        parent_session_key: "agent:main".into(),
+        child_session_key: "agent:main:sub".into(),
+        context_mode: ContextMode::Isolated,
+        ttl_ms: None,
+    };
+    let failure = expect_quarantine(
+        host.clone(),
+        "panicker",
+        Operation::PrepareSubagentSpawn,
+        FailureKind::Panic,
+        async |engine| {
+            engine
+                .prepare_subagent_spawn(&CallOptions::default(), &spawn)
+                .await
+                .expect_err("reported to the caller, not retried")
+        },
+    )
+    .await;
+    assert_eq!(failure.kind, FailureKind::Panic);
+    assert!(
+        failure
+            .stderr_tail
+            .contains("cannot prepare agent:main:sub")
+    );
+
+    let engine = host.select(Some("panicker")).await;
+    let later = engine
+        .prepare_subagent_spawn(&CallOptions::default(), &spawn)
+        .await
+        .expect("legacy prepares");
+    assert_eq!(later, None);
+    assert!(engine.take_events().is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
