@@ -4,9 +4,7 @@
 //! registered, will not load or instantiate, or answers `info` badly.
 
 use std::collections::HashMap;
-use std::sync::Arc;
-
-use tokio::sync::Mutex;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::engine::ContextEngine;
 use crate::error::{EngineFailure, FailureKind, Operation};
@@ -30,8 +28,13 @@ pub struct EngineHost {
     services: Arc<dyn HostServices>,
     legacy: Arc<dyn ContextEngine>,
     policy: GuardPolicy,
-    resolved: Mutex<HashMap<String, Resolved>>,
+    /// One slot per selected id, each with its own lock: resolving (and
+    /// compiling) one engine never holds up the selection of another.
+    resolved: Mutex<HashMap<String, Arc<ResolvedSlot>>>,
 }
+
+/// The resolution of one id, once made.
+type ResolvedSlot = tokio::sync::Mutex<Option<Resolved>>;
 
 struct Resolved {
     generation: u64,
@@ -89,23 +92,27 @@ impl EngineHost {
             .map(str::trim)
             .filter(|id| !id.is_empty())
             .unwrap_or(LEGACY_ID);
-        let mut resolved = self.resolved.lock().await;
+        let slot = self
+            .resolved
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(id.to_owned())
+            .or_default()
+            .clone();
+        let mut resolved = slot.lock().await;
         let registration = self.registry.get(id);
         let generation = registration.as_ref().map_or(0, |r| r.generation);
-        if let Some(known) = resolved.get(id) {
+        if let Some(known) = &*resolved {
             let retry_due = !known.engine.serving_selected() && !self.quarantine.is_blocked(id);
             if known.generation == generation && !retry_due {
                 return known.engine.clone();
             }
         }
         let engine = Arc::new(self.resolve(id, registration).await);
-        resolved.insert(
-            id.to_owned(),
-            Resolved {
-                generation,
-                engine: engine.clone(),
-            },
-        );
+        *resolved = Some(Resolved {
+            generation,
+            engine: engine.clone(),
+        });
         engine
     }
 
@@ -195,14 +202,25 @@ impl EngineHost {
         factory: &EngineFactory,
     ) -> Result<Arc<dyn ContextEngine>, EngineFailure> {
         let id = selected.id.as_str();
-        let component = match factory {
+        let load_failure =
+            |message: String| EngineFailure::new(id, Operation::Load, FailureKind::Load, message);
+        // Compiling takes Cranelift a while: off the async workers.
+        let sandbox = self.sandbox.clone();
+        let load = match factory {
             EngineFactory::Native(make) => return Ok(make()),
-            EngineFactory::WasmFile(path) => self.sandbox.load_file(path),
-            EngineFactory::WasmBytes { label, bytes } => self.sandbox.load_bytes(label, bytes),
+            EngineFactory::WasmFile(path) => {
+                let path = path.clone();
+                tokio::task::spawn_blocking(move || sandbox.load_file(&path))
+            }
+            EngineFactory::WasmBytes { label, bytes } => {
+                let (label, bytes) = (label.clone(), bytes.clone());
+                tokio::task::spawn_blocking(move || sandbox.load_bytes(&label, &bytes))
+            }
         };
-        let component = component.map_err(|error| {
-            EngineFailure::new(id, Operation::Load, FailureKind::Load, error.to_string())
-        })?;
+        let component = load
+            .await
+            .map_err(|error| load_failure(format!("the loading task failed: {error}")))?
+            .map_err(|error| load_failure(error.to_string()))?;
         let identity = EngineIdentity {
             id: id.to_owned(),
             owner: selected.owner.to_string(),

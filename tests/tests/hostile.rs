@@ -1078,3 +1078,46 @@ async fn a_quarantined_engine_is_tried_again_after_its_back_off() {
     assemble(&engine).await;
     assert!(engine.take_events().is_empty(), "serving normally again");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resolving_one_engine_does_not_hold_up_selecting_another() {
+    use std::sync::Mutex;
+    use std::sync::mpsc;
+    let (_dir, host) = zoo_host(SandboxConfig::default(), GuardPolicy::default());
+    // A native engine whose factory takes as long as the test wants.
+    let (started_tx, started_rx) = tokio::sync::oneshot::channel::<()>();
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let started = Mutex::new(Some(started_tx));
+    let release = Mutex::new(release_rx);
+    let made: Arc<dyn ContextEngine> =
+        Arc::new(ctxbox_tests::engine(host.sandbox(), guests::KEEP_RECENT).await);
+    host.registry()
+        .plugin("zoo")
+        .register(
+            "slow-to-make",
+            ctxbox_host::registry::EngineFactory::Native(Arc::new(move || {
+                if let Some(started) = started.lock().expect("lock").take() {
+                    let _ = started.send(());
+                }
+                let _ = release
+                    .lock()
+                    .expect("lock")
+                    .recv_timeout(Duration::from_secs(120));
+                made.clone()
+            })),
+            ctxbox_host::registry::RegisterOptions::default(),
+        )
+        .expect("registers");
+
+    let slow = tokio::spawn({
+        let host = host.clone();
+        async move { host.select(Some("slow-to-make")).await }
+    });
+    started_rx.await.expect("the slow resolution started");
+    let other = tokio::time::timeout(Duration::from_secs(60), host.select(Some("keep-recent")))
+        .await
+        .expect("selecting another engine is not blocked by a resolution in progress");
+    assert!(other.serving_selected());
+    release_tx.send(()).expect("release");
+    assert!(slow.await.expect("task").serving_selected());
+}
