@@ -4,9 +4,7 @@
 //! registered, will not load or instantiate, or answers `info` badly.
 
 use std::collections::HashMap;
-use std::sync::Arc;
-
-use tokio::sync::Mutex;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::engine::ContextEngine;
 use crate::error::{EngineFailure, FailureKind, Operation};
@@ -15,7 +13,7 @@ use crate::quarantine::QuarantineStore;
 use crate::registry::{
     EngineFactory, LEGACY_ID, Owner, RegisterError, RegisterOptions, Registration, Registry,
 };
-use crate::sandbox::Sandbox;
+use crate::sandbox::{EngineIdentity, Sandbox};
 use crate::services::HostServices;
 
 /// Owner recorded for an id that was selected but never registered.
@@ -30,8 +28,13 @@ pub struct EngineHost {
     services: Arc<dyn HostServices>,
     legacy: Arc<dyn ContextEngine>,
     policy: GuardPolicy,
-    resolved: Mutex<HashMap<String, Resolved>>,
+    /// One slot per selected id, each with its own lock: resolving (and
+    /// compiling) one engine never holds up the selection of another.
+    resolved: Mutex<HashMap<String, Arc<ResolvedSlot>>>,
 }
+
+/// The resolution of one id, once made.
+type ResolvedSlot = tokio::sync::Mutex<Option<Resolved>>;
 
 struct Resolved {
     generation: u64,
@@ -89,23 +92,27 @@ impl EngineHost {
             .map(str::trim)
             .filter(|id| !id.is_empty())
             .unwrap_or(LEGACY_ID);
-        let mut resolved = self.resolved.lock().await;
+        let slot = self
+            .resolved
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(id.to_owned())
+            .or_default()
+            .clone();
+        let mut resolved = slot.lock().await;
         let registration = self.registry.get(id);
         let generation = registration.as_ref().map_or(0, |r| r.generation);
-        if let Some(known) = resolved.get(id) {
+        if let Some(known) = &*resolved {
             let retry_due = !known.engine.serving_selected() && !self.quarantine.is_blocked(id);
             if known.generation == generation && !retry_due {
                 return known.engine.clone();
             }
         }
         let engine = Arc::new(self.resolve(id, registration).await);
-        resolved.insert(
-            id.to_owned(),
-            Resolved {
-                generation,
-                engine: engine.clone(),
-            },
-        );
+        *resolved = Some(Resolved {
+            generation,
+            engine: engine.clone(),
+        });
         engine
     }
 
@@ -154,7 +161,7 @@ impl EngineHost {
                 self.policy,
             );
         }
-        match self.instantiate(id, &registration.factory).await {
+        match self.instantiate(&selected, &registration.factory).await {
             Ok(engine) => GuardedEngine::new(
                 selected,
                 engine,
@@ -167,16 +174,9 @@ impl EngineHost {
     }
 
     /// Quarantines `failure` and answers the stand-in that serves through
-    /// legacy.
+    /// legacy. The stand-in reports the fallback (its one tracing event and
+    /// guard event) with the first call it serves, which names the session.
     fn unavailable(&self, selected: Selected, failure: EngineFailure) -> GuardedEngine {
-        tracing::warn!(
-            engine = %failure.engine_id,
-            owner = %selected.owner,
-            operation = failure.operation.as_str(),
-            classification = failure.kind.as_str(),
-            reason = %failure.message,
-            "engine cannot be used; quarantined, serving with legacy"
-        );
         let owner = selected.owner.to_string();
         if let Err(error) =
             self.quarantine
@@ -193,28 +193,42 @@ impl EngineHost {
         )
     }
 
-    /// Makes the engine of `factory`, registered as `id`.
+    /// Makes the engine of `factory`, registered as `selected`: a wasm
+    /// engine's state, logs and failures are scoped to the registered id,
+    /// whatever id its `info` declares.
     async fn instantiate(
         &self,
-        id: &str,
+        selected: &Selected,
         factory: &EngineFactory,
     ) -> Result<Arc<dyn ContextEngine>, EngineFailure> {
-        let component = match factory {
+        let id = selected.id.as_str();
+        let load_failure =
+            |message: String| EngineFailure::new(id, Operation::Load, FailureKind::Load, message);
+        // Compiling takes Cranelift a while: off the async workers.
+        let sandbox = self.sandbox.clone();
+        let load = match factory {
             EngineFactory::Native(make) => return Ok(make()),
-            EngineFactory::WasmFile(path) => self.sandbox.load_file(path),
-            EngineFactory::WasmBytes { label, bytes } => self.sandbox.load_bytes(label, bytes),
+            EngineFactory::WasmFile(path) => {
+                let path = path.clone();
+                tokio::task::spawn_blocking(move || sandbox.load_file(&path))
+            }
+            EngineFactory::WasmBytes { label, bytes } => {
+                let (label, bytes) = (label.clone(), bytes.clone());
+                tokio::task::spawn_blocking(move || sandbox.load_bytes(&label, &bytes))
+            }
         };
-        let component = component.map_err(|error| {
-            EngineFailure::new(id, Operation::Load, FailureKind::Load, error.to_string())
-        })?;
+        let component = load
+            .await
+            .map_err(|error| load_failure(format!("the loading task failed: {error}")))?
+            .map_err(|error| load_failure(error.to_string()))?;
+        let identity = EngineIdentity {
+            id: id.to_owned(),
+            owner: selected.owner.to_string(),
+        };
         let engine = self
             .sandbox
-            .instantiate(&component, self.services.clone())
-            .await
-            .map_err(|failure| EngineFailure {
-                engine_id: id.to_owned(),
-                ..failure
-            })?;
+            .instantiate_as(&component, identity, self.services.clone())
+            .await?;
         Ok(Arc::new(engine))
     }
 }

@@ -8,9 +8,16 @@
 //! `maintain` are retried on `legacy` in the same call; `compact` answers
 //! `ok: false` and `prepare-subagent-spawn` an error for that call; later
 //! calls go to `legacy`. In strict mode a failure fails the call instead.
+//!
+//! Every decision (a fallback, a quarantine, a report, a recovery) is one
+//! [`GuardEvent`] and one `tracing` event (`engine call guarded`) with the
+//! engine id, owner, session, operation, classification and reason. A failed
+//! resolution is reported with the first call it affects, so it too names a
+//! session.
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
@@ -67,6 +74,19 @@ pub enum GuardAction {
     Recovered,
 }
 
+impl GuardAction {
+    /// The kebab-case name used in reports and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::FellBack => "fell-back",
+            Self::Reported => "reported",
+            Self::Aborted => "aborted",
+            Self::Overloaded => "overloaded",
+            Self::Recovered => "recovered",
+        }
+    }
+}
+
 /// Which registered engine a guard stands for.
 #[derive(Debug, Clone)]
 pub struct Selected {
@@ -93,6 +113,9 @@ pub struct GuardedEngine {
     primary: Option<Arc<dyn ContextEngine>>,
     /// Why there is no primary (resolution failed), for strict mode.
     unavailable: Option<EngineFailure>,
+    /// Whether the fallback from a failed resolution has been reported (with
+    /// the first call it served, which names the session).
+    announced: AtomicBool,
     legacy: Arc<dyn ContextEngine>,
     quarantine: Arc<QuarantineStore>,
     policy: GuardPolicy,
@@ -166,6 +189,7 @@ impl GuardedEngine {
             fingerprint: selected.fingerprint,
             primary,
             unavailable,
+            announced: AtomicBool::new(false),
             legacy,
             quarantine,
             policy,
@@ -247,7 +271,9 @@ impl GuardedEngine {
         on_failure: OnFailure<T>,
     ) -> EngineResult<T> {
         let Some(primary) = self.active_primary() else {
-            if self.policy.strict && self.primary_was_wanted() {
+            let strict = self.policy.strict && self.primary_was_wanted();
+            self.announce_resolution_fallback(operation, session, strict);
+            if strict {
                 return Err(self.strict_refusal(operation));
             }
             return legacy.await;
@@ -327,27 +353,50 @@ impl GuardedEngine {
         }
     }
 
+    /// Persists the quarantine of `failure`; the decision's one event is
+    /// [`Self::note`]'s.
     fn quarantine_engine(&self, failure: &EngineFailure) {
         let owner = self.owner.to_string();
-        match self
+        if let Err(error) = self
             .quarantine
             .record(&owner, self.fingerprint.as_deref(), failure)
         {
-            Ok(record) => tracing::warn!(
+            tracing::error!(
                 engine = %failure.engine_id,
                 owner,
-                operation = failure.operation.as_str(),
-                classification = failure.kind.as_str(),
-                reason = %failure.message,
-                failures = record.failures,
-                "engine quarantined"
-            ),
-            Err(error) => tracing::error!(
-                engine = %failure.engine_id,
                 %error,
                 "cannot persist a quarantine record; the engine stays in use"
-            ),
+            );
         }
+    }
+
+    /// The first call served without the selected engine because resolving
+    /// it failed reports that fallback, once, with its session.
+    fn announce_resolution_fallback(
+        &self,
+        operation: Operation,
+        session: Option<&SessionRef>,
+        strict: bool,
+    ) {
+        let Some(failure) = &self.unavailable else {
+            return;
+        };
+        if self.announced.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let action = if strict {
+            GuardAction::Reported
+        } else {
+            GuardAction::FellBack
+        };
+        let failure = EngineFailure {
+            message: format!(
+                "{} (while resolving the engine, before this {operation} call)",
+                failure.message
+            ),
+            ..failure.clone()
+        };
+        self.note(&failure, session, action);
     }
 
     fn recovered(&self, operation: Operation, session: Option<&SessionRef>) {
@@ -363,7 +412,8 @@ impl GuardedEngine {
         self.note(&failure, session, GuardAction::Recovered);
     }
 
-    /// Records a decision and emits its one tracing event.
+    /// Records a decision and emits its one tracing event, with engine id,
+    /// owner, session, operation, classification and reason.
     fn note(&self, failure: &EngineFailure, session: Option<&SessionRef>, action: GuardAction) {
         let event = GuardEvent {
             engine_id: failure.engine_id.clone(),
@@ -381,7 +431,7 @@ impl GuardedEngine {
             operation = event.operation.as_str(),
             classification = event.classification.as_str(),
             reason = %event.reason,
-            action = ?event.action,
+            action = event.action.as_str(),
             "engine call guarded"
         );
         self.events

@@ -133,6 +133,8 @@ impl HostServices for NativeServices {
         .map_err(|error| ServiceError::Failed(format!("transcript task failed: {error}")))?
     }
 
+    // Every state operation is keyed by `call.engine_id`: the registered id,
+    // never the id the engine declares, so engines cannot share a store.
     async fn state_get(
         &self,
         call: ServiceCall<'_>,

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rusqlite::{Connection, params};
@@ -63,12 +63,16 @@ pub struct QuarantineError {
     pub source: rusqlite::Error,
 }
 
+/// The time as the store reads it: milliseconds since the Unix epoch.
+pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
+
 /// The quarantine records, in SQLite with an in-memory copy for the hot path.
 pub struct QuarantineStore {
     path: PathBuf,
     connection: Mutex<Connection>,
     records: Mutex<HashMap<String, QuarantineRecord>>,
     backoff: Option<Duration>,
+    clock: Clock,
 }
 
 impl QuarantineStore {
@@ -110,7 +114,15 @@ impl QuarantineStore {
             connection: Mutex::new(connection),
             records: Mutex::new(records),
             backoff,
+            clock: Arc::new(now_ms),
         })
+    }
+
+    /// The same store reading the time from `clock` instead of the system
+    /// clock (to test back-off without waiting for it).
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
     }
 
     fn error(&self, source: rusqlite::Error) -> QuarantineError {
@@ -133,7 +145,7 @@ impl QuarantineStore {
     /// retry due).
     pub fn is_blocked(&self, engine_id: &str) -> bool {
         self.get(engine_id)
-            .is_some_and(|record| !record.retry_due(now_ms()))
+            .is_some_and(|record| !record.retry_due((self.clock)()))
     }
 
     /// Every record, oldest first.
@@ -158,7 +170,7 @@ impl QuarantineStore {
         fingerprint: Option<&str>,
         failure: &EngineFailure,
     ) -> Result<QuarantineRecord, QuarantineError> {
-        let now = now_ms();
+        let now = (self.clock)();
         let mut records = self.records.lock().unwrap_or_else(PoisonError::into_inner);
         let record = match records.get(&failure.engine_id) {
             Some(existing) => {

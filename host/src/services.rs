@@ -60,7 +60,9 @@ pub enum TranscriptDelta {
 /// What a service call knows about the engine call it serves.
 #[derive(Debug, Clone, Copy)]
 pub struct ServiceCall<'a> {
-    /// The calling engine's id (state is private per id).
+    /// The id the calling engine is known by: the id it was registered under
+    /// (or, outside a registry, the id its `info` declares). State is private
+    /// per id.
     pub engine_id: &'a str,
     /// The session of the engine call.
     pub session: Option<&'a SessionRef>,

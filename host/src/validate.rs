@@ -2,6 +2,11 @@
 //! before the host uses an answer from any engine it does not trust. A
 //! violation is an `invalid-output` failure.
 //!
+//! `keep` ranges must come in history order without overlapping, so an
+//! answer can never describe a prompt longer than the history plus its
+//! inserts: a few bytes of answer cannot make the host copy the transcript
+//! many times over.
+//!
 //! Checking an `assemble` answer costs O(items) when no kept range starts or
 //! ends inside a tool-call pair (the common case, answered from
 //! [`History::splits_pair`]); only an answer that cuts through a pair, or
@@ -24,6 +29,19 @@ pub enum Violation {
         end: u32,
         /// History length.
         len: usize,
+    },
+    /// A `keep` range that starts before the previous one ended (repeats,
+    /// overlaps or reorders history entries).
+    #[error(
+        "keep range {start}..{end} starts before the previous keep range ended at {previous_end}: keep ranges must be in history order and must not overlap"
+    )]
+    KeepOverlaps {
+        /// Range start.
+        start: u32,
+        /// Range end.
+        end: u32,
+        /// End of the previous `keep` range.
+        previous_end: u32,
     },
     /// A tool result without its call before it.
     #[error("the prompt has a result for tool call `{call_id}` but not the call before it")]
@@ -50,22 +68,30 @@ pub enum Violation {
     },
 }
 
-/// Checks an `assemble` answer against the history it was given.
+/// Checks an `assemble` answer against the history it was given: every
+/// `keep` range within the history, each starting at or after the end of the
+/// previous one, and no tool call separated from its result. Never copies
+/// more than the history plus the inserted messages.
 pub fn check_assemble(history: &History, result: &AssembleResult) -> Result<(), Violation> {
     let len = history.len();
     let mut inserts_tool_messages = false;
+    let mut previous_end = 0u32;
     for item in &result.items {
-        match item {
+        match *item {
             AssembledItem::Keep { start, end } => {
-                if start > end || *end as usize > len {
-                    return Err(Violation::KeepOutOfBounds {
-                        start: *start,
-                        end: *end,
-                        len,
+                if start > end || end as usize > len {
+                    return Err(Violation::KeepOutOfBounds { start, end, len });
+                }
+                if start < previous_end {
+                    return Err(Violation::KeepOverlaps {
+                        start,
+                        end,
+                        previous_end,
                     });
                 }
+                previous_end = end;
             }
-            AssembledItem::Insert(message) => {
+            AssembledItem::Insert(ref message) => {
                 inserts_tool_messages |= matches!(message, AgentMessage::ToolResult { .. })
                     || message.tool_call_ids().next().is_some();
             }
@@ -298,14 +324,51 @@ mod tests {
     }
 
     #[test]
-    fn refuses_results_moved_before_their_call() {
-        let error = check_assemble(&history(), &assembled(vec![keep(2, 3), keep(1, 2)]));
+    fn refuses_ranges_out_of_order_repeated_or_overlapping() {
+        for (items, start, end, previous_end) in [
+            (vec![keep(2, 3), keep(1, 2)], 1, 2, 3),
+            (vec![keep(0, 5), keep(0, 5)], 0, 5, 5),
+            (vec![keep(0, 3), keep(2, 5)], 2, 5, 3),
+            (vec![keep(3, 5), keep(4, 4)], 4, 4, 5),
+        ] {
+            assert_eq!(
+                check_assemble(&history(), &assembled(items.clone())),
+                Err(Violation::KeepOverlaps {
+                    start,
+                    end,
+                    previous_end
+                }),
+                "{items:?}"
+            );
+        }
+        // Inserts between ranges do not reset the order.
+        let items = vec![
+            keep(0, 3),
+            AssembledItem::Insert(AgentMessage::user_text("note")),
+            keep(0, 3),
+        ];
+        assert!(matches!(
+            check_assemble(&history(), &assembled(items)),
+            Err(Violation::KeepOverlaps { .. })
+        ));
+    }
+
+    #[test]
+    fn an_amplifying_answer_is_refused_at_its_second_item() {
+        // A million copies of the whole history would make the host clone
+        // five million messages; the check stops at the second copy.
+        let items = vec![keep(0, 5); 1_000_000];
         assert_eq!(
-            error,
-            Err(Violation::OrphanedToolResult {
-                call_id: "c1".into()
+            check_assemble(&history(), &assembled(items)),
+            Err(Violation::KeepOverlaps {
+                start: 0,
+                end: 5,
+                previous_end: 5
             })
         );
+        // Empty ranges copy nothing and stay allowed in order.
+        let empties = vec![keep(5, 5); 1_000];
+        assert_eq!(check_assemble(&history(), &assembled(empties)), Ok(()));
     }
 
     #[test]

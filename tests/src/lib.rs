@@ -8,9 +8,12 @@ use std::sync::Arc;
 pub use ctxbox_host::check::cases::{conversation, entry, tool_call, tool_result};
 use ctxbox_host::engine_host::EngineHost;
 use ctxbox_host::guard::GuardPolicy;
+use ctxbox_host::quarantine::QuarantineStore;
 use ctxbox_host::sandbox::{Sandbox, SandboxConfig, WasmEngine};
 use ctxbox_host::services::{HostServices, NoServices};
 use ctxbox_host::types::SessionRef;
+
+pub mod traces;
 
 /// Paths of the guest components the build script compiled.
 pub mod guests {
@@ -79,10 +82,22 @@ pub fn zoo_host(
 /// extractive summarizer, SQLite state and quarantine, and every test guest
 /// registered by plugin `zoo` under its crate name.
 pub fn zoo_host_in(dir: &Path, config: SandboxConfig, policy: GuardPolicy) -> Arc<EngineHost> {
+    let quarantine =
+        QuarantineStore::open(&dir.join("quarantine.sqlite3"), None).expect("quarantine store");
+    zoo_host_with(dir, config, policy, quarantine)
+}
+
+/// [`zoo_host_in`] with its quarantine records in `quarantine` (e.g. one
+/// with a back-off and a test clock).
+pub fn zoo_host_with(
+    dir: &Path,
+    config: SandboxConfig,
+    policy: GuardPolicy,
+    quarantine: QuarantineStore,
+) -> Arc<EngineHost> {
     use ctxbox_host::compaction::{CompactionConfig, Compactor};
     use ctxbox_host::legacy::LegacyEngine;
     use ctxbox_host::native_services::NativeServices;
-    use ctxbox_host::quarantine::QuarantineStore;
     use ctxbox_host::registry::{EngineFactory, RegisterOptions};
     use ctxbox_host::state_store::{StateConfig, StateStore};
     use ctxbox_host::transcript::TranscriptStore;
@@ -95,12 +110,9 @@ pub fn zoo_host_in(dir: &Path, config: SandboxConfig, policy: GuardPolicy) -> Ar
         .expect("the extractive summarizer needs no setup"),
     );
     let state = Arc::new(StateStore::open_in(dir, &StateConfig::default()).expect("state store"));
-    let quarantine = Arc::new(
-        QuarantineStore::open(&dir.join("quarantine.sqlite3"), None).expect("quarantine store"),
-    );
     let host = EngineHost::new(
         sandbox_with(config),
-        quarantine,
+        Arc::new(quarantine),
         Arc::new(NativeServices::new(compactor.clone(), state)),
         Arc::new(LegacyEngine::new(compactor)),
         policy,

@@ -85,6 +85,18 @@ async fn bystander(engine: Arc<GuardedEngine>, stop: CancellationToken) -> usize
     }
 }
 
+/// Runs `work` while another agent's session on the same host is served,
+/// and checks that it was.
+async fn while_bystander_served<T>(host: &EngineHost, work: impl Future<Output = T>) -> T {
+    let stop = CancellationToken::new();
+    let watcher = tokio::spawn(bystander(bystander_engine(host).await, stop.clone()));
+    let answer = work.await;
+    stop.cancel();
+    let served = watcher.await.expect("bystander task");
+    assert!(served > 0, "the bystander was served meanwhile");
+    answer
+}
+
 /// Runs `call` on engine `id` while a bystander agent is served, then checks
 /// the one guard event, the quarantine record and that legacy serves now.
 async fn expect_quarantine<T>(
@@ -97,12 +109,7 @@ async fn expect_quarantine<T>(
     let engine = host.select(Some(id)).await;
     assert!(engine.serving_selected(), "{id} loads and serves at first");
 
-    let stop = CancellationToken::new();
-    let watcher = tokio::spawn(bystander(bystander_engine(&host).await, stop.clone()));
-    let answer = call(engine.clone()).await;
-    stop.cancel();
-    let served = watcher.await.expect("bystander task");
-    assert!(served > 0, "the bystander was served while {id} misbehaved");
+    let answer = while_bystander_served(&host, call(engine.clone())).await;
 
     let events = engine.take_events();
     assert_eq!(events.len(), 1, "{events:?}");
@@ -272,6 +279,24 @@ async fn a_huge_answer_is_invalid_output() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_repeating_the_history_is_invalid_output() {
+    // A small answer describing a prompt a hundred thousand histories long:
+    // refused before the host builds any of it.
+    let record = expect_assemble_fallback(
+        SandboxConfig::default(),
+        "amplifier",
+        FailureKind::InvalidOutput,
+        AssembleParams::default(),
+    )
+    .await;
+    assert!(
+        record.reason.contains("must not overlap"),
+        "{}",
+        record.reason
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_huge_payload_to_the_host_is_a_host_limit() {
     let config = SandboxConfig {
         max_input_kib_per_call: 8 * 1024,
@@ -285,6 +310,22 @@ async fn a_huge_payload_to_the_host_is_a_host_limit() {
     )
     .await;
     assert!(record.reason.contains("passed"), "{}", record.reason);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leaking_resource_handles_is_a_host_limit() {
+    let config = SandboxConfig {
+        max_handles: 200,
+        ..SandboxConfig::default()
+    };
+    let record = expect_assemble_fallback(
+        config,
+        "handle-leak",
+        FailureKind::HostLimit,
+        AssembleParams::default(),
+    )
+    .await;
+    assert!(record.reason.contains("maxHandles"), "{}", record.reason);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -367,29 +408,28 @@ async fn an_engine_failing_on_its_fifth_call_serves_four_then_falls_back() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_info_with_an_empty_id_falls_back_at_selection() {
+async fn an_info_with_an_empty_id_or_name_falls_back_at_selection() {
     let (_dir, host) = zoo_host(SandboxConfig::default(), GuardPolicy::default());
-    let engine = host.select(Some("nameless")).await;
-    assert!(!engine.serving_selected());
-    assert_eq!(engine.info().id, "legacy");
-    let record = host
-        .quarantine()
-        .get("nameless")
-        .expect("quarantined at selection");
-    assert_eq!(record.operation, "info");
-    assert_eq!(record.classification, "invalid-output");
-    assert!(record.reason.contains("empty id"), "{}", record.reason);
     let history = History::new(conversation(1));
-    let result = engine
-        .assemble(
-            &CallOptions::default(),
-            &session("s"),
-            &history,
-            &AssembleParams::default(),
-        )
-        .await
-        .expect("legacy");
-    assert_eq!(result.items, keep_all(&history));
+    for (id, problem) in [("nameless", "empty id"), ("blank-name", "empty name")] {
+        let engine = while_bystander_served(&host, host.select(Some(id))).await;
+        assert!(!engine.serving_selected(), "{id}");
+        assert_eq!(engine.info().id, "legacy");
+        let record = host.quarantine().get(id).expect("quarantined at selection");
+        assert_eq!(record.operation, "info");
+        assert_eq!(record.classification, "invalid-output");
+        assert!(record.reason.contains(problem), "{id}: {}", record.reason);
+        let result = engine
+            .assemble(
+                &CallOptions::default(),
+                &session("s"),
+                &history,
+                &AssembleParams::default(),
+            )
+            .await
+            .expect("legacy");
+        assert_eq!(result.items, keep_all(&history));
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -407,7 +447,11 @@ async fn an_unregistered_or_unloadable_engine_falls_back_at_selection() {
         record.reason
     );
 
-    for (id, fragment) in [("wrong-version", "0.2.0"), ("phone-home", "wasi:sockets")] {
+    for (id, fragment) in [
+        ("wrong-version", "0.2.0"),
+        ("phone-home", "wasi:sockets"),
+        ("fs-reader", "wasi:filesystem"),
+    ] {
         let engine = host.select(Some(id)).await;
         assert_eq!(engine.serving_id(), "legacy", "{id}");
         let record = host.quarantine().get(id).expect("quarantined");
@@ -519,13 +563,39 @@ async fn a_lying_compaction_is_invalid_output() {
     let (dir, host) = zoo_host(SandboxConfig::default(), GuardPolicy::default());
     let (session, history) = compaction_history(dir.path());
     let engine = host.select(Some("liar")).await;
-    let result = engine
-        .compact(&CallOptions::default(), &session, &history, &grow)
-        .await
-        .expect("reported");
+    let result = while_bystander_served(
+        &host,
+        engine.compact(&CallOptions::default(), &session, &history, &grow),
+    )
+    .await
+    .expect("reported");
     assert!(!result.ok);
     let record = host.quarantine().get("liar").expect("quarantined");
     assert!(record.reason.contains("tokens-after"), "{}", record.reason);
+}
+
+/// A forced compaction whose caller aborts `after` it starts; answers its
+/// outcome and how long it took.
+async fn compact_aborted_after(
+    engine: &GuardedEngine,
+    session: &ctxbox_host::types::SessionRef,
+    history: &History,
+    after: Duration,
+) -> (
+    ctxbox_host::engine::EngineResult<ctxbox_host::types::CompactResult>,
+    Duration,
+) {
+    let abort = CancellationToken::new();
+    let trigger = abort.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(after).await;
+        trigger.cancel();
+    });
+    let started = Instant::now();
+    let outcome = engine
+        .compact(&CallOptions::with_abort(abort), session, history, &force())
+        .await;
+    (outcome, started.elapsed())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -540,24 +610,14 @@ async fn a_compaction_ignoring_abort_is_interrupted_and_not_quarantined() {
     );
     let (session, history) = compaction_history(dir.path());
     let engine = host.select(Some("abort-ignorer")).await;
-    let abort = CancellationToken::new();
-    let trigger = abort.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        trigger.cancel();
-    });
-    let started = Instant::now();
-    let failure = engine
-        .compact(
-            &CallOptions::with_abort(abort),
-            &session,
-            &history,
-            &force(),
-        )
-        .await
-        .expect_err("the caller's abort is reported to the caller");
+    let (failure, took) = while_bystander_served(
+        &host,
+        compact_aborted_after(&engine, &session, &history, Duration::from_millis(200)),
+    )
+    .await;
+    let failure = failure.expect_err("the caller's abort is reported to the caller");
     assert_eq!(failure.kind, FailureKind::Aborted);
-    assert!(started.elapsed() < Duration::from_millis(300) + SLACK);
+    assert!(took < Duration::from_millis(300) + SLACK, "{took:?}");
     let events = engine.take_events();
     assert_eq!(events.len(), 1);
     assert_eq!(events[0].action, GuardAction::Aborted);
@@ -566,6 +626,128 @@ async fn a_compaction_ignoring_abort_is_interrupted_and_not_quarantined() {
         "a caller abort never quarantines"
     );
     assert!(engine.serving_selected());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compaction_that_sees_the_abort_returns_early_and_is_not_quarantined() {
+    // A grace far longer than the test: only the engine returning by itself
+    // can end the call in time.
+    let (dir, host) = zoo_host(
+        SandboxConfig {
+            fuel_per_compaction: u64::MAX / 4,
+            abort_grace_ms: 600_000,
+            ..SandboxConfig::default()
+        },
+        GuardPolicy::default(),
+    );
+    let (session, history) = compaction_history(dir.path());
+    let engine = host.select(Some("abort-heeder")).await;
+    let (result, _) = while_bystander_served(
+        &host,
+        compact_aborted_after(&engine, &session, &history, Duration::from_millis(200)),
+    )
+    .await;
+    let result = result.expect("the engine answered the aborted call itself");
+    assert!(!result.ok && !result.compacted, "{result:?}");
+    assert!(
+        result
+            .reason
+            .as_deref()
+            .is_some_and(|reason| reason.starts_with("aborted by the caller")),
+        "{result:?}"
+    );
+    assert!(
+        engine.take_events().is_empty(),
+        "nothing for the guard to do"
+    );
+    assert!(host.quarantine().get("abort-heeder").is_none());
+    assert!(engine.serving_selected());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strict_mode_fails_when_the_engine_cannot_be_resolved() {
+    let (_dir, host) = zoo_host(SandboxConfig::default(), GuardPolicy { strict: true });
+    host.registry()
+        .plugin("zoo")
+        .register(
+            "garbage",
+            ctxbox_host::registry::EngineFactory::WasmBytes {
+                label: "garbage.wasm".into(),
+                bytes: Arc::from(&b"not a component"[..]),
+            },
+            ctxbox_host::registry::RegisterOptions::default(),
+        )
+        .expect("registers");
+    let history = History::new(conversation(1));
+    for (id, fragment) in [
+        ("no-such-engine", "not registered"),
+        ("garbage", "not a WebAssembly"),
+    ] {
+        let engine = host.select(Some(id)).await;
+        for call in 0..2 {
+            let failure = engine
+                .assemble(
+                    &CallOptions::default(),
+                    &session("s"),
+                    &history,
+                    &AssembleParams::default(),
+                )
+                .await
+                .expect_err("strict mode fails instead of falling back");
+            assert_eq!(failure.kind, FailureKind::Load, "{id}");
+            assert!(
+                failure.message.contains("strict mode"),
+                "{id} #{call}: {failure}"
+            );
+            assert!(
+                failure.message.contains(fragment),
+                "{id} #{call}: {failure}"
+            );
+        }
+        let events = engine.take_events();
+        assert_eq!(events.len(), 1, "{id}: {events:?}");
+        assert_eq!(events[0].action, GuardAction::Reported);
+        assert!(host.quarantine().get(id).is_some(), "{id} quarantined");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_subagent_preparation_is_reported_and_later_ones_go_to_legacy() {
+    use ctxbox_host::types::{ContextMode, SubagentSpawn};
+    let (_dir, host) = zoo_host(SandboxConfig::default(), GuardPolicy::default());
+    let spawn = SubagentSpawn {
+        parent_session_key: "agent:main".into(),
+        child_session_key: "agent:main:sub".into(),
+        context_mode: ContextMode::Isolated,
+        ttl_ms: None,
+    };
+    let failure = expect_quarantine(
+        host.clone(),
+        "panicker",
+        Operation::PrepareSubagentSpawn,
+        FailureKind::Panic,
+        async |engine| {
+            engine
+                .prepare_subagent_spawn(&CallOptions::default(), &spawn)
+                .await
+                .expect_err("reported to the caller, not retried")
+        },
+    )
+    .await;
+    assert_eq!(failure.kind, FailureKind::Panic);
+    assert!(
+        failure
+            .stderr_tail
+            .contains("cannot prepare agent:main:sub")
+    );
+
+    let engine = host.select(Some("panicker")).await;
+    let later = engine
+        .prepare_subagent_spawn(&CallOptions::default(), &spawn)
+        .await
+        .expect("legacy prepares");
+    assert_eq!(later, None);
+    assert!(engine.take_events().is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -681,4 +863,261 @@ async fn host_params_reach_only_engines_that_accept_them() {
         .expect("maintain");
     assert_eq!(maintained.reason.as_deref(), Some("runtime-context=None"));
     assert!(engine.take_events().is_empty());
+}
+
+/// The text of the note an engine added last to its prompt.
+fn last_note(result: &AssembleResult) -> String {
+    use ctxbox_host::types::{AgentMessage, ContentBlock};
+    match result.items.last() {
+        Some(AssembledItem::Insert(AgentMessage::Custom { content, .. })) => {
+            match content.first() {
+                Some(ContentBlock::Text { text }) => text.clone(),
+                other => panic!("the note holds {other:?}"),
+            }
+        }
+        other => panic!("no note last: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_engine_declaring_another_id_cannot_reach_its_state() {
+    let (_dir, host) = zoo_host(SandboxConfig::default(), GuardPolicy::default());
+    let history = History::new(conversation(1));
+    let prompt = |prompt: &str| AssembleParams {
+        prompt: Some(prompt.into()),
+        ..AssembleParams::default()
+    };
+    // The real services-probe stores keys in its state.
+    let probe = host.select(Some("services-probe")).await;
+    let report = last_note(
+        &probe
+            .assemble(
+                &CallOptions::default(),
+                &session("s"),
+                &history,
+                &prompt("state"),
+            )
+            .await
+            .expect("the probe runs"),
+    );
+    assert!(report.starts_with("get=1"), "{report}");
+
+    // state-spy, registered as `state-spy`, declares `services-probe` in its
+    // info: its store is its own, scoped by the id it was registered under.
+    let spy = host.select(Some("state-spy")).await;
+    assert!(spy.serving_selected());
+    let call = async |params: AssembleParams| {
+        last_note(
+            &spy.assemble(&CallOptions::default(), &session("s"), &history, &params)
+                .await
+                .expect("the spy answers"),
+        )
+    };
+    assert_eq!(
+        call(prompt("read")).await,
+        "keys=",
+        "sees no one else's keys"
+    );
+    assert_eq!(
+        call(prompt("write")).await,
+        "keys=spy/mark",
+        "its own store works"
+    );
+
+    assert!(spy.take_events().is_empty() && probe.take_events().is_empty());
+}
+
+/// Checks the one tracing event of a guard decision.
+fn assert_one_guard_event(
+    capture: &ctxbox_tests::traces::Capture,
+    expected: [(&str, &str); 5],
+    reason_part: &str,
+) -> ctxbox_tests::traces::Captured {
+    let warnings: Vec<_> = capture
+        .events()
+        .into_iter()
+        .filter(|event| {
+            event.target.starts_with("ctxbox_host") && event.level <= tracing::Level::WARN
+        })
+        .collect();
+    assert_eq!(warnings.len(), 1, "one event per decision: {warnings:#?}");
+    let event = &warnings[0];
+    assert_eq!(event.message, "engine call guarded", "{event:?}");
+    for (field, value) in expected {
+        assert_eq!(event.field(field), value, "{field} in {event:?}");
+    }
+    assert!(event.field("reason").contains(reason_part), "{event:?}");
+    event.clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_guard_decision_is_one_tracing_event_with_all_its_fields() {
+    let (_dir, host) = zoo_host(SandboxConfig::default(), GuardPolicy::default());
+    let history = History::new(conversation(1));
+    let panic = AssembleParams {
+        prompt: Some("panic".into()),
+        ..AssembleParams::default()
+    };
+
+    // A failing call: quarantine and fallback are one decision, one event.
+    let engine = host.select(Some("panicker")).await;
+    let capture = ctxbox_tests::traces::Capture::default();
+    capture
+        .run(engine.assemble(
+            &CallOptions::default(),
+            &session("traced"),
+            &history,
+            &panic,
+        ))
+        .await
+        .expect("legacy answers");
+    let event = assert_one_guard_event(
+        &capture,
+        [
+            ("engine", "panicker"),
+            ("owner", "plugin:zoo"),
+            ("session", "traced"),
+            ("operation", "assemble"),
+            ("classification", "panic"),
+        ],
+        "panicked",
+    );
+    assert_eq!(event.field("action"), "fell-back");
+
+    // A failed resolution: reported once, with the first call's session.
+    let capture = ctxbox_tests::traces::Capture::default();
+    let engine = capture.run(host.select(Some("no-such-engine"))).await;
+    assert!(capture.events().is_empty(), "{:?}", capture.events());
+    for call in ["first", "second"] {
+        capture
+            .run(engine.assemble(
+                &CallOptions::default(),
+                &session(call),
+                &history,
+                &AssembleParams::default(),
+            ))
+            .await
+            .expect("legacy answers");
+    }
+    assert_one_guard_event(
+        &capture,
+        [
+            ("engine", "no-such-engine"),
+            ("owner", "plugin:unregistered"),
+            ("session", "first"),
+            ("operation", "load"),
+            ("classification", "load"),
+        ],
+        "not registered",
+    );
+    let events = engine.take_events();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].action, GuardAction::FellBack);
+    assert_eq!(events[0].session_id.as_deref(), Some("first"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quarantined_engine_is_tried_again_after_its_back_off() {
+    use std::sync::atomic::{AtomicI64, Ordering};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let now = Arc::new(AtomicI64::new(1_000_000));
+    let clock = now.clone();
+    let quarantine = ctxbox_host::quarantine::QuarantineStore::open(
+        &dir.path().join("quarantine.sqlite3"),
+        Some(Duration::from_secs(60)),
+    )
+    .expect("quarantine store")
+    .with_clock(Arc::new(move || clock.load(Ordering::Relaxed)));
+    let host = ctxbox_tests::zoo_host_with(
+        dir.path(),
+        SandboxConfig::default(),
+        GuardPolicy::default(),
+        quarantine,
+    );
+    let history = History::new(conversation(2));
+    let assemble = async |engine: &GuardedEngine| {
+        engine
+            .assemble(
+                &CallOptions::default(),
+                &session("s"),
+                &history,
+                &AssembleParams::default(),
+            )
+            .await
+            .expect("always answered")
+    };
+
+    // flaky panics on the fifth call of an instance.
+    let engine = host.select(Some("flaky")).await;
+    for _ in 0..5 {
+        assemble(&engine).await;
+    }
+    let events = engine.take_events();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].action, GuardAction::FellBack);
+    let record = host.quarantine().get("flaky").expect("quarantined");
+    assert_eq!(record.retry_at_ms, Some(1_000_000 + 60_000));
+
+    // Within the back-off: legacy serves, the engine is not called.
+    now.fetch_add(59_000, Ordering::Relaxed);
+    let engine = host.select(Some("flaky")).await;
+    assert_eq!(engine.serving_id(), "legacy");
+    assemble(&engine).await;
+    assert!(engine.take_events().is_empty());
+
+    // After it: tried again, and a healthy answer clears the record.
+    now.fetch_add(2_000, Ordering::Relaxed);
+    let engine = host.select(Some("flaky")).await;
+    assert!(engine.serving_selected(), "the retry is due");
+    assemble(&engine).await;
+    let events = engine.take_events();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].action, GuardAction::Recovered);
+    assert!(host.quarantine().get("flaky").is_none(), "cleared");
+    assert_eq!(engine.serving_id(), "flaky");
+    assemble(&engine).await;
+    assert!(engine.take_events().is_empty(), "serving normally again");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resolving_one_engine_does_not_hold_up_selecting_another() {
+    use std::sync::Mutex;
+    use std::sync::mpsc;
+    let (_dir, host) = zoo_host(SandboxConfig::default(), GuardPolicy::default());
+    // A native engine whose factory takes as long as the test wants.
+    let (started_tx, started_rx) = tokio::sync::oneshot::channel::<()>();
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let started = Mutex::new(Some(started_tx));
+    let release = Mutex::new(release_rx);
+    let made: Arc<dyn ContextEngine> =
+        Arc::new(ctxbox_tests::engine(host.sandbox(), guests::KEEP_RECENT).await);
+    host.registry()
+        .plugin("zoo")
+        .register(
+            "slow-to-make",
+            ctxbox_host::registry::EngineFactory::Native(Arc::new(move || {
+                if let Some(started) = started.lock().expect("lock").take() {
+                    let _ = started.send(());
+                }
+                let _ = release
+                    .lock()
+                    .expect("lock")
+                    .recv_timeout(Duration::from_secs(120));
+                made.clone()
+            })),
+            ctxbox_host::registry::RegisterOptions::default(),
+        )
+        .expect("registers");
+
+    let slow = tokio::spawn({
+        let host = host.clone();
+        async move { host.select(Some("slow-to-make")).await }
+    });
+    started_rx.await.expect("the slow resolution started");
+    let other = tokio::time::timeout(Duration::from_secs(60), host.select(Some("keep-recent")))
+        .await
+        .expect("selecting another engine is not blocked by a resolution in progress");
+    assert!(other.serving_selected());
+    release_tx.send(()).expect("release");
+    assert!(slow.await.expect("task").serving_selected());
 }

@@ -279,3 +279,101 @@ fn compiled_engines_are_cached_and_a_corrupt_cache_file_is_ignored() {
         "a corrupt cache file is not deserialized"
     );
 }
+
+#[test]
+fn a_filesystem_import_is_refused_by_name() {
+    let error = sandbox()
+        .load_file(Path::new(guests::FS_READER))
+        .expect_err("the filesystem is not granted");
+    let LoadError::DisallowedImport { refused, .. } = &error else {
+        panic!("expected a disallowed import, got: {error}");
+    };
+    assert!(
+        refused
+            .iter()
+            .all(|refused| refused.import.starts_with("wasi:filesystem/")),
+        "only the filesystem is refused: {refused:?}"
+    );
+    let message = error.to_string();
+    assert!(message.contains("wasi:filesystem/"), "{message}");
+    assert!(message.contains("no filesystem"), "{message}");
+}
+
+/// Runs log-flood's `assemble` with `prompt` under `config`, capturing what
+/// the host logs.
+async fn logged(
+    config: SandboxConfig,
+    prompt: &str,
+) -> (
+    Result<ctxbox_host::types::AssembleResult, ctxbox_host::error::EngineFailure>,
+    ctxbox_tests::traces::Capture,
+) {
+    let sandbox = sandbox_with(config);
+    let engine = engine(&sandbox, guests::LOG_FLOOD).await;
+    let params = AssembleParams {
+        prompt: Some(prompt.to_owned()),
+        ..AssembleParams::default()
+    };
+    let capture = ctxbox_tests::traces::Capture::default();
+    let outcome = capture
+        .run(engine.assemble(
+            &CallOptions::default(),
+            &session("s1"),
+            &History::new(conversation(1)),
+            &params,
+        ))
+        .await;
+    (outcome, capture)
+}
+
+/// Engine log records among the captured events.
+fn engine_records(capture: &ctxbox_tests::traces::Capture) -> Vec<String> {
+    capture
+        .events()
+        .into_iter()
+        .filter(|event| event.target == "ctxbox::engine")
+        .map(|event| {
+            assert_eq!(event.field("engine"), "log-flood", "{event:?}");
+            assert_eq!(event.field("session"), "s1", "{event:?}");
+            event.message
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_records_past_the_allowance_are_dropped_without_failing_the_call() {
+    let config = SandboxConfig {
+        max_log_records_per_call: 10,
+        ..SandboxConfig::default()
+    };
+    let (outcome, capture) = logged(config.clone(), "records 25").await;
+    outcome.expect("dropping records does not fail the call");
+    let records = engine_records(&capture);
+    let expected: Vec<String> = (0..10).map(|record| format!("record {record}")).collect();
+    assert_eq!(records, expected, "the first ten reach the log");
+    let dropped = capture.with_message("engine log records over the per-call limit were dropped");
+    assert_eq!(dropped.len(), 1, "{:?}", capture.events());
+    assert_eq!(dropped[0].field("dropped"), "15");
+
+    // A hundred times the allowance is a flood: the call fails.
+    let (outcome, _) = logged(config, "records 1001").await;
+    let failure = outcome.expect_err("a flood fails the call");
+    assert_eq!(failure.kind, FailureKind::HostLimit, "{failure}");
+    assert!(
+        failure.message.contains("more than 1000 log records"),
+        "{failure}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_overlong_log_record_is_truncated_without_failing_the_call() {
+    let config = SandboxConfig {
+        max_log_message_bytes: 100,
+        ..SandboxConfig::default()
+    };
+    let (outcome, capture) = logged(config, "long 5000").await;
+    outcome.expect("truncating does not fail the call");
+    let records = engine_records(&capture);
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(records[0], format!("{}… [4900 bytes cut]", "y".repeat(100)));
+}

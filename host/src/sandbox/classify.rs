@@ -2,6 +2,7 @@
 //! message a person can act on.
 
 use wasmtime::Trap;
+use wasmtime::component::ResourceTableError;
 
 use super::store::HostTrap;
 use crate::error::FailureKind;
@@ -14,6 +15,14 @@ pub(crate) fn classify(
 ) -> (FailureKind, String) {
     if let Some(trap) = error.downcast_ref::<HostTrap>() {
         return (trap.kind, trap.message.clone());
+    }
+    // A WASI or history import could not hand out one more resource: the
+    // engine holds as many handles as `sandbox.maxHandles` allows.
+    if let Some(ResourceTableError::Full) = error.downcast_ref::<ResourceTableError>() {
+        return (
+            FailureKind::HostLimit,
+            "the engine holds too many resource handles (sandbox.maxHandles); drop pollables, streams and history handles it no longer needs".to_owned(),
+        );
     }
     let Some(trap) = error.downcast_ref::<Trap>() else {
         return (FailureKind::Trap, format!("{error:#}"));
@@ -43,5 +52,25 @@ pub(crate) fn classify(
             "the engine panicked or aborted (wasm `unreachable`); see its stderr".to_owned(),
         ),
         other => (FailureKind::Trap, format!("the engine trapped: {other}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_resource_table_is_a_host_limit() {
+        let error = wasmtime::Error::new(ResourceTableError::Full)
+            .context("wasi:clocks/monotonic-clock.subscribe-duration");
+        let (kind, message) = classify(&error, None);
+        assert_eq!(kind, FailureKind::HostLimit);
+        assert!(message.contains("sandbox.maxHandles"), "{message}");
+    }
+
+    #[test]
+    fn other_resource_errors_stay_traps() {
+        let error = wasmtime::Error::new(ResourceTableError::NotPresent);
+        assert_eq!(classify(&error, None).0, FailureKind::Trap);
     }
 }

@@ -4,7 +4,7 @@
 
 use std::fs;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
@@ -174,23 +174,27 @@ fn verified_payload(file: &[u8]) -> Option<&[u8]> {
     (Sha256::digest(payload).as_slice() == &header[CACHE_MAGIC.len()..]).then_some(payload)
 }
 
-/// Writes the compiled component atomically (temp file, fsync, rename).
+/// Writes the compiled component atomically: a temp file of its own in the
+/// cache dir (unique per write, so concurrent writers of the same component,
+/// in this process or another, never share one), fsync, rename. A failed
+/// write removes its temp file.
 fn write_cache(cache_dir: &Path, path: &Path, component: &Component) -> Result<(), String> {
     let payload = component.serialize().map_err(|error| error.to_string())?;
     fs::create_dir_all(cache_dir).map_err(|error| error.to_string())?;
-    let temp: PathBuf = path.with_extension(format!("tmp{}", std::process::id()));
-    let write = || -> std::io::Result<()> {
-        let mut file = fs::File::create(&temp)?;
-        file.write_all(CACHE_MAGIC)?;
-        file.write_all(&Sha256::digest(&payload))?;
-        file.write_all(&payload)?;
-        file.sync_all()?;
-        fs::rename(&temp, path)
-    };
-    write().map_err(|error| {
-        let _ = fs::remove_file(&temp);
-        error.to_string()
-    })
+    let mut temp = tempfile::Builder::new()
+        .prefix(".compiling-")
+        .suffix(".tmp")
+        .tempfile_in(cache_dir)
+        .map_err(|error| error.to_string())?;
+    let file = temp.as_file_mut();
+    file.write_all(CACHE_MAGIC)
+        .and_then(|()| file.write_all(&Sha256::digest(&payload)))
+        .and_then(|()| file.write_all(&payload))
+        .and_then(|()| file.sync_all())
+        .map_err(|error| error.to_string())?;
+    temp.persist(path)
+        .map(drop)
+        .map_err(|error| error.error.to_string())
 }
 
 /// Refuses bytes that are not a component by their header.

@@ -42,7 +42,7 @@ pub use self::config::SandboxConfig;
 pub use self::load::{LoadedComponent, WIT_PACKAGE, WIT_VERSION};
 use self::pool::InstancePool;
 use self::store::StoreState;
-pub use self::wasm_engine::WasmEngine;
+pub use self::wasm_engine::{EngineIdentity, WasmEngine};
 use crate::error::SandboxError;
 
 /// Core wasm instances one component may create (a Rust `wasm32-wasip2`

@@ -32,7 +32,10 @@ pub struct WasmEngine {
 struct Shared {
     sandbox: Sandbox,
     pre: ContextEnginePre<StoreState>,
+    /// The name of its state store, logs and failures.
     id: Arc<str>,
+    /// Who registered it, for logs.
+    owner: Arc<str>,
     info: EngineInfo,
     services: Arc<dyn HostServices>,
     sessions: Mutex<HashMap<String, Arc<SlotCell>>>,
@@ -41,16 +44,60 @@ struct Shared {
     control: Arc<SlotCell>,
 }
 
+/// Who the host knows a sandboxed engine as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EngineIdentity {
+    /// The id the engine was registered under: the namespace of its
+    /// `state-*` store and its name in logs and failures, whatever id its
+    /// `info` declares (so a plugin cannot reach another engine's state by
+    /// declaring that engine's id).
+    pub id: String,
+    /// Who registered it (`core`, `plugin:<name>`), for logs.
+    pub owner: String,
+}
+
+/// Owner named in the logs of an engine instantiated outside any registry.
+const UNREGISTERED: &str = "unregistered";
+
 impl Sandbox {
-    /// Instantiates `component` once, asks its `info` and checks it: the
-    /// engine is ready for calls. `services` answers its service imports.
+    /// Instantiates `component` outside any registry (inspection, benches,
+    /// checks): the engine is known by the id its `info` declares, and its
+    /// state lives under that id. Hosts with a registry use
+    /// [`Sandbox::instantiate_as`].
     pub async fn instantiate(
         &self,
         component: &LoadedComponent,
         services: Arc<dyn HostServices>,
     ) -> Result<WasmEngine, EngineFailure> {
-        // Until `info` answers, the engine is known by its file name.
-        let label: Arc<str> = component.name().into();
+        self.instantiate_scoped(component, None, services).await
+    }
+
+    /// Instantiates `component` as the engine `identity` names: its state,
+    /// logs and failures use `identity.id`, never the id its `info` declares.
+    pub async fn instantiate_as(
+        &self,
+        component: &LoadedComponent,
+        identity: EngineIdentity,
+        services: Arc<dyn HostServices>,
+    ) -> Result<WasmEngine, EngineFailure> {
+        self.instantiate_scoped(component, Some(identity), services)
+            .await
+    }
+
+    /// Instantiates `component` once, asks its `info` and checks it: the
+    /// engine is ready for calls. `services` answers its service imports.
+    async fn instantiate_scoped(
+        &self,
+        component: &LoadedComponent,
+        identity: Option<EngineIdentity>,
+        services: Arc<dyn HostServices>,
+    ) -> Result<WasmEngine, EngineFailure> {
+        // Until `info` answers, an unregistered engine is known by its file
+        // name.
+        let label: Arc<str> = match &identity {
+            Some(identity) => identity.id.as_str().into(),
+            None => component.name().into(),
+        };
         let pool = &self.inner.pool;
         let ticket = pool.reserve().await.ok_or_else(|| {
             EngineFailure::new(&*label, Operation::Load, FailureKind::Overloaded, NO_SLOT)
@@ -63,8 +110,14 @@ impl Sandbox {
             Err(error) => return Err(error.into_failure()),
         };
         check_info(&label, &info)?;
-        let id: Arc<str> = info.id.as_str().into();
-        live.rename(id.clone());
+        let (id, owner): (Arc<str>, Arc<str>) = match identity {
+            Some(identity) => (label, identity.owner.into()),
+            None => {
+                let id: Arc<str> = info.id.as_str().into();
+                live.rename(id.clone());
+                (id, UNREGISTERED.into())
+            }
+        };
         let control = pool.new_cell();
         *control.live.lock().await = Some(live);
         Ok(WasmEngine {
@@ -72,6 +125,7 @@ impl Sandbox {
                 sandbox: self.clone(),
                 pre: component.pre.clone(),
                 id,
+                owner,
                 info,
                 services,
                 sessions: Mutex::new(HashMap::new()),
@@ -203,10 +257,13 @@ impl WasmEngine {
                 Ok(response)
             }
             Err(CallError::Poisoned(failure)) => {
+                // The failure itself is the decision the guard reports; the
+                // next call of this session gets a fresh instance.
                 *slot = None;
-                self.trace_recycle(
-                    &request,
-                    "the call failed; the next call gets a fresh instance",
+                tracing::debug!(
+                    engine = &*self.shared.id,
+                    operation = operation.as_str(),
+                    "failed instance dropped"
                 );
                 Err(failure)
             }
@@ -243,9 +300,11 @@ impl WasmEngine {
         }
     }
 
+    /// The one event of a recycle decision (a healthy instance replaced).
     fn trace_recycle(&self, request: &Request<'_>, reason: &str) {
         tracing::info!(
             engine = &*self.shared.id,
+            owner = &*self.shared.owner,
             session = request
                 .session()
                 .map_or("", |session| session.session_id.as_str()),

@@ -1,4 +1,6 @@
-//! Hostile engine: `assemble` writes ten million log records.
+//! Hostile engine: `assemble` writes ten million log records. With prompt
+//! `records <n>` it writes `n` short records instead, and with `long <n>` one
+//! record of `n` bytes, so tests can watch the limits short of a flood.
 
 use ctxbox_guest::prelude::*;
 
@@ -14,10 +16,20 @@ impl Engine for LogFlood {
         &mut self,
         _: &SessionRef,
         history: &History,
-        _: AssembleParams,
+        params: AssembleParams,
     ) -> Result<AssembleResult, EngineError> {
-        for record in 0..10_000_000u32 {
-            host::log(LogLevel::Info, &format!("record {record}"));
+        let prompt = params.prompt.unwrap_or_default();
+        let count = |prefix: &str| {
+            prompt
+                .strip_prefix(prefix)
+                .and_then(|n| n.trim().parse::<u32>().ok())
+        };
+        if let Some(bytes) = count("long ") {
+            host::log(LogLevel::Info, &"y".repeat(bytes as usize));
+        } else {
+            for record in 0..count("records ").unwrap_or(10_000_000) {
+                host::log(LogLevel::Info, &format!("record {record}"));
+            }
         }
         Ok(AssembleResult::keep_range(
             0..history.len(),

@@ -1,6 +1,6 @@
 //! Hostile engine: `assemble` panics when the user's prompt is `panic`, and
 //! otherwise passes the history through, so a test can see a failed instance
-//! replaced by a working one.
+//! replaced by a working one. `prepare-subagent-spawn` always panics.
 
 use ctxbox_guest::prelude::*;
 
@@ -25,6 +25,13 @@ impl Engine for Panicker {
             0..history.len(),
             history.tokens(0..history.len()),
         ))
+    }
+
+    fn prepare_subagent_spawn(
+        &mut self,
+        spawn: ctxbox_guest::SubagentSpawn,
+    ) -> Result<Option<String>, EngineError> {
+        panic!("cannot prepare {}", spawn.child_session_key);
     }
 }
 
