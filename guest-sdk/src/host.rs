@@ -37,8 +37,8 @@ pub fn log(level: LogLevel, message: &str) {
     raw::log(level, message);
 }
 
-/// Tells the host a long `compact` is making progress, re-arming its watchdog
-/// (up to ten windows in total).
+/// Tells the host a long `compact` or `after-turn` is making progress,
+/// re-arming its watchdog (up to ten windows in total).
 pub fn report_progress() {
     raw::report_progress();
 }
