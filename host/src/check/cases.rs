@@ -47,6 +47,16 @@ pub fn tool_result(call_id: &str, text: impl Into<String>) -> AgentMessage {
 /// `e1`, …). Every third ask is in Chinese; results grow and shrink so budgets
 /// land at every kind of boundary.
 pub fn conversation(turns: usize) -> Vec<MessageEntry> {
+    conversation_with(turns, 1)
+}
+
+/// Like [`conversation`], with tool results `scale` times as long: a
+/// session whose compaction needs many summaries.
+pub fn bulky_conversation(turns: usize, scale: usize) -> Vec<MessageEntry> {
+    conversation_with(turns, scale.max(1))
+}
+
+fn conversation_with(turns: usize, scale: usize) -> Vec<MessageEntry> {
     let mut entries = Vec::with_capacity(turns * 4);
     for turn in 0..turns {
         let call_id = format!("call-{turn}");
@@ -62,7 +72,7 @@ pub fn conversation(turns: usize) -> Vec<MessageEntry> {
         for message in [
             AgentMessage::user_text(ask),
             tool_call(&call_id),
-            tool_result(&call_id, output.repeat(1 + turn % 4)),
+            tool_result(&call_id, output.repeat((1 + turn % 4) * scale)),
             AgentMessage::assistant_text(format!(
                 "Turn {turn}: the port is fine; the host binding is too open."
             )),

@@ -1,8 +1,9 @@
 //! `ctxbox check`: the conformance checker, with a readable verdict.
 
+use std::io::Write;
 use std::process::ExitCode;
 
-use ctxbox_host::check::{self, CheckOptions, CheckReport};
+use ctxbox_host::check::{self, CheckOptions, verdict};
 
 use super::engine_source::EngineSource;
 use super::settings::HostArgs;
@@ -19,8 +20,14 @@ pub struct Args {
     host: HostArgs,
 }
 
-/// Runs `ctxbox check`: exits non-zero when any check fails.
+/// Runs `ctxbox check`: exits non-zero when any check fails (warnings
+/// alone pass).
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    run_to(args, &mut std::io::stdout().lock()).await
+}
+
+/// [`run`], writing the verdict to `out`.
+async fn run_to(args: Args, out: &mut impl Write) -> anyhow::Result<ExitCode> {
     let config = args.host.config()?;
     let cache_dir = config
         .sandbox
@@ -37,9 +44,13 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         EngineSource::File(path) => check::check_file(&path, &options).await?,
     };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&verdict::json(&report))?
+        )?;
     } else {
-        print_verdict(&report);
+        write!(out, "{}", verdict::text(&report))?;
     }
     Ok(if report.passed() {
         ExitCode::SUCCESS
@@ -48,41 +59,51 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     })
 }
 
-fn print_verdict(report: &CheckReport) {
-    match &report.engine {
-        Some(info) => println!(
-            "ctxbox check {}: engine {} ({}) {}",
-            report.source,
-            info.id,
-            info.name,
-            info.version.as_deref().unwrap_or("")
-        ),
-        None => println!("ctxbox check {}", report.source),
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Command {
+        #[command(flatten)]
+        args: Args,
     }
-    let width = report
-        .checks
-        .iter()
-        .map(|check| check.name.len())
-        .max()
-        .unwrap_or(0);
-    for check in &report.checks {
-        if check.passed {
-            println!("  pass  {:<width$}  {}", check.name, check.got);
-        } else {
-            println!("  FAIL  {:<width$}", check.name);
-            println!("        {:<width$}  expected: {}", "", check.expected);
-            println!("        {:<width$}  got:      {}", "", check.got);
-        }
+
+    async fn check(arguments: &[&str]) -> (ExitCode, String) {
+        let args = Command::try_parse_from(["ctxbox-check"].iter().chain(arguments))
+            .expect("the arguments parse")
+            .args;
+        let mut out = Vec::new();
+        let code = run_to(args, &mut out).await.expect("the checker runs");
+        (code, String::from_utf8(out).expect("the verdict is UTF-8"))
     }
-    let failed = report.failures().count();
-    println!();
-    if failed == 0 {
-        println!("{} checks passed", report.checks.len());
-    } else {
-        println!(
-            "{} checks: {} passed, {failed} failed",
-            report.checks.len(),
-            report.checks.len() - failed
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_broken_engine_fails_with_its_reason_and_a_failing_exit_code() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let wasm = dir.path().join("broken.wasm");
+        std::fs::write(&wasm, b"\0asm but not really").expect("write the engine");
+        let data_dir = dir.path().join("data");
+        let (wasm, data_dir) = (wasm.display().to_string(), data_dir.display().to_string());
+
+        let (code, text) = check(&[&wasm, "--data-dir", &data_dir]).await;
+        assert_eq!(code, ExitCode::FAILURE, "{text}");
+        assert!(text.contains("  FAIL  load\n"), "{text}");
+        assert!(
+            text.contains("          expected: a ctxbox:engine"),
+            "{text}"
         );
+        assert!(
+            text.contains("verdict: FAIL (1 check: 0 passed, 1 failed)"),
+            "{text}"
+        );
+
+        let (code, json) = check(&[&wasm, "--json", "--data-dir", &data_dir]).await;
+        assert_eq!(code, ExitCode::FAILURE);
+        let json: serde_json::Value = serde_json::from_str(&json).expect("JSON");
+        assert_eq!(json["verdict"], "fail");
+        assert_eq!(json["checks"][0]["outcome"], "fail");
     }
 }

@@ -1,0 +1,232 @@
+//! `assemble` with valid and edge-case input: no, huge, zero and half
+//! budgets, budgets ending inside tool pairs, an empty history, one message,
+//! CJK text, a session never seen; and its token estimate.
+
+use super::judge::{self, Finding};
+use super::report::Outcome;
+use super::{Checker, cases, failure_text};
+use crate::engine::{CallOptions, ContextEngine};
+use crate::error::Operation;
+use crate::history::History;
+use crate::sandbox::WasmEngine;
+use crate::tokens;
+use crate::types::{AgentMessage, AssembleParams, AssembleResult, AssembledItem, SessionRef};
+use crate::validate;
+
+/// What every `assemble` check expects.
+const VALID_PROMPT: &str = "a valid prompt: keep ranges within the history, tool calls with their results, within the budget (over it only for an engine the host compacts for: a warning)";
+
+impl Checker {
+    pub(super) async fn assemble_cases(
+        &mut self,
+        engine: &WasmEngine,
+        session: &SessionRef,
+        history: &History,
+    ) {
+        let total = history.total_tokens();
+        for (name, budget) in [
+            ("assemble: no budget", None),
+            ("assemble: huge budget", Some(10_000_000)),
+            ("assemble: zero budget", Some(0)),
+            ("assemble: half the history", Some(total / 2)),
+        ] {
+            self.assemble_case(engine, name, session, history, budget)
+                .await;
+        }
+
+        // Budgets ending between every call and its result.
+        let straddling: Vec<u64> = (1..history.len())
+            .filter(|&position| history.splits_pair(position))
+            .map(|position| history.tokens(position..history.len()) + 32)
+            .collect();
+        let name = "assemble: tool pairs straddling the budget";
+        let mut failures = Vec::new();
+        let mut over = Vec::new();
+        for &budget in &straddling {
+            let finding = self
+                .assemble_answer(engine, name, session, history, Some(budget))
+                .await;
+            match finding.outcome {
+                Outcome::Fail => failures.push(format!("budget {budget}: {}", finding.text)),
+                Outcome::Warn => over.push(budget.to_string()),
+                Outcome::Pass => {}
+            }
+        }
+        let count = straddling.len();
+        let finding = if !failures.is_empty() {
+            Finding::fail(failures.join("; "))
+        } else if !over.is_empty() {
+            Finding::warn(format!(
+                "{} of {count} prompts over their budget (budgets {}): {}",
+                over.len(),
+                over.join(", "),
+                judge::OVER_BUDGET_ALLOWED
+            ))
+        } else {
+            Finding::pass(format!(
+                "{count} budgets ending inside tool pairs, all valid and within budget"
+            ))
+        };
+        self.record(
+            name,
+            "no tool call separated from its result, and the prompt within budget",
+            finding,
+        );
+
+        let empty = History::new(Vec::new());
+        self.assemble_case(
+            engine,
+            "assemble: empty history",
+            session,
+            &empty,
+            Some(1_000),
+        )
+        .await;
+        let one = History::new(vec![cases::entry("only", AgentMessage::user_text("hello"))]);
+        self.assemble_case(engine, "assemble: one message", session, &one, Some(1_000))
+            .await;
+        let chinese = History::new(cases::chinese_conversation(30));
+        let chinese_budget = chinese.total_tokens() / 3;
+        self.assemble_case(
+            engine,
+            "assemble: CJK text",
+            session,
+            &chinese,
+            Some(chinese_budget),
+        )
+        .await;
+        let stranger = SessionRef::new("never-seen", "/check/never-seen.jsonl");
+        self.assemble_case(
+            engine,
+            "assemble: a session it has never seen",
+            &stranger,
+            history,
+            Some(total / 2),
+        )
+        .await;
+        engine.close_session(&stranger.session_id).await;
+
+        let name = "assemble: estimated-tokens";
+        let estimate = self
+            .timed(
+                name,
+                Operation::Assemble,
+                engine.assemble(
+                    &CallOptions::default(),
+                    session,
+                    history,
+                    &AssembleParams::default(),
+                ),
+            )
+            .await;
+        let estimate = match estimate {
+            Ok(result) => {
+                let actual = prompt_tokens(history, &result);
+                if result.estimated_tokens * 2 + 64 >= actual {
+                    Ok(format!(
+                        "estimated {} for {actual}",
+                        result.estimated_tokens
+                    ))
+                } else {
+                    Err(format!(
+                        "estimated {} tokens for a prompt the host counts at {actual}",
+                        result.estimated_tokens
+                    ))
+                }
+            }
+            Err(failure) => Err(failure_text(failure)),
+        };
+        self.record(name, "not under half the host's count", estimate);
+    }
+
+    async fn assemble_case(
+        &mut self,
+        engine: &WasmEngine,
+        name: &str,
+        session: &SessionRef,
+        history: &History,
+        budget: Option<u64>,
+    ) {
+        let finding = self
+            .assemble_answer(engine, name, session, history, budget)
+            .await;
+        self.record(name, VALID_PROMPT, finding);
+    }
+
+    /// Asks for a prompt and judges it: the contract's output rules, then
+    /// the budget (see [`judge::budget`]).
+    async fn assemble_answer(
+        &mut self,
+        engine: &WasmEngine,
+        name: &str,
+        session: &SessionRef,
+        history: &History,
+        budget: Option<u64>,
+    ) -> Finding {
+        let params = AssembleParams {
+            token_budget: budget,
+            available_tools: vec!["exec".into()],
+            prompt: Some("Please check config file number 12.".into()),
+            ..AssembleParams::default()
+        };
+        let answer = self
+            .timed(
+                name,
+                Operation::Assemble,
+                engine.assemble(&CallOptions::default(), session, history, &params),
+            )
+            .await;
+        let result = match answer {
+            Ok(result) => result,
+            Err(failure) => return Finding::fail(failure_text(failure)),
+        };
+        self.note_answer(&result);
+        if let Err(violation) = validate::check_assemble(history, &result) {
+            return Finding::fail(violation.to_string());
+        }
+        let tokens = prompt_tokens(history, &result);
+        let judged = judge::budget(
+            tokens,
+            budget,
+            only_the_newest(history, &result),
+            engine.info().owns_compaction,
+        );
+        let items = match result.items.len() {
+            1 => "1 item".to_owned(),
+            count => format!("{count} items"),
+        };
+        Finding {
+            text: format!("{items}, {}", judged.text),
+            ..judged
+        }
+    }
+}
+
+/// The host's count of the prompt an answer describes.
+fn prompt_tokens(history: &History, result: &AssembleResult) -> u64 {
+    history
+        .materialize(&result.items)
+        .iter()
+        .map(tokens::estimate_message)
+        .sum()
+}
+
+/// Whether the answer keeps only the newest entry (or the newest tool pair)
+/// plus at most one note: the least a prompt can hold.
+fn only_the_newest(history: &History, result: &AssembleResult) -> bool {
+    let len = history.len() as u32;
+    let mut kept = 0u32;
+    let mut inserted = 0;
+    for item in &result.items {
+        match item {
+            AssembledItem::Keep { start, end } => {
+                if *end < len.saturating_sub(2) {
+                    return false;
+                }
+                kept += end.saturating_sub(*start);
+            }
+            AssembledItem::Insert(_) => inserted += 1,
+        }
+    }
+    kept <= 2 && inserted <= 1
+}
