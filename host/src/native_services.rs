@@ -100,14 +100,20 @@ impl HostServices for NativeServices {
             max_tokens,
             deadline: call.deadline,
         };
-        self.compactor
-            .summarizer()
-            .summarize(request)
-            .await
-            .map_err(|error| match error {
-                SummarizeError::Timeout => ServiceError::Aborted(error.to_string()),
-                other => ServiceError::Failed(other.to_string()),
-            })
+        // The caller giving up ends the wait with an error the engine can
+        // return, before the host has to interrupt the engine.
+        tokio::select! {
+            biased;
+            () = call.abort.cancelled() => Err(ServiceError::Aborted(
+                "the caller cancelled the call".into(),
+            )),
+            summary = self.compactor.summarizer().summarize(request) => {
+                summary.map_err(|error| match error {
+                    SummarizeError::Timeout => ServiceError::Aborted(error.to_string()),
+                    other => ServiceError::Failed(other.to_string()),
+                })
+            }
+        }
     }
 
     async fn read_transcript_delta(
@@ -171,5 +177,69 @@ impl HostServices for NativeServices {
         let start_after = start_after.map(str::to_owned);
         self.state(move |store| store.scan(&engine, &prefix, start_after.as_deref(), limit))
             .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+    use crate::compaction::CompactionConfig;
+    use crate::state_store::StateConfig;
+    use crate::summarize::Summarizer;
+    use crate::transcript::TranscriptStore;
+
+    /// A summarizer that takes a minute.
+    struct Stuck;
+
+    #[async_trait]
+    impl Summarizer for Stuck {
+        fn id(&self) -> &str {
+            "stuck"
+        }
+
+        async fn summarize(&self, _request: SummaryRequest) -> Result<String, SummarizeError> {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            Ok("too late".into())
+        }
+    }
+
+    #[tokio::test]
+    async fn summarize_ends_with_an_error_when_the_caller_aborts() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let compactor = Arc::new(Compactor::new(
+            TranscriptStore::new(Default::default()),
+            Arc::new(Stuck),
+            CompactionConfig::default(),
+        ));
+        let state =
+            Arc::new(StateStore::open_in(dir.path(), &StateConfig::default()).expect("state"));
+        let services = NativeServices::new(compactor, state);
+        let abort = CancellationToken::new();
+        let call = ServiceCall {
+            engine_id: "engine",
+            session: None,
+            history: None,
+            deadline: Instant::now() + Duration::from_secs(60),
+            abort: &abort,
+        };
+        let cancel = abort.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            cancel.cancel();
+        });
+        let answer = tokio::time::timeout(
+            Duration::from_secs(30),
+            services.summarize(call, "text", None, 100),
+        )
+        .await
+        .expect("the abort ends the wait");
+        assert!(
+            matches!(answer, Err(ServiceError::Aborted(_))),
+            "{answer:?}"
+        );
     }
 }
