@@ -557,3 +557,32 @@ async fn assemble_on_a_thousand_messages() {
         times[0]
     );
 }
+
+/// A Python engine's instance holds many more core wasm instances than a
+/// Rust one (interpreter, libc, adapters, the deny shims); a pool sized for
+/// N engine instances still fits N of them.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_full_pool_of_python_sessions_fits() {
+    let Some(path) = component_path() else { return };
+    const SLOTS: u32 = 4;
+    let sandbox = Sandbox::new(SandboxConfig {
+        max_instances: SLOTS,
+        cache_dir: path.parent().map(|dir| dir.join("compiled")),
+        ..SandboxConfig::default()
+    })
+    .expect("sandbox");
+    let component = sandbox.load_file(path).expect("loads");
+    let engine = sandbox
+        .instantiate(&component, Arc::new(NoServices))
+        .await
+        .expect("instantiates");
+    // The engine's control instance takes one slot; every other slot gets a
+    // session.
+    for index in 1..SLOTS {
+        engine
+            .prewarm(&format!("session-{index}"))
+            .await
+            .unwrap_or_else(|error| panic!("session {index} of {SLOTS}: {error}"));
+    }
+    assert_eq!(sandbox.live_instances(), SLOTS);
+}

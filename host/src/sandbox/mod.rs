@@ -124,7 +124,10 @@ fn engine_config(config: &SandboxConfig) -> Result<wasmtime::Config, SandboxErro
     let mut pooling = PoolingAllocationConfig::default();
     pooling
         .total_component_instances(instances)
-        .total_core_instances(instances.saturating_mul(MAX_CORE_INSTANCES_PER_COMPONENT / 4))
+        // Only a counter in wasmtime's pool (nothing is reserved per core
+        // instance), so every engine may use its per-component maximum: a
+        // Python engine uses more than a handful.
+        .total_core_instances(instances.saturating_mul(MAX_CORE_INSTANCES_PER_COMPONENT))
         .total_memories(instances.saturating_mul(MAX_MEMORIES_PER_COMPONENT))
         .total_tables(instances.saturating_mul(MAX_TABLES_PER_COMPONENT / 2))
         .total_stacks(instances)
