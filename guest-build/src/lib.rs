@@ -95,6 +95,13 @@ pub fn build(root: &Path, crates: &[(String, PathBuf)]) -> Vec<Guest> {
     for (name, _) in crates {
         command.args(["-p", name]);
     }
+    // Components without DWARF (the workspace's release profile keeps line
+    // tables for the host): a tenth of the size, so loading hashes and
+    // compiles far less. The name section stays, so traps still name the
+    // guest's functions.
+    command
+        .env("CARGO_PROFILE_RELEASE_DEBUG", "false")
+        .env("CARGO_PROFILE_RELEASE_STRIP", "debuginfo");
     // Flags meant for the host build must not leak into the guest build.
     for var in [
         "RUSTFLAGS",

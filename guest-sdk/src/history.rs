@@ -1,5 +1,6 @@
 //! The session history an engine reads: a host-owned view, not a copy.
 
+use std::cell::Cell;
 use std::ops::Range;
 
 use crate::__private::bindings::ctxbox::engine::history::History as RawHistory;
@@ -109,16 +110,29 @@ pub trait HistoryView {
 /// ```
 pub struct History<'a> {
     raw: &'a RawHistory,
+    /// The length, asked of the host once: a history does not change during
+    /// the call it is lent for.
+    len: Cell<Option<u32>>,
 }
 
 impl<'a> History<'a> {
     pub(crate) fn new(raw: &'a RawHistory) -> Self {
-        Self { raw }
+        Self {
+            raw,
+            len: Cell::new(None),
+        }
     }
 
     /// Number of entries.
     pub fn len(&self) -> u32 {
-        self.raw.len()
+        match self.len.get() {
+            Some(len) => len,
+            None => {
+                let len = self.raw.len();
+                self.len.set(Some(len));
+                len
+            }
+        }
     }
 
     /// Whether there are no entries.

@@ -116,5 +116,12 @@ pub fn new_engine(dir: &Path, name: &str, sdk: &Path) -> Result<(), ScaffoldErro
     write(&dir.join("Cargo.toml"), &fill(CARGO_TOML))?;
     write(&dir.join("src/lib.rs"), &fill(LIB_RS))?;
     write(&dir.join(".gitignore"), "/target\n")?;
+    // The checkout's lockfile pins the SDK's dependencies to the versions
+    // ctxbox is tested with; cargo drops the entries the engine does not use.
+    if let Some(lock) = sdk.parent().map(|checkout| checkout.join("Cargo.lock"))
+        && let Ok(contents) = std::fs::read_to_string(&lock)
+    {
+        write(&dir.join("Cargo.lock"), &contents)?;
+    }
     Ok(())
 }

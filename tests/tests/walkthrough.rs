@@ -20,6 +20,10 @@ async fn a_new_engine_builds_passes_check_and_runs() {
     let crate_dir = dir.path().join("my-engine");
     let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-sdk");
     scaffold::new_engine(&crate_dir, "my-engine", &sdk).expect("scaffolds");
+    assert!(
+        crate_dir.join("Cargo.lock").exists(),
+        "the new crate is pinned to the checkout's dependency versions"
+    );
     assert!(matches!(
         scaffold::new_engine(&crate_dir, "my-engine", &sdk),
         Err(scaffold::ScaffoldError::Exists(_))

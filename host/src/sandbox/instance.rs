@@ -80,7 +80,10 @@ impl Live {
             ));
         }
 
+        // Biased: the instantiation is polled first, so one that finishes
+        // without waiting never arms the backstop's timer.
         let outcome = tokio::select! {
+            biased;
             result = pre.instantiate_async(&mut store) => Ok(result),
             kind = call::expiry(&clock, &abort, grace) => Err(kind),
         };
@@ -170,7 +173,10 @@ impl Live {
         };
         let lent_rep = lent.as_ref().map(Resource::rep);
 
+        // Biased: the export is polled first, so a call that finishes
+        // without waiting (most do) never arms the backstop's timer.
         let outcome = tokio::select! {
+            biased;
             result = invoke(&self.bindings, &mut self.store, request, lent_rep) => Ok(result),
             kind = call::expiry(&clock, &options.abort, config.abort_grace()) => Err(kind),
         };

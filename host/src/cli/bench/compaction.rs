@@ -1,32 +1,23 @@
-//! Native compaction of a very long session (generated from a real one):
+//! Native compaction of a very long session (made of the real ones):
 //! how long it takes, and what summarizing chunks in parallel buys.
 
 use std::time::Instant;
 
 use ctxbox_host::compaction::{CompactionConfig, Compactor, NoProgress};
 use ctxbox_host::transcript::{NewSession, TranscriptStore};
-use ctxbox_host::types::{AgentMessage, CompactParams, CompactionTarget, ContentBlock};
+use ctxbox_host::types::{CompactParams, CompactionTarget};
 use tokio_util::sync::CancellationToken;
 
 use super::measure::{Stats, ratio};
+use super::recorded::Recorded;
 use super::{Options, Row};
 
-/// The recording the long session is made of.
-const SOURCE: &[u8] = crate::cli::run::SAMPLE;
-
 /// Compacts a `options.compaction_messages`-message session with one chunk at
-/// a time and with several.
+/// a time and with two.
 pub async fn rows(options: &Options, rows: &mut Vec<Row>) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let store = TranscriptStore::new(Default::default());
-    let source_path = dir.path().join("source.jsonl");
-    std::fs::write(&source_path, SOURCE)?;
-    let source: Vec<AgentMessage> = store
-        .open_read_only(&source_path)?
-        .active_branch()
-        .into_iter()
-        .map(|entry| entry.message)
-        .collect();
+    let source = Recorded::read(&store)?;
 
     let long_path = dir.path().join("long.jsonl");
     let long = store.create(
@@ -37,17 +28,10 @@ pub async fn rows(options: &Options, rows: &mut Vec<Row>) -> anyhow::Result<()> 
             parent_session: None,
         },
     )?;
-    let mut written = 0usize;
-    let mut cycle = 0usize;
-    while written < options.compaction_messages {
-        let batch: Vec<AgentMessage> = source
-            .iter()
-            .take(options.compaction_messages - written)
-            .map(|message| renamed_calls(message, cycle))
-            .collect();
-        written += batch.len();
-        long.append(&batch)?;
-        cycle += 1;
+    let messages = source.repeated(options.compaction_messages);
+    let written = messages.len();
+    for batch in messages.chunks(1_000) {
+        long.append(batch)?;
     }
     let tokens = long.history().total_tokens();
     drop(long);
@@ -91,7 +75,10 @@ pub async fn rows(options: &Options, rows: &mut Vec<Row>) -> anyhow::Result<()> 
     }
     let (one, two) = (timings[0], timings[1]);
     rows.push(Row {
-        what: format!("native compaction, {written} messages ({tokens} tokens), extractive"),
+        what: format!(
+            "native compaction, {written} messages of {} ({tokens} tokens), extractive",
+            source.label
+        ),
         figure: format!(
             "one chunk at a time: {}; two at a time: {}",
             one.describe(),
@@ -111,55 +98,4 @@ pub async fn rows(options: &Options, rows: &mut Vec<Row>) -> anyhow::Result<()> 
         met: None,
     });
     Ok(())
-}
-
-/// `message` with its tool-call ids made unique to copy number `cycle`, so
-/// repeated copies still pair calls with their own results.
-fn renamed_calls(message: &AgentMessage, cycle: usize) -> AgentMessage {
-    let rename = |id: &str| format!("{id}-{cycle}");
-    match message {
-        AgentMessage::Assistant {
-            content,
-            model,
-            provider,
-            usage,
-            stop_reason,
-            error_message,
-        } => AgentMessage::Assistant {
-            content: content
-                .iter()
-                .map(|block| match block {
-                    ContentBlock::ToolCall {
-                        id,
-                        name,
-                        arguments_json,
-                    } => ContentBlock::ToolCall {
-                        id: rename(id),
-                        name: name.clone(),
-                        arguments_json: arguments_json.clone(),
-                    },
-                    other => other.clone(),
-                })
-                .collect(),
-            model: model.clone(),
-            provider: provider.clone(),
-            usage: *usage,
-            stop_reason: *stop_reason,
-            error_message: error_message.clone(),
-        },
-        AgentMessage::ToolResult {
-            tool_call_id,
-            tool_name,
-            content,
-            is_error,
-            details,
-        } => AgentMessage::ToolResult {
-            tool_call_id: rename(tool_call_id),
-            tool_name: tool_name.clone(),
-            content: content.clone(),
-            is_error: *is_error,
-            details: details.clone(),
-        },
-        other => other.clone(),
-    }
 }

@@ -6,6 +6,7 @@
 mod compaction;
 mod measure;
 mod memory;
+mod recorded;
 mod replay;
 mod sandbox;
 
@@ -35,9 +36,25 @@ pub struct Args {
     /// checkout, else the built-in sample).
     #[arg(long)]
     transcript: Option<PathBuf>,
+    /// Measure only these groups (repeatable; default: all).
+    #[arg(long, value_enum)]
+    only: Vec<Group>,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
+}
+
+/// The groups of measurements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Group {
+    /// Resident memory of many warm sessions.
+    Memory,
+    /// Instances, calls, wasm vs native, materialisation, loading, guards.
+    Sandbox,
+    /// Native compaction of a very long session.
+    Compaction,
+    /// A full replay of a real session.
+    Replay,
 }
 
 /// What the measurements are given.
@@ -113,11 +130,20 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
     let mut rows = Vec::new();
+    let wanted = |group| args.only.is_empty() || args.only.contains(&group);
     // Memory first: later measurements grow the heap it would count.
-    memory::rows(&options, &mut rows).await?;
-    sandbox::rows(&options, &mut rows).await?;
-    compaction::rows(&options, &mut rows).await?;
-    replay::rows(&options, &mut rows).await?;
+    if wanted(Group::Memory) {
+        memory::rows(&options, &mut rows).await?;
+    }
+    if wanted(Group::Sandbox) {
+        sandbox::rows(&options, &mut rows).await?;
+    }
+    if wanted(Group::Compaction) {
+        compaction::rows(&options, &mut rows).await?;
+    }
+    if wanted(Group::Replay) {
+        replay::rows(&options, &mut rows).await?;
+    }
 
     let machine = Machine::read(options.quick);
     if args.json {
