@@ -1,6 +1,7 @@
 //! Criterion benches of the sandbox against DESIGN §10's targets: a fresh
 //! instance per session, an empty call, keep-recent `assemble` in wasm vs the
-//! same logic native, and history materialisation in the guest.
+//! same logic native, history materialisation in the guest, loading a cached
+//! precompiled engine, and what fuel and epoch checks cost.
 //!
 //! Run: `cargo bench -p ctxbox-tests --bench sandbox`.
 
@@ -80,7 +81,7 @@ fn keep_recent_assemble(c: &mut Criterion) {
     let runtime = runtime();
     let engine = load(&runtime, guests::KEEP_RECENT);
     let mut group = c.benchmark_group("assemble/keep-recent");
-    for messages in [1_000usize, 10_000] {
+    for messages in [1_000usize, 10_000, 100_000] {
         let history = History::new(conversation(messages / 4));
         let params = AssembleParams {
             token_budget: Some(BUDGET),
@@ -143,12 +144,61 @@ fn materialise_history(c: &mut Criterion) {
     group.finish();
 }
 
+fn loading(c: &mut Criterion) {
+    let bytes = std::fs::read(guests::KEEP_RECENT).expect("keep-recent was built");
+    let cache = tempfile::tempdir().expect("temp dir");
+    let sandbox = sandbox_with(SandboxConfig {
+        cache_dir: Some(cache.path().to_owned()),
+        ..SandboxConfig::default()
+    });
+    sandbox
+        .load_bytes("keep-recent", &bytes)
+        .expect("first load compiles");
+    c.bench_function("load/cached-precompiled", |b| {
+        b.iter(|| {
+            let component = sandbox.load_bytes("keep-recent", &bytes).expect("load");
+            assert!(component.from_cache());
+            component
+        })
+    });
+}
+
+/// keep-recent on 100k messages with and without fuel and epoch checks.
+fn guards(c: &mut Criterion) {
+    let runtime = runtime();
+    let history = History::new(conversation(25_000));
+    let params = AssembleParams {
+        token_budget: Some(BUDGET),
+        ..AssembleParams::default()
+    };
+    let call = CallOptions::default();
+    let session = session("bench");
+    let mut group = c.benchmark_group("guards/keep-recent-100k");
+    for guards in [true, false] {
+        let sandbox = sandbox_with(SandboxConfig {
+            guards,
+            ..SandboxConfig::default()
+        });
+        let engine = runtime.block_on(ctxbox_tests::engine(&sandbox, guests::KEEP_RECENT));
+        let name = if guards { "guarded" } else { "unguarded" };
+        group.bench_function(name, |b| {
+            b.to_async(&runtime).iter(|| async {
+                engine
+                    .assemble(&call, &session, &history, &params)
+                    .await
+                    .expect("assemble")
+            })
+        });
+    }
+    group.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default()
         .sample_size(30)
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3));
-    targets = instances, keep_recent_assemble, materialise_history
+    targets = instances, keep_recent_assemble, materialise_history, loading, guards
 }
 criterion_main!(benches);
