@@ -2,7 +2,9 @@
 //! behind both the `legacy` engine's `compact` and the `delegate-compaction`
 //! host import.
 
+use std::collections::HashSet;
 use std::future::Future;
+use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,6 +24,7 @@ use super::serialize;
 use crate::services::ProgressSink;
 use crate::summarize::{
     ExtractiveSummarizer, MergeRequest, SummarizeError, Summarizer, SummaryRequest,
+    identifiers as identifiers_of,
 };
 use crate::transcript::{ActiveContext, Transcript, TranscriptError, TranscriptStore};
 use crate::types::{CompactParams, CompactResult, CompactionTarget, RotatedSession, SessionRef};
@@ -45,10 +48,22 @@ pub struct Compactor {
 
 /// The texts a compaction summarizes.
 struct Material {
-    /// The history before the cut (or before the cut turn), in chunks.
-    chunks: Vec<String>,
+    /// The history before the cut (or before the cut turn), in chunks of
+    /// entry positions.
+    chunks: Vec<Range<usize>>,
     /// The beginning of the cut turn, when the cut is inside one.
+    turn_prefix: Option<Range<usize>>,
+}
+
+/// What summarizing the material gave.
+struct Summaries {
+    /// The chunks' summaries merged, with the previous summary folded in.
+    history: String,
+    /// The cut turn's beginning, summarized.
     turn_prefix: Option<String>,
+    /// The summarized history's exact identifiers, in order of first
+    /// appearance.
+    identifiers: Vec<String>,
 }
 
 impl Compactor {
@@ -174,15 +189,13 @@ impl Compactor {
 
         let window = params.token_budget.unwrap_or(DEFAULT_WINDOW_TOKENS);
         let material = material(&context, start, &cut, window);
-        let summarized_text =
-            material.chunks.join("\n\n") + material.turn_prefix.as_deref().unwrap_or_default();
         let chunk_count = material.chunks.len();
         let custom = params
             .custom_instructions
             .as_deref()
             .or(self.config.custom_instructions.as_deref());
         let summary_tokens = u32::try_from(cut.summary_tokens).unwrap_or(u32::MAX);
-        let (history_summary, turn_prefix) = self
+        let summaries = self
             .summarize(
                 &context,
                 material,
@@ -193,16 +206,15 @@ impl Compactor {
                 abort,
             )
             .await?;
-
         let entries = history.entries();
         let files = files::collect(
             &entries[start..cut.first_kept],
             context.previous_compaction.as_ref(),
         );
         let finalized = finalize::summary(
-            &history_summary,
-            turn_prefix.as_deref(),
-            &summarized_text,
+            &summaries.history,
+            summaries.turn_prefix.as_deref(),
+            &summaries.identifiers,
             &files,
             cut.summary_tokens,
         );
@@ -270,7 +282,11 @@ impl Compactor {
     }
 
     /// The history summary (chunks summarized in parallel, merged in order
-    /// with the previous summary) and the turn-prefix summary.
+    /// with the previous summary), the turn-prefix summary, and the
+    /// identifiers of everything summarized. Each chunk is serialized and
+    /// scanned for identifiers on the blocking pool before it is summarized,
+    /// so with `summary_concurrency` chunks in flight all of that work runs
+    /// in parallel too.
     #[allow(clippy::too_many_arguments)]
     async fn summarize(
         &self,
@@ -281,41 +297,56 @@ impl Compactor {
         deadline: Instant,
         progress: &dyn ProgressSink,
         abort: &CancellationToken,
-    ) -> Result<(String, Option<String>), CompactionError> {
+    ) -> Result<Summaries, CompactionError> {
         let Material {
             chunks,
             turn_prefix,
         } = material;
         let chunk_count = chunks.len();
-        let mut jobs: Vec<SummaryRequest> = chunks
+        let chunk_instructions = prompts::chunk(custom);
+        let mut jobs: Vec<(Range<usize>, String, u32)> = chunks
             .into_iter()
-            .map(|text| SummaryRequest {
-                text,
-                instructions: prompts::chunk(custom),
-                max_tokens,
-                deadline,
-            })
+            .map(|range| (range, chunk_instructions.clone(), max_tokens))
             .collect();
-        if let Some(text) = turn_prefix {
-            jobs.push(SummaryRequest {
-                text,
-                instructions: prompts::turn_prefix(),
-                max_tokens: (max_tokens / 2).max(1),
-                deadline,
-            });
+        if let Some(range) = turn_prefix {
+            jobs.push((range, prompts::turn_prefix(), (max_tokens / 2).max(1)));
         }
         let concurrency = self.config.summary_concurrency.max(1);
-        let mut summaries = bounded(
+        let (mut summaries, identifiers) = bounded(
             async {
                 let mut done = Vec::with_capacity(jobs.len());
+                let mut identifiers = Vec::new();
+                let mut seen = HashSet::new();
                 let mut stream = futures_util::stream::iter(jobs)
-                    .map(|job| self.summarize_one(job))
+                    .map(|(range, instructions, max_tokens)| async move {
+                        let history = context.history.clone();
+                        let (text, found) = tokio::task::spawn_blocking(move || {
+                            let text = serialize::conversation(&history.entries()[range]);
+                            let found = identifiers_of(&text);
+                            (text, found)
+                        })
+                        .await
+                        .map_err(|error| {
+                            CompactionError::Internal(format!(
+                                "serializing a chunk failed: {error}"
+                            ))
+                        })?;
+                        let job = SummaryRequest {
+                            text,
+                            instructions,
+                            max_tokens,
+                            deadline,
+                        };
+                        Ok::<_, CompactionError>((self.summarize_one(job).await?, found))
+                    })
                     .buffered(concurrency);
                 while let Some(summary) = stream.next().await {
                     progress.progress();
-                    done.push(summary?);
+                    let (summary, found) = summary?;
+                    identifiers.extend(found.into_iter().filter(|id| seen.insert(id.clone())));
+                    done.push(summary);
                 }
-                Ok(done)
+                Ok((done, identifiers))
             },
             abort,
             deadline,
@@ -351,7 +382,11 @@ impl Compactor {
                 merged
             }
         };
-        Ok((history_summary, turn_prefix))
+        Ok(Summaries {
+            history: history_summary,
+            turn_prefix,
+            identifiers,
+        })
     }
 
     /// One summary; when the configured summarizer fails, the extractive one
@@ -426,17 +461,9 @@ fn material(context: &ActiveContext, start: usize, cut: &Cut, window: u64) -> Ma
     let chunk_tokens = (window * 2 / 5)
         .saturating_sub(CHUNK_MARGIN_TOKENS)
         .max(MIN_CHUNK_TOKENS);
-    let entries = history.entries();
-    let chunks = super::chunks::split(history, start..cut.history_end(), chunk_tokens)
-        .into_iter()
-        .map(|range| serialize::conversation(&entries[range]))
-        .collect();
-    let turn_prefix = cut
-        .turn_start
-        .map(|turn_start| serialize::conversation(&entries[turn_start..cut.first_kept]));
     Material {
-        chunks,
-        turn_prefix,
+        chunks: super::chunks::split(history, start..cut.history_end(), chunk_tokens),
+        turn_prefix: cut.turn_start.map(|turn_start| turn_start..cut.first_kept),
     }
 }
 

@@ -4,7 +4,7 @@
 //! all within 16,000 characters and the summary's token budget.
 
 use super::files::FileLists;
-use crate::summarize::{SummaryDoc, identifiers};
+use crate::summarize::SummaryDoc;
 use crate::tokens;
 
 /// Longest compaction summary, in characters (the reference's cap).
@@ -23,17 +23,17 @@ pub(crate) struct Finalized {
     pub truncated: bool,
 }
 
-/// Assembles the summary (see the module docs). `summarized_text` is the
-/// history the summary replaces, for its identifiers.
+/// Assembles the summary (see the module docs). `identifiers` are those of
+/// the history the summary replaces, in order of first appearance.
 pub(crate) fn summary(
     history_summary: &str,
     turn_prefix: Option<&str>,
-    summarized_text: &str,
+    identifiers: &[String],
     files: &FileLists,
     max_tokens: u64,
 ) -> Finalized {
     let mut doc = SummaryDoc::parse(history_summary);
-    for identifier in identifiers(summarized_text) {
+    for identifier in identifiers {
         doc.push("Exact identifiers", &format!("- {identifier}"));
     }
     if let Some(prefix) = turn_prefix {
@@ -105,7 +105,7 @@ mod tests {
         let finalized = summary(
             "## Goal\nship it\n## Decisions\n- keep tokio",
             Some("## Pending user asks\n- the turn's request"),
-            "[Tool result]: wrote /tmp/out.txt",
+            &["/tmp/out.txt".to_owned()],
             &files,
             4_000,
         );
@@ -137,7 +137,7 @@ mod tests {
         let finalized = summary(
             &format!("## Decisions\n{long}"),
             None,
-            "",
+            &[],
             &FileLists::default(),
             100_000,
         );
@@ -152,7 +152,7 @@ mod tests {
         let small = summary(
             &format!("## Decisions\n{long}"),
             None,
-            "",
+            &[],
             &FileLists::default(),
             300,
         );
