@@ -181,10 +181,10 @@ impl Config {
                 entry.path = base.join(&entry.path);
             }
         }
-        if let Some(dir) = &config.data_dir {
-            if dir.is_relative() {
-                config.data_dir = Some(base.join(dir));
-            }
+        if let Some(dir) = &config.data_dir
+            && dir.is_relative()
+        {
+            config.data_dir = Some(base.join(dir));
         }
         Ok(config)
     }

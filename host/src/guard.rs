@@ -280,15 +280,15 @@ impl GuardedEngine {
         };
         let retrying = self.quarantine.get(&self.id).is_some();
         let outcome = call(primary.as_ref()).await.and_then(|answer| {
-            if self.validates() {
-                if let Err(violation) = check(&answer) {
-                    return Err(EngineFailure::new(
-                        &self.id,
-                        operation,
-                        FailureKind::InvalidOutput,
-                        violation.to_string(),
-                    ));
-                }
+            if self.validates()
+                && let Err(violation) = check(&answer)
+            {
+                return Err(EngineFailure::new(
+                    &self.id,
+                    operation,
+                    FailureKind::InvalidOutput,
+                    violation.to_string(),
+                ));
             }
             Ok(answer)
         });
@@ -701,10 +701,9 @@ impl ContextEngine for GuardedEngine {
         primary
             .rollback_subagent_spawn(call, preparation_id)
             .await
-            .map_err(|failure| {
-                self.quarantine_engine(&failure);
-                self.note(&failure, None, GuardAction::Reported);
-                failure
+            .inspect_err(|failure| {
+                self.quarantine_engine(failure);
+                self.note(failure, None, GuardAction::Reported);
             })
     }
 
@@ -743,10 +742,10 @@ impl ContextEngine for GuardedEngine {
     }
 
     async fn dispose(&self) -> EngineResult<()> {
-        if let Some(primary) = &self.primary {
-            if let Err(failure) = primary.dispose().await {
-                tracing::warn!(engine = %self.id, reason = %failure, "engine failed to dispose");
-            }
+        if let Some(primary) = &self.primary
+            && let Err(failure) = primary.dispose().await
+        {
+            tracing::warn!(engine = %self.id, reason = %failure, "engine failed to dispose");
         }
         Ok(())
     }

@@ -186,18 +186,18 @@ fn check_pairing_exactly(history: &History, items: &[AssembledItem]) -> Result<(
 
 /// Checks a `compact` answer against the history it was given.
 pub fn check_compact(history: &History, result: &CompactResult) -> Result<(), Violation> {
-    if let Some(after) = result.tokens_after {
-        if after > result.tokens_before {
-            return Err(Violation::TokensGrew {
-                before: result.tokens_before,
-                after,
-            });
-        }
+    if let Some(after) = result.tokens_after
+        && after > result.tokens_before
+    {
+        return Err(Violation::TokensGrew {
+            before: result.tokens_before,
+            after,
+        });
     }
-    if let Some(id) = &result.first_kept_entry_id {
-        if history.find(id).is_none() {
-            return Err(Violation::UnknownFirstKeptEntry(id.clone()));
-        }
+    if let Some(id) = &result.first_kept_entry_id
+        && history.find(id).is_none()
+    {
+        return Err(Violation::UnknownFirstKeptEntry(id.clone()));
     }
     Ok(())
 }
