@@ -9,10 +9,10 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use ctxbox_host::engine::{CallOptions, ContextEngine};
-use ctxbox_host::history::History;
+use ctxbox_host::contract::engine::{CallOptions, ContextEngine};
+use ctxbox_host::contract::history::History;
+use ctxbox_host::contract::types::AssembleParams;
 use ctxbox_host::sandbox::{SandboxConfig, WasmEngine};
-use ctxbox_host::types::AssembleParams;
 use ctxbox_tests::{conversation, guests, sandbox_with, session};
 use tokio::runtime::Runtime;
 
@@ -121,7 +121,7 @@ fn materialise_history(c: &mut Criterion) {
             .iter()
             .flat_map(|entry| entry.message.content())
             .map(|block| match block {
-                ctxbox_host::types::ContentBlock::Text { text } => text.len(),
+                ctxbox_host::contract::types::ContentBlock::Text { text } => text.len(),
                 _ => 0,
             })
             .sum();

@@ -6,12 +6,12 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub use ctxbox_host::check::cases::{conversation, entry, tool_call, tool_result};
-use ctxbox_host::engine_host::EngineHost;
-use ctxbox_host::guard::GuardPolicy;
-use ctxbox_host::quarantine::QuarantineStore;
+use ctxbox_host::contract::services::{HostServices, NoServices};
+use ctxbox_host::contract::types::SessionRef;
+use ctxbox_host::engines::guard::GuardPolicy;
+use ctxbox_host::engines::quarantine::QuarantineStore;
+use ctxbox_host::engines::selection::Engines;
 use ctxbox_host::sandbox::{Sandbox, SandboxConfig, WasmEngine};
-use ctxbox_host::services::{HostServices, NoServices};
-use ctxbox_host::types::SessionRef;
 
 pub mod traces;
 
@@ -67,21 +67,18 @@ pub fn fixture(name: &str) -> std::path::PathBuf {
         .join(name)
 }
 
-/// An [`EngineHost`] in a fresh temporary data dir (kept alive by the
+/// An [`Engines`] in a fresh temporary data dir (kept alive by the
 /// returned guard) with every test guest registered by plugin `zoo`.
-pub fn zoo_host(
-    config: SandboxConfig,
-    policy: GuardPolicy,
-) -> (tempfile::TempDir, Arc<EngineHost>) {
+pub fn zoo_host(config: SandboxConfig, policy: GuardPolicy) -> (tempfile::TempDir, Arc<Engines>) {
     let dir = tempfile::tempdir().expect("temp dir");
     let host = zoo_host_in(dir.path(), config, policy);
     (dir, host)
 }
 
-/// An [`EngineHost`] with its data in `dir`: native compaction with the
+/// An [`Engines`] with its data in `dir`: native compaction with the
 /// extractive summarizer, SQLite state and quarantine, and every test guest
 /// registered by plugin `zoo` under its crate name.
-pub fn zoo_host_in(dir: &Path, config: SandboxConfig, policy: GuardPolicy) -> Arc<EngineHost> {
+pub fn zoo_host_in(dir: &Path, config: SandboxConfig, policy: GuardPolicy) -> Arc<Engines> {
     let quarantine =
         QuarantineStore::open(&dir.join("quarantine.sqlite3"), None).expect("quarantine store");
     zoo_host_with(dir, config, policy, quarantine)
@@ -94,12 +91,12 @@ pub fn zoo_host_with(
     config: SandboxConfig,
     policy: GuardPolicy,
     quarantine: QuarantineStore,
-) -> Arc<EngineHost> {
-    use ctxbox_host::compaction::{CompactionConfig, Compactor};
-    use ctxbox_host::legacy::LegacyEngine;
-    use ctxbox_host::native_services::NativeServices;
-    use ctxbox_host::registry::{EngineFactory, RegisterOptions};
-    use ctxbox_host::state_store::{StateConfig, StateStore};
+) -> Arc<Engines> {
+    use ctxbox_host::engines::legacy::LegacyEngine;
+    use ctxbox_host::engines::registry::{EngineFactory, RegisterOptions};
+    use ctxbox_host::services::compaction::{CompactionConfig, Compactor};
+    use ctxbox_host::services::native::NativeServices;
+    use ctxbox_host::services::state::{StateConfig, StateStore};
     use ctxbox_host::transcript::TranscriptStore;
 
     let compactor = Arc::new(
@@ -110,7 +107,7 @@ pub fn zoo_host_with(
         .expect("the extractive summarizer needs no setup"),
     );
     let state = Arc::new(StateStore::open_in(dir, &StateConfig::default()).expect("state store"));
-    let host = EngineHost::new(
+    let host = Engines::new(
         sandbox_with(config),
         Arc::new(quarantine),
         Arc::new(NativeServices::new(compactor.clone(), state)),

@@ -8,14 +8,14 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
-use ctxbox_host::engine::{CallOptions, ContextEngine};
-use ctxbox_host::history::History;
-use ctxbox_host::sandbox::{Sandbox, SandboxConfig, WasmEngine};
-use ctxbox_host::services::{HostServices, ProgressSink, ServiceCall, ServiceError};
-use ctxbox_host::types::{
+use ctxbox_host::contract::engine::{CallOptions, ContextEngine};
+use ctxbox_host::contract::history::History;
+use ctxbox_host::contract::services::{HostServices, ProgressSink, ServiceCall, ServiceError};
+use ctxbox_host::contract::types::{
     AgentMessage, AssembleParams, AssembleResult, AssembledItem, CompactParams, CompactResult,
     ContentBlock, MessageEntry, SessionRef, StopReason,
 };
+use ctxbox_host::sandbox::{Sandbox, SandboxConfig, WasmEngine};
 use ctxbox_tests::guests;
 
 /// A state store per engine id, a summarizer that counts, and a native

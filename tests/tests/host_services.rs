@@ -6,17 +6,17 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{Context, Result, bail, ensure};
-use ctxbox_host::compaction::{CompactionConfig, Compactor};
-use ctxbox_host::engine::{CallOptions, ContextEngine};
-use ctxbox_host::native_services::NativeServices;
-use ctxbox_host::sandbox::{Sandbox, SandboxConfig, WasmEngine};
-use ctxbox_host::state_store::{StateConfig, StateStore};
-use ctxbox_host::summarize::ExtractiveSummarizer;
-use ctxbox_host::transcript::{NewSession, Transcript, TranscriptConfig, TranscriptStore};
-use ctxbox_host::types::{
+use ctxbox_host::contract::engine::{CallOptions, ContextEngine};
+use ctxbox_host::contract::types::{
     AgentMessage, AssembleParams, AssembledItem, CompactParams, CompactionTarget, ContentBlock,
     SessionRef,
 };
+use ctxbox_host::sandbox::{Sandbox, SandboxConfig, WasmEngine};
+use ctxbox_host::services::compaction::{CompactionConfig, Compactor};
+use ctxbox_host::services::native::NativeServices;
+use ctxbox_host::services::state::{StateConfig, StateStore};
+use ctxbox_host::services::summarize::ExtractiveSummarizer;
+use ctxbox_host::transcript::{NewSession, Transcript, TranscriptConfig, TranscriptStore};
 use ctxbox_tests::guests;
 
 struct Host {
@@ -62,7 +62,7 @@ impl Host {
     ) -> Result<String> {
         let history = transcript
             .map(Transcript::history)
-            .unwrap_or_else(|| ctxbox_host::history::History::new(vec![]));
+            .unwrap_or_else(|| ctxbox_host::contract::history::History::new(vec![]));
         let params = AssembleParams {
             prompt: Some(name.to_owned()),
             ..AssembleParams::default()

@@ -5,13 +5,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ctxbox_host::engine::{CallOptions, ContextEngine};
-use ctxbox_host::engine_host::EngineHost;
-use ctxbox_host::error::{FailureKind, Operation};
-use ctxbox_host::guard::{GuardAction, GuardPolicy, GuardedEngine};
-use ctxbox_host::history::History;
+use ctxbox_host::contract::engine::{CallOptions, ContextEngine};
+use ctxbox_host::contract::failure::{FailureKind, Operation};
+use ctxbox_host::contract::history::History;
+use ctxbox_host::contract::types::{AssembleParams, AssembleResult, AssembledItem, CompactParams};
+use ctxbox_host::engines::guard::{GuardAction, GuardPolicy, GuardedEngine};
+use ctxbox_host::engines::selection::Engines;
 use ctxbox_host::sandbox::SandboxConfig;
-use ctxbox_host::types::{AssembleParams, AssembleResult, AssembledItem, CompactParams};
 use ctxbox_tests::{conversation, guests, session, zoo_host};
 use tokio_util::sync::CancellationToken;
 
@@ -35,7 +35,7 @@ fn budget(tokens: u64) -> AssembleParams {
 
 /// Another agent's engine (keep-recent, session `bystander`), loaded and
 /// warmed so it is ready to serve at once.
-async fn bystander_engine(host: &EngineHost) -> Arc<GuardedEngine> {
+async fn bystander_engine(host: &Engines) -> Arc<GuardedEngine> {
     let engine = host.select(Some("keep-recent")).await;
     bystander_turn(&engine).await;
     engine
@@ -87,7 +87,7 @@ async fn bystander(engine: Arc<GuardedEngine>, stop: CancellationToken) -> usize
 
 /// Runs `work` while another agent's session on the same host is served,
 /// and checks that it was.
-async fn while_bystander_served<T>(host: &EngineHost, work: impl Future<Output = T>) -> T {
+async fn while_bystander_served<T>(host: &Engines, work: impl Future<Output = T>) -> T {
     let stop = CancellationToken::new();
     let watcher = tokio::spawn(bystander(bystander_engine(host).await, stop.clone()));
     let answer = work.await;
@@ -100,7 +100,7 @@ async fn while_bystander_served<T>(host: &EngineHost, work: impl Future<Output =
 /// Runs `call` on engine `id` while a bystander agent is served, then checks
 /// the one guard event, the quarantine record and that legacy serves now.
 async fn expect_quarantine<T>(
-    host: Arc<EngineHost>,
+    host: Arc<Engines>,
     id: &str,
     operation: Operation,
     classification: FailureKind,
@@ -140,7 +140,7 @@ async fn expect_assemble_fallback(
     id: &str,
     classification: FailureKind,
     params: AssembleParams,
-) -> ctxbox_host::quarantine::QuarantineRecord {
+) -> ctxbox_host::engines::quarantine::QuarantineRecord {
     let (_dir, host) = zoo_host(config, GuardPolicy::default());
     let history = History::new(conversation(3));
     let result: AssembleResult = expect_quarantine(
@@ -467,7 +467,9 @@ async fn an_unregistered_or_unloadable_engine_falls_back_at_selection() {
 }
 
 /// A compaction session: a real transcript copied from the fixtures.
-fn compaction_history(dir: &std::path::Path) -> (ctxbox_host::types::SessionRef, History) {
+fn compaction_history(
+    dir: &std::path::Path,
+) -> (ctxbox_host::contract::types::SessionRef, History) {
     let path = dir.join("session.jsonl");
     std::fs::copy(
         ctxbox_tests::fixture("qwen35-feishu-delivery-mirror-branching-zh.jsonl"),
@@ -578,11 +580,11 @@ async fn a_lying_compaction_is_invalid_output() {
 /// outcome and how long it took.
 async fn compact_aborted_after(
     engine: &GuardedEngine,
-    session: &ctxbox_host::types::SessionRef,
+    session: &ctxbox_host::contract::types::SessionRef,
     history: &History,
     after: Duration,
 ) -> (
-    ctxbox_host::engine::EngineResult<ctxbox_host::types::CompactResult>,
+    ctxbox_host::contract::engine::EngineResult<ctxbox_host::contract::types::CompactResult>,
     Duration,
 ) {
     let abort = CancellationToken::new();
@@ -671,11 +673,11 @@ async fn strict_mode_fails_when_the_engine_cannot_be_resolved() {
         .plugin("zoo")
         .register(
             "garbage",
-            ctxbox_host::registry::EngineFactory::WasmBytes {
+            ctxbox_host::engines::registry::EngineFactory::WasmBytes {
                 label: "garbage.wasm".into(),
                 bytes: Arc::from(&b"not a component"[..]),
             },
-            ctxbox_host::registry::RegisterOptions::default(),
+            ctxbox_host::engines::registry::RegisterOptions::default(),
         )
         .expect("registers");
     let history = History::new(conversation(1));
@@ -713,7 +715,7 @@ async fn strict_mode_fails_when_the_engine_cannot_be_resolved() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_subagent_preparation_is_reported_and_later_ones_go_to_legacy() {
-    use ctxbox_host::types::{ContextMode, SubagentSpawn};
+    use ctxbox_host::contract::types::{ContextMode, SubagentSpawn};
     let (_dir, host) = zoo_host(SandboxConfig::default(), GuardPolicy::default());
     let spawn = SubagentSpawn {
         parent_session_key: "agent:main".into(),
@@ -816,8 +818,8 @@ async fn quarantine_survives_a_restart_and_reregistration_clears_it() {
         .plugin("zoo")
         .register(
             "panicker",
-            ctxbox_host::registry::EngineFactory::WasmFile(guests::PANICKER.into()),
-            ctxbox_host::registry::RegisterOptions {
+            ctxbox_host::engines::registry::EngineFactory::WasmFile(guests::PANICKER.into()),
+            ctxbox_host::engines::registry::RegisterOptions {
                 allow_same_owner_refresh: true,
             },
         )
@@ -834,7 +836,7 @@ async fn host_params_reach_only_engines_that_accept_them() {
     let (_dir, host) = zoo_host(SandboxConfig::default(), GuardPolicy::default());
     // param-echo accepts only the session key, and echoes what it received.
     let engine = host.select(Some("param-echo")).await;
-    let session = ctxbox_host::types::SessionRef {
+    let session = ctxbox_host::contract::types::SessionRef {
         session_key: Some("agent:main:feishu".into()),
         ..session("s")
     };
@@ -856,7 +858,7 @@ async fn host_params_reach_only_engines_that_accept_them() {
             &CallOptions::default(),
             &session,
             &history,
-            ctxbox_host::types::MaintainReason::Turn,
+            ctxbox_host::contract::types::MaintainReason::Turn,
             Some(r#"{"channel":"feishu"}"#),
         )
         .await
@@ -867,7 +869,7 @@ async fn host_params_reach_only_engines_that_accept_them() {
 
 /// The text of the note an engine added last to its prompt.
 fn last_note(result: &AssembleResult) -> String {
-    use ctxbox_host::types::{AgentMessage, ContentBlock};
+    use ctxbox_host::contract::types::{AgentMessage, ContentBlock};
     match result.items.last() {
         Some(AssembledItem::Insert(AgentMessage::Custom { content, .. })) => {
             match content.first() {
@@ -1022,7 +1024,7 @@ async fn a_quarantined_engine_is_tried_again_after_its_back_off() {
     let dir = tempfile::tempdir().expect("temp dir");
     let now = Arc::new(AtomicI64::new(1_000_000));
     let clock = now.clone();
-    let quarantine = ctxbox_host::quarantine::QuarantineStore::open(
+    let quarantine = ctxbox_host::engines::quarantine::QuarantineStore::open(
         &dir.path().join("quarantine.sqlite3"),
         Some(Duration::from_secs(60)),
     )
@@ -1095,7 +1097,7 @@ async fn resolving_one_engine_does_not_hold_up_selecting_another() {
         .plugin("zoo")
         .register(
             "slow-to-make",
-            ctxbox_host::registry::EngineFactory::Native(Arc::new(move || {
+            ctxbox_host::engines::registry::EngineFactory::Native(Arc::new(move || {
                 if let Some(started) = started.lock().expect("lock").take() {
                     let _ = started.send(());
                 }
@@ -1105,7 +1107,7 @@ async fn resolving_one_engine_does_not_hold_up_selecting_another() {
                     .recv_timeout(Duration::from_secs(120));
                 made.clone()
             })),
-            ctxbox_host::registry::RegisterOptions::default(),
+            ctxbox_host::engines::registry::RegisterOptions::default(),
         )
         .expect("registers");
 

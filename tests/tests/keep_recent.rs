@@ -1,14 +1,14 @@
 //! The keep-recent example engine, called through the host: every export, the
 //! budget boundary, tool-pair safety, and agreement with its native build.
 
-use ctxbox_host::engine::{CallOptions, ContextEngine};
-use ctxbox_host::error::{FailureKind, Operation};
-use ctxbox_host::history::{History, ToolPairing};
-use ctxbox_host::types::{
+use ctxbox_host::contract::engine::{CallOptions, ContextEngine};
+use ctxbox_host::contract::failure::{FailureKind, Operation};
+use ctxbox_host::contract::history::{History, ToolPairing};
+use ctxbox_host::contract::types::{
     AfterTurnParams, AgentMessage, AssembleParams, AssembleResult, AssembledItem, CompactParams,
     ContextMode, HostParam, MaintainReason, SubagentEndReason, SubagentSpawn,
 };
-use ctxbox_host::validate;
+use ctxbox_host::contract::validate;
 use ctxbox_tests::{conversation, engine, entry, guests, sandbox, session};
 
 fn budget(tokens: u64) -> AssembleParams {

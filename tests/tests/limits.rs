@@ -4,11 +4,12 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use ctxbox_host::engine::{CallOptions, ContextEngine};
-use ctxbox_host::error::{FailureKind, LoadError, Operation};
-use ctxbox_host::history::History;
+use ctxbox_host::contract::engine::{CallOptions, ContextEngine};
+use ctxbox_host::contract::failure::{FailureKind, Operation};
+use ctxbox_host::contract::history::History;
+use ctxbox_host::contract::types::AssembleParams;
+use ctxbox_host::sandbox::LoadError;
 use ctxbox_host::sandbox::{Sandbox, SandboxConfig};
-use ctxbox_host::types::AssembleParams;
 use ctxbox_tests::{conversation, engine, guests, sandbox, sandbox_with, session};
 use tokio_util::sync::CancellationToken;
 
@@ -20,7 +21,7 @@ async fn assemble_failure(
     sandbox: &Sandbox,
     guest: &str,
     prompt: Option<&str>,
-) -> ctxbox_host::error::EngineFailure {
+) -> ctxbox_host::contract::failure::EngineFailure {
     let engine = engine(sandbox, guest).await;
     let params = AssembleParams {
         prompt: prompt.map(str::to_owned),
@@ -305,7 +306,10 @@ async fn logged(
     config: SandboxConfig,
     prompt: &str,
 ) -> (
-    Result<ctxbox_host::types::AssembleResult, ctxbox_host::error::EngineFailure>,
+    Result<
+        ctxbox_host::contract::types::AssembleResult,
+        ctxbox_host::contract::failure::EngineFailure,
+    >,
     ctxbox_tests::traces::Capture,
 ) {
     let sandbox = sandbox_with(config);

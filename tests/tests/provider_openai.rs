@@ -11,16 +11,16 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use ctxbox_host::chat_api::{ChatClient, ChatError, OpenAiCompatibleConfig};
-use ctxbox_host::config::Config;
+use ctxbox_host::contract::types::{AgentMessage, ContentBlock, StopReason, Usage};
+use ctxbox_host::provider::chat::{ChatClient, ChatError, OpenAiCompatibleConfig};
 use ctxbox_host::provider::{
     ModelRequest, OpenAiCompatibleProvider, Provider, ProviderConfig, ProviderError,
     ToolDefinition, ToolExecutor, prompt_tokens,
 };
 use ctxbox_host::runner::{Session, TurnError};
+use ctxbox_host::runtime::config::Config;
 use ctxbox_host::runtime::{Runtime, RuntimeError};
 use ctxbox_host::transcript::NewSession;
-use ctxbox_host::types::{AgentMessage, ContentBlock, StopReason, Usage};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 

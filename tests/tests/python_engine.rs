@@ -14,15 +14,15 @@ use std::path::Path;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-use ctxbox_host::engine::{CallOptions, ContextEngine};
-use ctxbox_host::history::{History, ToolPairing};
-use ctxbox_host::sandbox::{LoadedComponent, Sandbox, SandboxConfig, WasmEngine};
-use ctxbox_host::services::NoServices;
-use ctxbox_host::types::{
+use ctxbox_host::contract::engine::{CallOptions, ContextEngine};
+use ctxbox_host::contract::history::{History, ToolPairing};
+use ctxbox_host::contract::services::NoServices;
+use ctxbox_host::contract::types::{
     AfterTurnParams, AgentMessage, AssembleParams, AssembleResult, AssembledItem, CompactParams,
     ContentBlock, ContextMode, HostParam, MaintainReason, MessageEntry, MessageKind, SessionRef,
     StopReason, SubagentEndReason, SubagentSpawn,
 };
+use ctxbox_host::sandbox::{LoadedComponent, Sandbox, SandboxConfig, WasmEngine};
 use ctxbox_tests::guests::KEEP_RECENT_PY;
 
 /// The component, or `None` (after saying how to enable it) when it was not
@@ -247,7 +247,7 @@ impl ctxbox_guest::HistoryView for HostView<'_> {
 /// estimate, and the same note apart from the engine's name.
 fn assert_matches_rust(history: &History, token_budget: Option<u64>, python: &AssembleResult) {
     // The rules the host enforces on every answer (and `ctxbox check` asserts).
-    if let Err(violation) = ctxbox_host::validate::check_assemble(history, python) {
+    if let Err(violation) = ctxbox_host::contract::validate::check_assemble(history, python) {
         panic!("the Python engine's answer breaks the contract: {violation}");
     }
     let rust = rust_plan(history, token_budget);
@@ -443,7 +443,7 @@ async fn compact_reports_truthfully_that_the_host_could_not_compact() {
         )
         .await
         .unwrap();
-    if let Err(violation) = ctxbox_host::validate::check_compact(&history, &result) {
+    if let Err(violation) = ctxbox_host::contract::validate::check_compact(&history, &result) {
         panic!("the Python engine's compact answer breaks the contract: {violation}");
     }
     assert!(!result.ok);

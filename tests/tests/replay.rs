@@ -8,15 +8,15 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use ctxbox_host::config::Config;
+use ctxbox_host::contract::types::AgentMessage;
 use ctxbox_host::provider::{
     ModelReply, ModelRequest, Provider, ProviderError, Replay, ReplayScript,
 };
 use ctxbox_host::runner::Session;
 use ctxbox_host::runtime::Runtime;
-use ctxbox_host::state_store::{StateConfig, StateStore};
+use ctxbox_host::runtime::config::Config;
+use ctxbox_host::services::state::{StateConfig, StateStore};
 use ctxbox_host::transcript::{NewSession, TranscriptStore};
-use ctxbox_host::types::AgentMessage;
 use ctxbox_tests::fixture;
 use tokio_util::sync::CancellationToken;
 

@@ -8,25 +8,25 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use ctxbox_host::compaction::{CompactionConfig, Compactor, NoProgress};
-use ctxbox_host::engine::{CallOptions, ContextEngine, EngineResult};
-use ctxbox_host::error::{EngineFailure, FailureKind, Operation};
-use ctxbox_host::guard::{GuardPolicy, GuardedEngine, Selected};
-use ctxbox_host::history::History;
-use ctxbox_host::legacy::LegacyEngine;
-use ctxbox_host::provider::{
-    ModelReply, ModelRequest, Provider, ProviderError, Replay, ReplayScript, ToolExecutor,
-};
-use ctxbox_host::quarantine::QuarantineStore;
-use ctxbox_host::registry::Owner;
-use ctxbox_host::runner::{RunnerConfig, Session, SpawnOutcome, TurnError, TurnRunner};
-use ctxbox_host::transcript::{NewSession, TranscriptStore};
-use ctxbox_host::types::{
+use ctxbox_host::contract::engine::{CallOptions, ContextEngine, EngineResult};
+use ctxbox_host::contract::failure::{EngineFailure, FailureKind, Operation};
+use ctxbox_host::contract::history::History;
+use ctxbox_host::contract::types::{
     AfterTurnParams, AgentMessage, AssembleParams, AssembleResult, AssembledItem, BootstrapResult,
     CompactParams, CompactResult, CompactionTarget, ContextMode, ContextProjection, EngineInfo,
     IngestBatchResult, IngestResult, MaintainReason, MaintainResult, MessageEntry, SessionRef,
     SubagentEndReason, SubagentSpawn, TurnMaintenanceMode,
 };
+use ctxbox_host::engines::guard::{GuardPolicy, GuardedEngine, Selected};
+use ctxbox_host::engines::legacy::LegacyEngine;
+use ctxbox_host::engines::quarantine::QuarantineStore;
+use ctxbox_host::engines::registry::Owner;
+use ctxbox_host::provider::{
+    ModelReply, ModelRequest, Provider, ProviderError, Replay, ReplayScript, ToolExecutor,
+};
+use ctxbox_host::runner::{RunnerConfig, Session, SpawnOutcome, TurnError, TurnRunner};
+use ctxbox_host::services::compaction::{CompactionConfig, Compactor, NoProgress};
+use ctxbox_host::transcript::{NewSession, TranscriptStore};
 use tokio_util::sync::CancellationToken;
 
 const WINDOW: u64 = 8_192;
@@ -354,7 +354,7 @@ impl ToolExecutor for Echo {
             .map(|id| AgentMessage::ToolResult {
                 tool_call_id: id.to_owned(),
                 tool_name: "exec".into(),
-                content: vec![ctxbox_host::types::ContentBlock::text("ok")],
+                content: vec![ctxbox_host::contract::types::ContentBlock::text("ok")],
                 is_error: false,
                 details: None,
             })
@@ -376,7 +376,7 @@ fn answer() -> Result<AgentMessage, ProviderError> {
 /// An assistant message calling the `exec` tool once.
 fn tool_call(id: &str) -> AgentMessage {
     AgentMessage::Assistant {
-        content: vec![ctxbox_host::types::ContentBlock::ToolCall {
+        content: vec![ctxbox_host::contract::types::ContentBlock::ToolCall {
             id: id.into(),
             name: "exec".into(),
             arguments_json: "{}".into(),
@@ -384,7 +384,7 @@ fn tool_call(id: &str) -> AgentMessage {
         model: None,
         provider: None,
         usage: None,
-        stop_reason: ctxbox_host::types::StopReason::ToolUse,
+        stop_reason: ctxbox_host::contract::types::StopReason::ToolUse,
         error_message: None,
     }
 }

@@ -5,14 +5,14 @@
 
 use std::sync::Arc;
 
-use ctxbox_host::compaction::{CompactionConfig, Compactor};
-use ctxbox_host::engine::{CallOptions, ContextEngine};
-use ctxbox_host::history::History;
-use ctxbox_host::native_services::NativeServices;
-use ctxbox_host::state_store::{StateConfig, StateStore};
-use ctxbox_host::summarize::ExtractiveSummarizer;
+use ctxbox_host::contract::engine::{CallOptions, ContextEngine};
+use ctxbox_host::contract::history::History;
+use ctxbox_host::contract::types::AfterTurnParams;
+use ctxbox_host::services::compaction::{CompactionConfig, Compactor};
+use ctxbox_host::services::native::NativeServices;
+use ctxbox_host::services::state::{StateConfig, StateStore};
+use ctxbox_host::services::summarize::ExtractiveSummarizer;
 use ctxbox_host::transcript::{TranscriptConfig, TranscriptStore};
-use ctxbox_host::types::AfterTurnParams;
 use ctxbox_tests::{conversation, engine_with, guests, sandbox, session};
 
 fn recorded(state: &StateStore) -> Vec<String> {

@@ -13,10 +13,10 @@ use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
-use ctxbox_host::compaction::{CompactionConfig, Compactor, NoProgress};
-use ctxbox_host::summarize::ExtractiveSummarizer;
+use ctxbox_host::contract::types::{CompactParams, CompactionTarget};
+use ctxbox_host::services::compaction::{CompactionConfig, Compactor, NoProgress};
+use ctxbox_host::services::summarize::ExtractiveSummarizer;
 use ctxbox_host::transcript::{TranscriptConfig, TranscriptError, TranscriptStore};
-use ctxbox_host::types::{CompactParams, CompactionTarget};
 use tokio_util::sync::CancellationToken;
 
 const CHILD: &str = env!("CARGO_BIN_EXE_transcript-crash-child");

@@ -8,13 +8,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, Result, ensure};
-use ctxbox_host::compaction::{CompactionConfig, Compactor, MAX_SUMMARY_CHARS, NoProgress};
-use ctxbox_host::history::History;
-use ctxbox_host::summarize::{ExtractiveSummarizer, REQUIRED_SECTIONS};
-use ctxbox_host::transcript::{Transcript, TranscriptConfig, TranscriptStore};
-use ctxbox_host::types::{
+use ctxbox_host::contract::history::History;
+use ctxbox_host::contract::types::{
     AgentMessage, CompactParams, CompactionTarget, MessageEntry, MessageKind,
 };
+use ctxbox_host::services::compaction::{
+    CompactionConfig, Compactor, MAX_SUMMARY_CHARS, NoProgress,
+};
+use ctxbox_host::services::summarize::{ExtractiveSummarizer, REQUIRED_SECTIONS};
+use ctxbox_host::transcript::{Transcript, TranscriptConfig, TranscriptStore};
 use tokio_util::sync::CancellationToken;
 
 /// What the reference's `buildSessionContext` gives for a fixture (computed

@@ -6,10 +6,10 @@ use std::path::Path;
 use std::process::Command;
 
 use ctxbox_host::check::{self, CheckOptions};
-use ctxbox_host::config::Config;
+use ctxbox_host::engines::registry::{EngineFactory, RegisterOptions};
 use ctxbox_host::provider::ReplayScript;
-use ctxbox_host::registry::{EngineFactory, RegisterOptions};
 use ctxbox_host::runtime::Runtime;
+use ctxbox_host::runtime::config::Config;
 use ctxbox_host::scaffold;
 use ctxbox_tests::fixture;
 use tokio_util::sync::CancellationToken;

@@ -5,13 +5,15 @@
 use super::judge::{self, Finding};
 use super::report::Outcome;
 use super::{Checker, cases, failure_text};
-use crate::engine::{CallOptions, ContextEngine};
-use crate::error::Operation;
-use crate::history::History;
+use crate::contract::engine::{CallOptions, ContextEngine};
+use crate::contract::failure::Operation;
+use crate::contract::history::History;
+use crate::contract::tokens;
+use crate::contract::types::{
+    AgentMessage, AssembleParams, AssembleResult, AssembledItem, SessionRef,
+};
+use crate::contract::validate;
 use crate::sandbox::WasmEngine;
-use crate::tokens;
-use crate::types::{AgentMessage, AssembleParams, AssembleResult, AssembledItem, SessionRef};
-use crate::validate;
 
 /// What every `assemble` check expects.
 const VALID_PROMPT: &str = "a valid prompt: keep ranges within the history, tool calls with their results, within the budget (over it only for an engine the host compacts for: a warning)";

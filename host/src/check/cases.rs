@@ -1,7 +1,7 @@
 //! The conversations the conformance checker feeds engines: a tool-heavy
 //! English one, a Chinese one, and the small edge cases.
 
-use crate::types::{AgentMessage, ContentBlock, MessageEntry, StopReason};
+use crate::contract::types::{AgentMessage, ContentBlock, MessageEntry, StopReason};
 
 /// An entry with id `id`.
 pub fn entry(id: impl Into<String>, message: AgentMessage) -> MessageEntry {

@@ -8,13 +8,15 @@ use tokio_util::sync::CancellationToken;
 
 use super::judge::{self, Finding};
 use super::{Checker, PACE, cases, entries_to_messages, failure_text};
-use crate::engine::{CallOptions, ContextEngine, EngineResult};
-use crate::error::{EngineFailure, FailureKind, Operation};
-use crate::history::History;
+use crate::contract::engine::{CallOptions, ContextEngine, EngineResult};
+use crate::contract::failure::{EngineFailure, FailureKind, Operation};
+use crate::contract::history::History;
+use crate::contract::tokens;
+use crate::contract::types::{
+    AgentMessage, CompactParams, CompactResult, CompactionTarget, SessionRef,
+};
+use crate::contract::validate;
 use crate::sandbox::WasmEngine;
-use crate::tokens;
-use crate::types::{AgentMessage, CompactParams, CompactResult, CompactionTarget, SessionRef};
-use crate::validate;
 
 /// When the abort comes, after the aborted compaction starts.
 const ABORT_AFTER: Duration = Duration::from_millis(50);

@@ -6,9 +6,9 @@
 use std::time::{Duration, Instant};
 
 use super::report::Outcome;
-use crate::engine::EngineResult;
-use crate::error::FailureKind;
-use crate::types::CompactResult;
+use crate::contract::engine::EngineResult;
+use crate::contract::failure::FailureKind;
+use crate::contract::types::CompactResult;
 
 /// A check's outcome with its explanation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -198,7 +198,7 @@ fn millis(duration: Duration) -> u128 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::{EngineFailure, Operation};
+    use crate::contract::failure::{EngineFailure, Operation};
 
     fn failed(kind: FailureKind, message: &str) -> EngineResult<CompactResult> {
         Err(EngineFailure::new("e", Operation::Compact, kind, message))

@@ -4,14 +4,14 @@
 
 use super::judge::Finding;
 use super::{Checker, cases, failure_text};
-use crate::engine::{CallOptions, ContextEngine};
-use crate::error::Operation;
-use crate::history::History;
-use crate::sandbox::WasmEngine;
-use crate::types::{
+use crate::contract::engine::{CallOptions, ContextEngine};
+use crate::contract::failure::Operation;
+use crate::contract::history::History;
+use crate::contract::types::{
     AfterTurnParams, AgentMessage, ContextMode, MaintainReason, MessageEntry, SessionRef,
     SubagentEndReason, SubagentSpawn,
 };
+use crate::sandbox::WasmEngine;
 
 /// One round of lifecycle calls.
 struct Round<'a> {

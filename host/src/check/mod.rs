@@ -15,10 +15,10 @@
 mod assemble;
 pub mod cases;
 mod compaction;
+mod host;
 mod judge;
 mod lifecycle;
 mod report;
-mod services;
 pub mod verdict;
 
 use std::future::Future;
@@ -28,18 +28,18 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use self::host::{CheckServices, Pace, PacedSummarizer};
 use self::judge::Finding;
 pub use self::report::{CallTime, CheckReport, CheckResult, LimitsProbe, Outcome, Tally};
-use self::services::{CheckServices, Pace, PacedSummarizer};
-use crate::compaction::{CompactionConfig, Compactor};
-use crate::engine::ContextEngine;
-use crate::error::{EngineFailure, Operation};
-use crate::history::History;
-use crate::native_services::NativeServices;
+use crate::contract::engine::ContextEngine;
+use crate::contract::failure::{EngineFailure, Operation};
+use crate::contract::history::History;
+use crate::contract::types::{AgentMessage, MessageEntry, SessionRef};
 use crate::sandbox::{Sandbox, SandboxConfig};
-use crate::state_store::{StateConfig, StateStore};
+use crate::services::compaction::{CompactionConfig, Compactor};
+use crate::services::native::NativeServices;
+use crate::services::state::{StateConfig, StateStore};
 use crate::transcript::{NewSession, Transcript, TranscriptStore};
-use crate::types::{AgentMessage, MessageEntry, SessionRef};
 
 /// One compaction watchdog window in the checker's sandbox, seconds (180 in
 /// production): a compaction that reports no progress for this long is

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::types::EngineInfo;
+use crate::contract::types::EngineInfo;
 
 /// How one check came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

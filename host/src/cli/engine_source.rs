@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
-use ctxbox_host::bundled;
+use ctxbox_host::engines::bundled;
 use ctxbox_host::sandbox::{LoadedComponent, Sandbox};
 
 /// Where an engine's component comes from.

@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use ctxbox_host::quarantine::QuarantineRecord;
+use ctxbox_host::engines::quarantine::QuarantineRecord;
 
 use super::settings::HostArgs;
 

@@ -5,9 +5,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
-use ctxbox_host::engine::ContextEngine;
+use ctxbox_host::contract::engine::ContextEngine;
+use ctxbox_host::contract::services::NoServices;
 use ctxbox_host::sandbox::{Sandbox, SandboxConfig, WIT_PACKAGE, WIT_VERSION};
-use ctxbox_host::services::NoServices;
 use serde_json::json;
 
 use super::engine_source::EngineSource;

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
+use ctxbox_host::engines::registry::{EngineFactory, RegisterOptions};
 use ctxbox_host::provider::ReplayScript;
-use ctxbox_host::registry::{EngineFactory, RegisterOptions};
 use ctxbox_host::runner::{RunReport, TurnReport};
 use ctxbox_host::runtime::Runtime;
 
@@ -304,7 +304,7 @@ fn print_summary(report: &RunReport, label: &str, engine: &str, window: u64, out
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ctxbox_host::config::Config;
+    use ctxbox_host::runtime::config::Config;
 
     const HEADER: &str = r#"{"type":"session","version":3,"id":"r","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/w"}"#;
 

@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use ctxbox_host::config::Config;
 use ctxbox_host::runtime::Runtime;
+use ctxbox_host::runtime::config::Config;
 
 /// The default config file, used when it exists in the working directory.
 const DEFAULT_CONFIG: &str = "ctxbox.toml";

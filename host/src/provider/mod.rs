@@ -1,11 +1,16 @@
 //! The model side of a turn (DESIGN §8): a [`Provider`] answers a prompt with
 //! an assistant message, and a [`ToolExecutor`] runs the tools that message
 //! calls. [`Replay`] replays a recorded conversation (the CLI's main job);
-//! [`OpenAiCompatibleProvider`] talks to a chat-completions API. Which one a
-//! host uses is `[provider]` in `ctxbox.toml` ([`ProviderConfig`]).
+//! [`OpenAiCompatibleProvider`] talks to a chat-completions API through the
+//! [`chat`] client (which the `openai-compatible` summarizer shares). Which
+//! one a host uses is `[provider]` in `ctxbox.toml` ([`ProviderConfig`]).
+//! [`ScriptedProvider`] and [`FixedToolResults`] answer from memory, for
+//! tests and examples.
 
+pub mod chat;
 mod openai;
 mod replay;
+mod scripted;
 
 use std::sync::Arc;
 
@@ -15,10 +20,11 @@ use tokio_util::sync::CancellationToken;
 
 pub use self::openai::{DEFAULT_CALL_TIMEOUT, OpenAiCompatibleProvider};
 pub use self::replay::{Replay, ReplayScript, ScriptTurn};
-use crate::chat_api::ChatError;
-pub use crate::chat_api::OpenAiCompatibleConfig;
-use crate::tokens;
-use crate::types::{AgentMessage, Usage};
+pub use self::scripted::{FixedToolResults, ScriptedProvider};
+use crate::contract::tokens;
+use crate::contract::types::{AgentMessage, Usage};
+use crate::provider::chat::ChatError;
+pub use crate::provider::chat::OpenAiCompatibleConfig;
 
 /// What a model is asked.
 #[derive(Debug, Clone, Copy)]
@@ -180,7 +186,7 @@ pub fn unavailable_tool_result(call_id: &str, tool_name: &str, why: &str) -> Age
     AgentMessage::ToolResult {
         tool_call_id: call_id.to_owned(),
         tool_name: tool_name.to_owned(),
-        content: vec![crate::types::ContentBlock::text(format!(
+        content: vec![crate::contract::types::ContentBlock::text(format!(
             "Tool `{tool_name}` unavailable: {why}"
         ))],
         is_error: true,

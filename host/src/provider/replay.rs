@@ -14,8 +14,8 @@ use super::{
     ModelReply, ModelRequest, Provider, ProviderError, ToolExecutor, prompt_tokens,
     unavailable_tool_result,
 };
-use crate::tokens;
-use crate::types::{AgentMessage, ContentBlock, Usage};
+use crate::contract::tokens;
+use crate::contract::types::{AgentMessage, ContentBlock, Usage};
 
 /// One user turn of a recording.
 #[derive(Debug, Clone, PartialEq)]
@@ -248,7 +248,7 @@ impl ToolExecutor for Replay {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::StopReason;
+    use crate::contract::types::StopReason;
 
     fn call(id: &str) -> AgentMessage {
         AgentMessage::Assistant {

@@ -4,8 +4,8 @@
 //! through to one pass of truncating oversized tool traffic.
 
 use super::{Session, TurnError, TurnReport, TurnRunner};
-use crate::engine::CallOptions;
-use crate::types::{CompactParams, CompactionTarget};
+use crate::contract::engine::CallOptions;
+use crate::contract::types::{CompactParams, CompactionTarget};
 
 /// What a turn has left for overflow recovery.
 pub(super) struct Recovery {

@@ -8,11 +8,11 @@
 use std::collections::HashSet;
 
 use super::{Session, TurnError, TurnRunner};
-use crate::engine::{CallOptions, ContextEngine};
-use crate::history::History;
+use crate::contract::engine::{CallOptions, ContextEngine};
+use crate::contract::history::History;
+use crate::contract::tokens;
+use crate::contract::types::{AgentMessage, AssembleParams, ContentBlock, ContextProjection};
 use crate::provider::unavailable_tool_result;
-use crate::tokens;
-use crate::types::{AgentMessage, AssembleParams, ContentBlock, ContextProjection};
 
 /// Share of the prompt budget one block of tool traffic may take once
 /// truncation is on.
@@ -277,7 +277,7 @@ fn pair_tool_messages(messages: Vec<AgentMessage>) -> Vec<AgentMessage> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::StopReason;
+    use crate::contract::types::StopReason;
 
     fn call(id: &str) -> AgentMessage {
         AgentMessage::Assistant {

@@ -2,8 +2,8 @@
 
 use serde::Serialize;
 
-use crate::error::EngineFailure;
-use crate::guard::GuardEvent;
+use crate::contract::failure::EngineFailure;
+use crate::engines::guard::GuardEvent;
 use crate::provider::ProviderError;
 use crate::transcript::TranscriptError;
 

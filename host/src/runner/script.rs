@@ -5,10 +5,10 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use super::{Session, TurnReport, TurnRunner};
-use crate::error::FailureKind;
-use crate::guard::{GuardAction, GuardEvent};
+use crate::contract::failure::FailureKind;
+use crate::contract::tokens;
+use crate::engines::guard::{GuardAction, GuardEvent};
 use crate::provider::{Replay, ReplayScript};
-use crate::tokens;
 
 /// A replayed conversation, summed up.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -141,7 +141,7 @@ impl TurnRunner {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::Operation;
+    use crate::contract::failure::Operation;
 
     fn event(action: GuardAction, classification: FailureKind) -> GuardEvent {
         GuardEvent {

@@ -5,10 +5,10 @@
 use tokio::task::JoinHandle;
 
 use super::prompt::Projection;
-use crate::compaction;
-use crate::history::History;
+use crate::contract::history::History;
+use crate::contract::types::{AgentMessage, MessageEntry, RotatedSession, SessionRef};
+use crate::services::compaction;
 use crate::transcript::{Transcript, TranscriptError, TranscriptStore};
-use crate::types::{AgentMessage, MessageEntry, RotatedSession, SessionRef};
 
 /// One conversation being run.
 pub struct Session {

@@ -8,9 +8,9 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::TurnRunner;
-use crate::engine::{CallOptions, ContextEngine};
-use crate::error::EngineFailure;
-use crate::types::{SubagentEndReason, SubagentSpawn};
+use crate::contract::engine::{CallOptions, ContextEngine};
+use crate::contract::failure::EngineFailure;
+use crate::contract::types::{SubagentEndReason, SubagentSpawn};
 
 /// How long a rollback may take once the spawn failed (the sandbox's own
 /// per-call limits apply within it too).

@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::config::SandboxConfig;
-use crate::error::{FailureKind, Operation};
-use crate::history::History;
-use crate::types::{
+use crate::contract::failure::{FailureKind, Operation};
+use crate::contract::history::History;
+use crate::contract::types::{
     AfterTurnParams, AssembleParams, AssembleResult, BootstrapResult, CompactParams, CompactResult,
     EngineInfo, IngestBatchResult, IngestResult, MaintainReason, MaintainResult, MessageEntry,
     SessionRef, SubagentEndReason, SubagentSpawn,

@@ -5,7 +5,7 @@ use wasmtime::Trap;
 use wasmtime::component::ResourceTableError;
 
 use super::store::HostTrap;
-use crate::error::FailureKind;
+use crate::contract::failure::FailureKind;
 
 /// Classifies `error`. `interrupted` is why the epoch callback stopped the
 /// guest, if it did (an interrupt trap does not say why on its own).

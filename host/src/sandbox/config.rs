@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Operation, SandboxError};
+use super::error::SandboxError;
+use crate::contract::failure::Operation;
 
 /// Limits and sizes of the wasm sandbox. Every limit applies per engine
 /// instance (one instance per session per engine) or per call.
@@ -112,19 +113,28 @@ impl SandboxConfig {
             ("sandbox.maxHandles", self.max_handles.into()),
         ];
         if let Some((key, _)) = positive.iter().find(|(_, value)| *value == 0) {
-            return Err(SandboxError(format!("`{key}` must be greater than zero")));
+            return Err(SandboxError::Setting {
+                key,
+                problem: "must be greater than zero".into(),
+            });
         }
         if self.memory_limit_mib > 4 * 1024 {
-            return Err(SandboxError(format!(
-                "`sandbox.memoryLimitMib` is {} but a 32-bit wasm memory holds at most 4096",
-                self.memory_limit_mib
-            )));
+            return Err(SandboxError::Setting {
+                key: "sandbox.memoryLimitMib",
+                problem: format!(
+                    "is {} but a 32-bit wasm memory holds at most 4096",
+                    self.memory_limit_mib
+                ),
+            });
         }
         if self.max_wasm_stack_kib > 64 * 1024 {
-            return Err(SandboxError(format!(
-                "`sandbox.maxWasmStackKib` is {} but at most 65536 is allowed",
-                self.max_wasm_stack_kib
-            )));
+            return Err(SandboxError::Setting {
+                key: "sandbox.maxWasmStackKib",
+                problem: format!(
+                    "is {} but at most 65536 is allowed",
+                    self.max_wasm_stack_kib
+                ),
+            });
         }
         Ok(())
     }

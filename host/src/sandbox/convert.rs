@@ -7,9 +7,9 @@
 
 use super::bindings::ctxbox::engine::{history as wit_history, host as wit_host, types as wit};
 use super::bindings::exports::ctxbox::engine::engine as wit_engine;
-use crate::history::ToolPairing;
-use crate::services::{ServiceError, TranscriptDelta};
-use crate::types::{
+use crate::contract::history::ToolPairing;
+use crate::contract::services::{ServiceError, TranscriptDelta};
+use crate::contract::types::{
     AfterTurnParams, AgentMessage, AssembleParams, AssembleResult, AssembledItem, BootstrapResult,
     CompactParams, CompactResult, CompactionTarget, ContentBlock, ContextMode, ContextProjection,
     EngineInfo, HostParam, IngestBatchResult, IngestResult, MaintainReason, MaintainResult,

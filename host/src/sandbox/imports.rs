@@ -14,10 +14,10 @@ use super::convert;
 use super::history_resource::HistoryHandle;
 use super::store::{HostTrap, StoreState};
 use super::wire_size;
-use crate::error::{FailureKind, Operation};
-use crate::history::History;
-use crate::services::{ProgressSink, ServiceCall, ServiceError};
-use crate::tokens;
+use crate::contract::failure::{FailureKind, Operation};
+use crate::contract::history::History;
+use crate::contract::services::{ProgressSink, ServiceCall, ServiceError};
+use crate::contract::tokens;
 
 /// A call that logs this many times its allowance is flooding the host and
 /// fails with `host-limit`; below that, records past the allowance are

@@ -15,8 +15,8 @@ use super::history_resource::HistoryHandle;
 use super::pool::PoolTicket;
 use super::store::StoreState;
 use super::wire_size;
-use crate::engine::CallOptions;
-use crate::error::{EngineFailure, FailureKind, Operation};
+use crate::contract::engine::CallOptions;
+use crate::contract::failure::{EngineFailure, FailureKind, Operation};
 
 /// How a call on a live instance failed.
 pub(crate) enum CallError {

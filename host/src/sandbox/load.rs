@@ -11,8 +11,8 @@ use wasmtime::component::Component;
 
 use super::Sandbox;
 use super::bindings::ContextEnginePre;
+use super::error::{LoadError, RefusedImport};
 use super::store::StoreState;
-use crate::error::{LoadError, RefusedImport};
 
 /// The contract package this host implements.
 pub const WIT_PACKAGE: &str = "ctxbox:engine";

@@ -5,8 +5,8 @@
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::sync::Arc;
 //! use ctxbox_host::sandbox::{Sandbox, SandboxConfig};
-//! use ctxbox_host::services::NoServices;
-//! use ctxbox_host::engine::ContextEngine;
+//! use ctxbox_host::contract::services::NoServices;
+//! use ctxbox_host::contract::engine::ContextEngine;
 //!
 //! let sandbox = Sandbox::new(SandboxConfig::default())?;
 //! let component = sandbox.load_file("keep_recent.wasm".as_ref())?;
@@ -20,6 +20,7 @@ mod call;
 mod classify;
 pub mod config;
 mod convert;
+mod error;
 mod history_resource;
 mod imports;
 mod instance;
@@ -39,11 +40,11 @@ use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{InstanceAllocationStrategy, PoolingAllocationConfig};
 
 pub use self::config::SandboxConfig;
+pub use self::error::{LoadError, RefusedImport, SandboxError};
 pub use self::load::{LoadedComponent, WIT_PACKAGE, WIT_VERSION};
 use self::pool::InstancePool;
 use self::store::StoreState;
 pub use self::wasm_engine::{EngineIdentity, WasmEngine};
-use crate::error::SandboxError;
 
 /// Core wasm instances one component may create (a Rust `wasm32-wasip2`
 /// engine uses a handful: its module plus adapter shims).
@@ -76,18 +77,24 @@ impl Sandbox {
     pub fn new(config: SandboxConfig) -> Result<Self, SandboxError> {
         config.validate()?;
         let engine = wasmtime::Engine::new(&engine_config(&config)?)
-            .map_err(|error| SandboxError(format!("{error:#}")))?;
-        ticker::spawn(&engine)
-            .map_err(|error| SandboxError(format!("cannot start the epoch ticker: {error}")))?;
+            .map_err(|error| SandboxError::Engine(format!("{error:#}")))?;
+        ticker::spawn(&engine).map_err(SandboxError::Ticker)?;
 
         let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker)
-            .map_err(|error| SandboxError(format!("linking WASI: {error:#}")))?;
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|error| {
+            SandboxError::Link {
+                what: "WASI",
+                reason: format!("{error:#}"),
+            }
+        })?;
         bindings::ContextEngine::add_to_linker::<StoreState, HasSelf<StoreState>>(
             &mut linker,
             |state| state,
         )
-        .map_err(|error| SandboxError(format!("linking the host interface: {error:#}")))?;
+        .map_err(|error| SandboxError::Link {
+            what: "the host interface",
+            reason: format!("{error:#}"),
+        })?;
 
         let compatibility_hash = {
             let mut hasher = Sha256Hasher(Sha256::new());

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use super::call::Request;
 use super::instance::Live;
-use crate::engine::CallOptions;
+use crate::contract::engine::CallOptions;
 
 /// Where one session's instance of one engine lives (empty between a failure
 /// or a recycle and the next call).

@@ -10,8 +10,8 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use super::call::CallState;
 use super::config::SandboxConfig;
 use super::stdio::OutputTail;
-use crate::error::FailureKind;
-use crate::services::HostServices;
+use crate::contract::failure::FailureKind;
+use crate::contract::services::HostServices;
 
 /// Largest table (funcref/externref) an instance may grow to, in elements.
 const MAX_TABLE_ELEMENTS: usize = 100_000;

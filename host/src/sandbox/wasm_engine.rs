@@ -13,11 +13,11 @@ use super::instance::{CallError, Live};
 use super::load::LoadedComponent;
 use super::pool::{SlotCell, dispose_quietly};
 use super::store::StoreState;
-use crate::engine::{CallOptions, ContextEngine, EngineResult};
-use crate::error::{EngineFailure, FailureKind, Operation};
-use crate::history::History;
-use crate::services::HostServices;
-use crate::types::{
+use crate::contract::engine::{CallOptions, ContextEngine, EngineResult};
+use crate::contract::failure::{EngineFailure, FailureKind, Operation};
+use crate::contract::history::History;
+use crate::contract::services::HostServices;
+use crate::contract::types::{
     AfterTurnParams, AssembleParams, AssembleResult, BootstrapResult, CompactParams, CompactResult,
     EngineInfo, IngestBatchResult, IngestResult, MaintainReason, MaintainResult, MessageEntry,
     SessionRef, SubagentEndReason, SubagentSpawn,

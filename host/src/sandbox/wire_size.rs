@@ -2,7 +2,7 @@
 //! sum of its strings plus a small fixed cost per field. Used to charge what
 //! a guest passes in and to cap what it returns.
 
-use crate::types::{AgentMessage, AssembledItem, ContentBlock, MessageEntry};
+use crate::contract::types::{AgentMessage, AssembledItem, ContentBlock, MessageEntry};
 
 /// Fixed cost charged per record or list element.
 const ITEM_OVERHEAD: usize = 16;

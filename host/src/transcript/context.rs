@@ -6,8 +6,8 @@
 use std::collections::{HashMap, HashSet};
 
 use super::record::{NodeKind, Record};
-use crate::history::History;
-use crate::types::MessageEntry;
+use crate::contract::history::History;
+use crate::contract::types::MessageEntry;
 
 /// The active context of a transcript and what compaction needs to know
 /// about how it was built.

@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::record::{NodeKind, Record};
-use crate::services::TranscriptDelta;
-use crate::types::MessageEntry;
+use crate::contract::services::TranscriptDelta;
+use crate::contract::types::MessageEntry;
 
 /// Prefix of every cursor this host issues.
 const CURSOR_PREFIX: &str = "ctxbox1.";
@@ -226,7 +226,8 @@ mod tests {
             .iter()
             .map(|line| Record {
                 raw: (*line).into(),
-                node: record::parse(line, crate::tokens::Tokenizer::Estimate).expect("valid line"),
+                node: record::parse(line, crate::contract::tokens::Tokenizer::Estimate)
+                    .expect("valid line"),
             })
             .collect()
     }

@@ -20,9 +20,9 @@ use super::error::{CorruptLine, TranscriptError};
 use super::file::{Access, Opened, TornTail, TranscriptFile, write_atomically};
 use super::record::{self, NodeKind, ROTATION_MARKER, Record};
 use super::wire::{self, SESSION_VERSION, SessionHeader};
-use crate::history::History;
-use crate::services::TranscriptDelta;
-use crate::types::{AgentMessage, MessageEntry, RotatedSession, SessionRef};
+use crate::contract::history::History;
+use crate::contract::services::TranscriptDelta;
+use crate::contract::types::{AgentMessage, MessageEntry, RotatedSession, SessionRef};
 
 /// What opening a transcript found wrong with it. The transcript is usable
 /// either way; nothing was dropped from the file.

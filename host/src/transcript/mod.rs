@@ -26,7 +26,7 @@
 //! ```no_run
 //! # fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use ctxbox_host::transcript::{NewSession, TranscriptConfig, TranscriptStore};
-//! use ctxbox_host::types::AgentMessage;
+//! use ctxbox_host::contract::types::AgentMessage;
 //!
 //! let store = TranscriptStore::new(TranscriptConfig::default());
 //! let transcript = store.open_or_create("session.jsonl".as_ref(), NewSession::default())?;
@@ -48,7 +48,7 @@ mod wire;
 
 use serde::{Deserialize, Serialize};
 
-use crate::tokens::Tokenizer;
+use crate::contract::tokens::Tokenizer;
 
 pub use self::context::{ActiveContext, PreviousCompaction};
 pub use self::delta::MAX_PAGE_BYTES as MAX_DELTA_PAGE_BYTES;

@@ -6,8 +6,8 @@ use serde_json::Value;
 use super::wire::{
     LineHead, WireBranchSummary, WireCompaction, WireCustomMessage, WireMessage, timestamp_millis,
 };
-use crate::tokens::{self, Tokenizer};
-use crate::types::{AgentMessage, MessageEntry, RotatedSession};
+use crate::contract::tokens::{self, Tokenizer};
+use crate::contract::types::{AgentMessage, MessageEntry, RotatedSession};
 
 /// `customType` of the `custom` entry that records a rotation in the old file.
 pub(crate) const ROTATION_MARKER: &str = "ctxbox.rotated";

@@ -4,8 +4,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use super::*;
-use crate::services::TranscriptDelta;
-use crate::types::{AgentMessage, ContentBlock, MessageKind, StopReason};
+use crate::contract::services::TranscriptDelta;
+use crate::contract::types::{AgentMessage, ContentBlock, MessageKind, StopReason};
 
 const HEADER: &str =
     r#"{"type":"session","version":3,"id":"s1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/w"}"#;
@@ -305,7 +305,7 @@ fn rotation_continues_the_context_in_a_new_file() {
     let before = old.history();
 
     let new = store.rotate(&old, "b").expect("rotate");
-    let messages = |history: &crate::history::History| -> Vec<(String, AgentMessage)> {
+    let messages = |history: &crate::contract::history::History| -> Vec<(String, AgentMessage)> {
         history
             .entries()
             .iter()
@@ -568,7 +568,7 @@ fn reports_messages_of_an_unknown_shape_instead_of_dropping_them_silently() {
 #[cfg(feature = "exact-tokens")]
 #[test]
 fn caches_exact_token_counts_when_configured() {
-    use crate::tokens::{self, Tokenizer};
+    use crate::contract::tokens::{self, Tokenizer};
     let dir = tempfile::tempdir().expect("temp dir");
     let path = write(dir.path(), &[HEADER, &user("a", None, "hello world")]);
     let config: TranscriptConfig =

@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::types::{AgentMessage, ContentBlock, StopReason, Usage};
+use crate::contract::types::{AgentMessage, ContentBlock, StopReason, Usage};
 
 /// The session format version this module reads and writes.
 pub const SESSION_VERSION: u64 = 3;

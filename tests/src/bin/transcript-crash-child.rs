@@ -17,10 +17,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use ctxbox_host::compaction::{CompactionConfig, Compactor, NoProgress};
-use ctxbox_host::summarize::ExtractiveSummarizer;
+use ctxbox_host::contract::types::{
+    AgentMessage, CompactParams, CompactionTarget, ContentBlock, StopReason,
+};
+use ctxbox_host::services::compaction::{CompactionConfig, Compactor, NoProgress};
+use ctxbox_host::services::summarize::ExtractiveSummarizer;
 use ctxbox_host::transcript::{NewSession, TranscriptConfig, TranscriptStore};
-use ctxbox_host::types::{AgentMessage, CompactParams, CompactionTarget, ContentBlock, StopReason};
 use tokio_util::sync::CancellationToken;
 
 fn main() -> Result<()> {

@@ -3,9 +3,9 @@
 
 use std::time::Instant;
 
-use ctxbox_host::compaction::{CompactionConfig, Compactor, NoProgress};
+use ctxbox_host::contract::types::{CompactParams, CompactionTarget};
+use ctxbox_host::services::compaction::{CompactionConfig, Compactor, NoProgress};
 use ctxbox_host::transcript::{NewSession, TranscriptStore};
-use ctxbox_host::types::{CompactParams, CompactionTarget};
 use tokio_util::sync::CancellationToken;
 
 use super::measure::{Stats, ratio};

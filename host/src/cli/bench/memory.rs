@@ -4,13 +4,13 @@
 
 use std::sync::Arc;
 
-use ctxbox_host::bundled;
 use ctxbox_host::check::cases;
-use ctxbox_host::engine::{CallOptions, ContextEngine};
-use ctxbox_host::history::History;
+use ctxbox_host::contract::engine::{CallOptions, ContextEngine};
+use ctxbox_host::contract::history::History;
+use ctxbox_host::contract::services::NoServices;
+use ctxbox_host::contract::types::{AssembleParams, SessionRef};
+use ctxbox_host::engines::bundled;
 use ctxbox_host::sandbox::{Sandbox, SandboxConfig};
-use ctxbox_host::services::NoServices;
-use ctxbox_host::types::{AssembleParams, SessionRef};
 
 use super::measure::{mib, resident_bytes};
 use super::{Options, Row};

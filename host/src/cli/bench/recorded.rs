@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
+use ctxbox_host::contract::types::{AgentMessage, ContentBlock};
 use ctxbox_host::transcript::TranscriptStore;
-use ctxbox_host::types::{AgentMessage, ContentBlock};
 
 /// The checkout's real session recordings.
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/sessions");

@@ -4,9 +4,9 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::Context;
-use ctxbox_host::config::Config;
 use ctxbox_host::provider::ReplayScript;
 use ctxbox_host::runtime::Runtime;
+use ctxbox_host::runtime::config::Config;
 use tokio_util::sync::CancellationToken;
 
 use super::measure::Stats;

@@ -2,25 +2,25 @@
 //! same logic native, history materialisation, cached loads, and what the
 //! guards cost.
 
-use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use async_trait::async_trait;
 use ctxbox_host::check::cases;
-use ctxbox_host::engine::{CallOptions, ContextEngine, EngineResult};
-use ctxbox_host::history::History;
-use ctxbox_host::sandbox::{Sandbox, SandboxConfig, WasmEngine};
-use ctxbox_host::services::{HostServices, NoServices, ServiceCall, ServiceError};
-use ctxbox_host::transcript::TranscriptStore;
-use ctxbox_host::types::{
+use ctxbox_host::contract::engine::{CallOptions, ContextEngine, EngineResult};
+use ctxbox_host::contract::guest_view;
+use ctxbox_host::contract::history::History;
+use ctxbox_host::contract::services::{MemoryServices, NoServices};
+use ctxbox_host::contract::types::{
     AfterTurnParams, AssembleParams, AssembleResult, AssembledItem, BootstrapResult, CompactParams,
     CompactResult, EngineInfo, IngestBatchResult, IngestResult, MaintainReason, MaintainResult,
     MessageEntry, SessionRef, SubagentEndReason, SubagentSpawn,
 };
-use ctxbox_host::{bundled, guest_view};
+use ctxbox_host::engines::bundled;
+use ctxbox_host::sandbox::{Sandbox, SandboxConfig, WasmEngine};
+use ctxbox_host::transcript::TranscriptStore;
 
 use super::measure::{Stats, human, ratio, time, time_pair, time_sync};
 use super::recorded::Recorded;
@@ -325,7 +325,7 @@ async fn guards(options: &Options, rows: &mut Vec<Row>) -> anyhow::Result<()> {
         force: true,
         ..CompactParams::default()
     };
-    let services = Arc::new(InMemoryServices::default());
+    let services = Arc::new(MemoryServices::default());
     let load_lossless = |sandbox: &Sandbox| {
         let component = sandbox.load_bytes("lossless", component("lossless")?);
         anyhow::Ok((component?, services.clone()))
@@ -380,82 +380,6 @@ fn guard_row(what: &str, guarded: &Stats, unguarded: &Stats) -> Row {
         ),
         target: "≤ 1.3×".into(),
         met: Some(ratio <= 1.3),
-    }
-}
-
-/// Host services whose own cost is negligible: the state store in memory and
-/// a summarizer that keeps the first lines. What the lossless engine needs,
-/// without measuring SQLite or the extractive summarizer.
-#[derive(Default)]
-struct InMemoryServices {
-    state: Mutex<BTreeMap<(String, String), Vec<u8>>>,
-}
-
-impl InMemoryServices {
-    fn state(&self) -> std::sync::MutexGuard<'_, BTreeMap<(String, String), Vec<u8>>> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-#[async_trait]
-impl HostServices for InMemoryServices {
-    async fn summarize(
-        &self,
-        _call: ServiceCall<'_>,
-        text: &str,
-        _instructions: Option<&str>,
-        max_tokens: u32,
-    ) -> Result<String, ServiceError> {
-        let keep = (max_tokens as usize * 4).min(400);
-        Ok(text.chars().take(keep).collect())
-    }
-
-    async fn state_get(
-        &self,
-        call: ServiceCall<'_>,
-        key: &str,
-    ) -> Result<Option<Vec<u8>>, ServiceError> {
-        Ok(self
-            .state()
-            .get(&(call.engine_id.to_owned(), key.to_owned()))
-            .cloned())
-    }
-
-    async fn state_set(
-        &self,
-        call: ServiceCall<'_>,
-        key: &str,
-        value: &[u8],
-    ) -> Result<(), ServiceError> {
-        self.state()
-            .insert((call.engine_id.to_owned(), key.to_owned()), value.to_vec());
-        Ok(())
-    }
-
-    async fn state_delete(&self, call: ServiceCall<'_>, key: &str) -> Result<bool, ServiceError> {
-        Ok(self
-            .state()
-            .remove(&(call.engine_id.to_owned(), key.to_owned()))
-            .is_some())
-    }
-
-    async fn state_scan(
-        &self,
-        call: ServiceCall<'_>,
-        prefix: &str,
-        start_after: Option<&str>,
-        limit: u32,
-    ) -> Result<Vec<(String, Vec<u8>)>, ServiceError> {
-        let engine = call.engine_id.to_owned();
-        let from = (engine.clone(), start_after.unwrap_or(prefix).to_owned());
-        Ok(self
-            .state()
-            .range(from..)
-            .filter(|((_, key), _)| Some(key.as_str()) != start_after)
-            .take_while(|((owner, key), _)| *owner == engine && key.starts_with(prefix))
-            .take(limit as usize)
-            .map(|((_, key), value)| (key.clone(), value.clone()))
-            .collect())
     }
 }
 

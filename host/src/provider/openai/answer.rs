@@ -4,9 +4,9 @@
 use serde_json::{Value, json};
 
 use super::PROVIDER_ID;
-use crate::chat_api::ChatError;
+use crate::contract::types::{AgentMessage, ContentBlock, StopReason, Usage};
 use crate::provider::ModelReply;
-use crate::types::{AgentMessage, ContentBlock, StopReason, Usage};
+use crate::provider::chat::ChatError;
 
 /// The error message of an answer the content filter stopped.
 const CONTENT_FILTERED: &str = "the provider's content filter stopped the answer";

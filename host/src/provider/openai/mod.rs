@@ -33,7 +33,7 @@ use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
 use super::{ModelReply, ModelRequest, Provider, ProviderError, prompt_tokens};
-use crate::chat_api::{ChatClient, ChatError, OpenAiCompatibleConfig};
+use crate::provider::chat::{ChatClient, ChatError, OpenAiCompatibleConfig};
 
 /// How long one model call may take unless set otherwise: long answers from
 /// slow local models take minutes.

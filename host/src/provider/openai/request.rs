@@ -3,8 +3,8 @@
 
 use serde_json::{Value, json};
 
+use crate::contract::types::{AgentMessage, ContentBlock};
 use crate::provider::{ModelRequest, ToolDefinition};
-use crate::types::{AgentMessage, ContentBlock};
 
 /// What a compaction summary is introduced with.
 const COMPACTION_SUMMARY_INTRO: &str =
@@ -157,7 +157,7 @@ fn tool(definition: &ToolDefinition) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::StopReason;
+    use crate::contract::types::StopReason;
 
     fn assistant_message(content: Vec<ContentBlock>) -> AgentMessage {
         AgentMessage::Assistant {

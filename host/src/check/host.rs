@@ -1,0 +1,185 @@
+//! The host the checker runs engines against: the real services (native
+//! compaction, summarizer, transcripts, state store) with what a check needs
+//! on top: every progress report is timestamped, the summarizer can be paced
+//! (each summary takes a set time, like a model would) so that a compaction
+//! lasts long enough to need progress and an abort lands in the middle of
+//! it (the real `summarize` returns as soon as the caller aborts, so an
+//! engine waiting on it is never blamed for the host's wait).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+
+use crate::contract::services::{
+    HostServices, ProgressSink, ServiceCall, ServiceError, TranscriptDelta,
+};
+use crate::contract::types::{CompactParams, CompactResult};
+use crate::services::native::NativeServices;
+use crate::services::summarize::{
+    ExtractiveSummarizer, SummarizeError, Summarizer, SummaryRequest,
+};
+
+/// How long each summary takes; zero: as long as the extractive summarizer
+/// needs (a few microseconds).
+#[derive(Debug, Default)]
+pub(crate) struct Pace(AtomicU64);
+
+impl Pace {
+    /// Each summary from now on takes `pace`.
+    pub(crate) fn set(&self, pace: Duration) {
+        let millis = u64::try_from(pace.as_millis()).unwrap_or(u64::MAX);
+        self.0.store(millis, Ordering::Relaxed);
+    }
+
+    fn get(&self) -> Duration {
+        Duration::from_millis(self.0.load(Ordering::Relaxed))
+    }
+}
+
+/// The extractive summarizer, slowed to the checker's [`Pace`] (never past
+/// a request's deadline).
+pub(crate) struct PacedSummarizer {
+    pace: Arc<Pace>,
+}
+
+impl PacedSummarizer {
+    pub(crate) fn new(pace: Arc<Pace>) -> Self {
+        Self { pace }
+    }
+}
+
+#[async_trait]
+impl Summarizer for PacedSummarizer {
+    fn id(&self) -> &str {
+        "extractive-paced"
+    }
+
+    async fn summarize(&self, request: SummaryRequest) -> Result<String, SummarizeError> {
+        let pace = self.pace.get();
+        if !pace.is_zero() {
+            let until = (Instant::now() + pace).min(request.deadline);
+            tokio::time::sleep_until(until.into()).await;
+        }
+        ExtractiveSummarizer.summarize(request).await
+    }
+}
+
+/// The real services, observed.
+pub(crate) struct CheckServices {
+    inner: NativeServices,
+    progress: Mutex<Vec<Instant>>,
+}
+
+impl CheckServices {
+    pub(crate) fn new(inner: NativeServices) -> Self {
+        Self {
+            inner,
+            progress: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The moments progress was reported since the last call, oldest first.
+    pub(crate) fn take_progress(&self) -> Vec<Instant> {
+        std::mem::take(&mut *self.progress.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    fn note_progress(&self) {
+        self.progress
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Instant::now());
+    }
+}
+
+/// Notes each stage of a delegated compaction before passing it on.
+struct NotingSink<'a> {
+    inner: &'a dyn ProgressSink,
+    services: &'a CheckServices,
+}
+
+impl ProgressSink for NotingSink<'_> {
+    fn progress(&self) {
+        self.services.note_progress();
+        self.inner.progress();
+    }
+}
+
+#[async_trait]
+impl HostServices for CheckServices {
+    fn progress_reported(&self, _call: ServiceCall<'_>) {
+        self.note_progress();
+    }
+
+    async fn delegate_compaction(
+        &self,
+        call: ServiceCall<'_>,
+        params: &CompactParams,
+        progress: &dyn ProgressSink,
+    ) -> Result<CompactResult, ServiceError> {
+        let noting = NotingSink {
+            inner: progress,
+            services: self,
+        };
+        self.inner.delegate_compaction(call, params, &noting).await
+    }
+
+    async fn summarize(
+        &self,
+        call: ServiceCall<'_>,
+        text: &str,
+        instructions: Option<&str>,
+        max_tokens: u32,
+    ) -> Result<String, ServiceError> {
+        // The real service returns as soon as the caller aborts.
+        self.inner
+            .summarize(call, text, instructions, max_tokens)
+            .await
+    }
+
+    async fn read_transcript_delta(
+        &self,
+        call: ServiceCall<'_>,
+        cursor: Option<&str>,
+        max_messages: u32,
+        max_bytes: u64,
+    ) -> Result<TranscriptDelta, ServiceError> {
+        self.inner
+            .read_transcript_delta(call, cursor, max_messages, max_bytes)
+            .await
+    }
+
+    async fn state_get(
+        &self,
+        call: ServiceCall<'_>,
+        key: &str,
+    ) -> Result<Option<Vec<u8>>, ServiceError> {
+        self.inner.state_get(call, key).await
+    }
+
+    async fn state_set(
+        &self,
+        call: ServiceCall<'_>,
+        key: &str,
+        value: &[u8],
+    ) -> Result<(), ServiceError> {
+        self.inner.state_set(call, key, value).await
+    }
+
+    async fn state_delete(&self, call: ServiceCall<'_>, key: &str) -> Result<bool, ServiceError> {
+        self.inner.state_delete(call, key).await
+    }
+
+    async fn state_scan(
+        &self,
+        call: ServiceCall<'_>,
+        prefix: &str,
+        start_after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<(String, Vec<u8>)>, ServiceError> {
+        self.inner
+            .state_scan(call, prefix, start_after, limit)
+            .await
+    }
+}

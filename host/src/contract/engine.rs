@@ -1,0 +1,132 @@
+//! The one trait every context engine implements inside the host, native or
+//! sandboxed (DESIGN §4). Nothing above it knows which kind it is talking to.
+
+use async_trait::async_trait;
+use tokio_util::sync::CancellationToken;
+
+use crate::contract::failure::EngineFailure;
+use crate::contract::history::History;
+use crate::contract::types::{
+    AfterTurnParams, AssembleParams, AssembleResult, BootstrapResult, CompactParams, CompactResult,
+    EngineInfo, IngestBatchResult, IngestResult, MaintainReason, MaintainResult, MessageEntry,
+    SessionRef, SubagentEndReason, SubagentSpawn,
+};
+
+/// Per-call options from the caller.
+#[derive(Debug, Clone, Default)]
+pub struct CallOptions {
+    /// Cancelled when the caller gives up (the run was cancelled). Engines see
+    /// it through `aborted()` and are interrupted soon after.
+    pub abort: CancellationToken,
+}
+
+impl CallOptions {
+    /// Options with this abort token.
+    pub fn with_abort(abort: CancellationToken) -> Self {
+        Self { abort }
+    }
+}
+
+/// Result of an engine call.
+pub type EngineResult<T> = Result<T, EngineFailure>;
+
+/// A context engine as the host calls it. Methods mirror the contract's
+/// exports (see `wit/engine.wit` for what each must do).
+#[async_trait]
+pub trait ContextEngine: Send + Sync {
+    /// Who the engine is (cached at load).
+    fn info(&self) -> &EngineInfo;
+
+    /// First sight of a session.
+    async fn bootstrap(
+        &self,
+        call: &CallOptions,
+        session: &SessionRef,
+        history: &History,
+    ) -> EngineResult<BootstrapResult>;
+
+    /// A new message.
+    async fn ingest(
+        &self,
+        call: &CallOptions,
+        session: &SessionRef,
+        entry: &MessageEntry,
+        is_heartbeat: bool,
+    ) -> EngineResult<IngestResult>;
+
+    /// Several new messages.
+    async fn ingest_batch(
+        &self,
+        call: &CallOptions,
+        session: &SessionRef,
+        entries: &[MessageEntry],
+        is_heartbeat: bool,
+    ) -> EngineResult<IngestBatchResult>;
+
+    /// Builds the prompt.
+    async fn assemble(
+        &self,
+        call: &CallOptions,
+        session: &SessionRef,
+        history: &History,
+        params: &AssembleParams,
+    ) -> EngineResult<AssembleResult>;
+
+    /// Compacts the session.
+    async fn compact(
+        &self,
+        call: &CallOptions,
+        session: &SessionRef,
+        history: &History,
+        params: &CompactParams,
+    ) -> EngineResult<CompactResult>;
+
+    /// The turn is over.
+    async fn after_turn(
+        &self,
+        call: &CallOptions,
+        session: &SessionRef,
+        history: &History,
+        params: &AfterTurnParams,
+    ) -> EngineResult<()>;
+
+    /// Housekeeping.
+    async fn maintain(
+        &self,
+        call: &CallOptions,
+        session: &SessionRef,
+        history: &History,
+        reason: MaintainReason,
+        runtime_context: Option<&str>,
+    ) -> EngineResult<MaintainResult>;
+
+    /// A subagent is about to be spawned; `Some(id)` if there is something to
+    /// roll back.
+    async fn prepare_subagent_spawn(
+        &self,
+        call: &CallOptions,
+        spawn: &SubagentSpawn,
+    ) -> EngineResult<Option<String>>;
+
+    /// Undoes a preparation after a failed spawn.
+    async fn rollback_subagent_spawn(
+        &self,
+        call: &CallOptions,
+        preparation_id: &str,
+    ) -> EngineResult<()>;
+
+    /// A subagent's session ended.
+    async fn on_subagent_ended(
+        &self,
+        call: &CallOptions,
+        child_session_key: &str,
+        reason: SubagentEndReason,
+    ) -> EngineResult<()>;
+
+    /// The host is done with a session: release what the engine holds for it
+    /// (a sandboxed engine disposes and drops the session's instance).
+    async fn close_session(&self, _session_id: &str) {}
+
+    /// The engine is being dropped.
+    async fn dispose(&self) -> EngineResult<()>;
+}

@@ -1,0 +1,330 @@
+//! The host-owned view of a session's active context that engine calls read.
+//!
+//! A [`History`] is an immutable, cheaply cloned snapshot. Token estimates are
+//! summed into prefix sums once, so `tokens(start, end)` is O(1), and the
+//! tool-call pairing of every entry is computed once, so an engine can keep a
+//! range without splitting a call from its result by asking about its ends.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::{Arc, OnceLock};
+
+use crate::contract::tokens;
+use crate::contract::types::{AgentMessage, AssembledItem, MessageEntry, MessageKind};
+
+/// An entry's part in tool-call pairing (the WIT `tool-pairing`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolPairing {
+    /// Not part of a pair.
+    None,
+    /// An assistant message with tool calls; its results end at this index
+    /// (inclusive; its own index when no call has a result).
+    ToolCalls {
+        /// Index of the last result answering one of its calls.
+        last_result: u32,
+    },
+    /// A tool result.
+    ToolResult {
+        /// Index of the assistant message that made the call, if present.
+        call: Option<u32>,
+    },
+}
+
+/// A snapshot of a session's active context, oldest entry first.
+#[derive(Clone)]
+pub struct History {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    entries: Vec<MessageEntry>,
+    /// `prefix_tokens[i]` = estimated tokens of entries `0..i`.
+    prefix_tokens: Vec<u64>,
+    pairing: Vec<ToolPairing>,
+    /// `splits_pair[p]`: a cut between entries `p - 1` and `p` would separate
+    /// a tool call from one of its results.
+    splits_pair: Vec<bool>,
+    positions: OnceLock<HashMap<String, u32>>,
+}
+
+impl History {
+    /// A snapshot of `entries`, estimating each with the host estimator.
+    pub fn new(entries: Vec<MessageEntry>) -> Self {
+        let estimates: Vec<u64> = entries
+            .iter()
+            .map(|entry| tokens::estimate_message(&entry.message))
+            .collect();
+        Self::with_estimates(entries, &estimates)
+    }
+
+    /// A snapshot of `entries` whose per-entry token estimates are already
+    /// known (e.g. cached by the transcript store). `estimates` must have one
+    /// figure per entry; missing ones are computed.
+    pub fn with_estimates(entries: Vec<MessageEntry>, estimates: &[u64]) -> Self {
+        let mut prefix_tokens = Vec::with_capacity(entries.len() + 1);
+        let mut total = 0u64;
+        prefix_tokens.push(0);
+        for (index, entry) in entries.iter().enumerate() {
+            total += estimates
+                .get(index)
+                .copied()
+                .unwrap_or_else(|| tokens::estimate_message(&entry.message));
+            prefix_tokens.push(total);
+        }
+        let pairing = compute_pairing(&entries);
+        let splits_pair = compute_pair_splits(&pairing);
+        Self {
+            inner: Arc::new(Inner {
+                entries,
+                prefix_tokens,
+                pairing,
+                splits_pair,
+                positions: OnceLock::new(),
+            }),
+        }
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.inner.entries.len()
+    }
+
+    /// Whether there are no entries.
+    pub fn is_empty(&self) -> bool {
+        self.inner.entries.is_empty()
+    }
+
+    /// All entries.
+    pub fn entries(&self) -> &[MessageEntry] {
+        &self.inner.entries
+    }
+
+    /// The entry at `index`.
+    pub fn entry(&self, index: usize) -> Option<&MessageEntry> {
+        self.inner.entries.get(index)
+    }
+
+    /// The kind of the entry at `index`.
+    pub fn kind(&self, index: usize) -> Option<MessageKind> {
+        self.entry(index).map(|entry| entry.message.kind())
+    }
+
+    /// The pairing role of the entry at `index`.
+    pub fn tool_pairing(&self, index: usize) -> Option<ToolPairing> {
+        self.inner.pairing.get(index).copied()
+    }
+
+    /// Whether cutting the history before entry `position` (between
+    /// `position - 1` and `position`) would separate a tool call from one of
+    /// its results. Cutting at 0 or at the end never does.
+    pub fn splits_pair(&self, position: usize) -> bool {
+        self.inner
+            .splits_pair
+            .get(position)
+            .copied()
+            .unwrap_or(false)
+    }
+
+    /// Position of the entry with id `entry_id`.
+    pub fn find(&self, entry_id: &str) -> Option<usize> {
+        let positions = self.inner.positions.get_or_init(|| {
+            self.inner
+                .entries
+                .iter()
+                .enumerate()
+                .map(|(index, entry)| (entry.id.clone(), index as u32))
+                .collect()
+        });
+        positions.get(entry_id).map(|&index| index as usize)
+    }
+
+    /// Estimated tokens of entries in `range` (clamped to the history).
+    pub fn tokens(&self, range: Range<usize>) -> u64 {
+        let end = range.end.min(self.len());
+        let start = range.start.min(end);
+        self.inner.prefix_tokens[end] - self.inner.prefix_tokens[start]
+    }
+
+    /// Estimated tokens of the whole history.
+    pub fn total_tokens(&self) -> u64 {
+        self.tokens(0..self.len())
+    }
+
+    /// The prompt an `assemble` answer describes: kept ranges copied from this
+    /// history, inserted messages as given. Ranges are clamped to the history;
+    /// validate the answer first ([`crate::contract::validate`]).
+    pub fn materialize(&self, items: &[AssembledItem]) -> Vec<AgentMessage> {
+        let mut messages = Vec::new();
+        for item in items {
+            match item {
+                AssembledItem::Keep { start, end } => {
+                    let end = (*end as usize).min(self.len());
+                    let start = (*start as usize).min(end);
+                    messages.extend(
+                        self.inner.entries[start..end]
+                            .iter()
+                            .map(|entry| entry.message.clone()),
+                    );
+                }
+                AssembledItem::Insert(message) => messages.push(message.clone()),
+            }
+        }
+        messages
+    }
+}
+
+impl std::fmt::Debug for History {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("History")
+            .field("len", &self.len())
+            .field("tokens", &self.total_tokens())
+            .finish()
+    }
+}
+
+/// Each entry's pairing role: results point at the assistant message that
+/// made their call, assistant messages at their last result.
+fn compute_pairing(entries: &[MessageEntry]) -> Vec<ToolPairing> {
+    let mut pairing = vec![ToolPairing::None; entries.len()];
+    let mut callers: HashMap<&str, u32> = HashMap::new();
+    for (index, entry) in entries.iter().enumerate() {
+        let index = index as u32;
+        match &entry.message {
+            AgentMessage::Assistant { .. } => {
+                let mut makes_calls = false;
+                for id in entry.message.tool_call_ids() {
+                    callers.insert(id, index);
+                    makes_calls = true;
+                }
+                if makes_calls {
+                    pairing[index as usize] = ToolPairing::ToolCalls { last_result: index };
+                }
+            }
+            AgentMessage::ToolResult { tool_call_id, .. } => {
+                let call = callers.get(tool_call_id.as_str()).copied();
+                pairing[index as usize] = ToolPairing::ToolResult { call };
+                if let Some(call) = call {
+                    pairing[call as usize] = ToolPairing::ToolCalls { last_result: index };
+                }
+            }
+            _ => {}
+        }
+    }
+    pairing
+}
+
+/// For every cut position, whether some call before it has a result at or
+/// after it.
+fn compute_pair_splits(pairing: &[ToolPairing]) -> Vec<bool> {
+    let mut splits = Vec::with_capacity(pairing.len() + 1);
+    let mut furthest_result: Option<u32> = None;
+    for (position, role) in pairing.iter().enumerate() {
+        splits.push(furthest_result.is_some_and(|last| last as usize >= position));
+        if let ToolPairing::ToolCalls { last_result } = role {
+            furthest_result = furthest_result.max(Some(*last_result));
+        }
+    }
+    splits.push(false);
+    splits
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::types::{ContentBlock, StopReason};
+
+    fn entry(id: &str, message: AgentMessage) -> MessageEntry {
+        MessageEntry {
+            id: id.into(),
+            parent_id: None,
+            timestamp_ms: 0,
+            message,
+        }
+    }
+
+    fn call(id: &str) -> AgentMessage {
+        AgentMessage::Assistant {
+            content: vec![ContentBlock::ToolCall {
+                id: id.into(),
+                name: "read".into(),
+                arguments_json: "{}".into(),
+            }],
+            model: None,
+            provider: None,
+            usage: None,
+            stop_reason: StopReason::ToolUse,
+            error_message: None,
+        }
+    }
+
+    fn result(call_id: &str) -> AgentMessage {
+        AgentMessage::ToolResult {
+            tool_call_id: call_id.into(),
+            tool_name: "read".into(),
+            content: vec![ContentBlock::text("ok")],
+            is_error: false,
+            details: None,
+        }
+    }
+
+    #[test]
+    fn pairs_calls_with_their_results() {
+        let history = History::new(vec![
+            entry("u", AgentMessage::user_text("hi")),
+            entry("a", call("c1")),
+            entry("r", result("c1")),
+            entry("x", result("missing")),
+            entry("b", call("c2")),
+        ]);
+        assert_eq!(history.tool_pairing(0), Some(ToolPairing::None));
+        assert_eq!(
+            history.tool_pairing(1),
+            Some(ToolPairing::ToolCalls { last_result: 2 })
+        );
+        assert_eq!(
+            history.tool_pairing(2),
+            Some(ToolPairing::ToolResult { call: Some(1) })
+        );
+        assert_eq!(
+            history.tool_pairing(3),
+            Some(ToolPairing::ToolResult { call: None })
+        );
+        assert_eq!(
+            history.tool_pairing(4),
+            Some(ToolPairing::ToolCalls { last_result: 4 })
+        );
+        assert_eq!(history.tool_pairing(5), None);
+        // Cutting between the call (1) and its result (2) splits the pair;
+        // cutting before the orphan result (3) or the pending call (4) does not.
+        let splits: Vec<bool> = (0..=5).map(|p| history.splits_pair(p)).collect();
+        assert_eq!(splits, vec![false, false, true, false, false, false]);
+    }
+
+    #[test]
+    fn sums_tokens_over_ranges_and_finds_ids() {
+        let history = History::new(vec![
+            entry("a", AgentMessage::user_text("abcd")),
+            entry("b", AgentMessage::user_text("abcdefgh")),
+        ]);
+        let one = history.tokens(0..1);
+        assert_eq!(history.tokens(0..2), one + history.tokens(1..2));
+        assert_eq!(history.tokens(1..99), history.tokens(1..2));
+        assert_eq!(history.tokens(5..9), 0);
+        assert_eq!(history.find("b"), Some(1));
+        assert_eq!(history.find("zz"), None);
+    }
+
+    #[test]
+    fn materializes_kept_ranges_and_inserts_in_order() {
+        let history = History::new(vec![
+            entry("a", AgentMessage::user_text("one")),
+            entry("b", AgentMessage::user_text("two")),
+        ]);
+        let note = AgentMessage::user_text("note");
+        let messages = history.materialize(&[
+            AssembledItem::Insert(note.clone()),
+            AssembledItem::Keep { start: 1, end: 2 },
+        ]);
+        assert_eq!(messages, vec![note, AgentMessage::user_text("two")]);
+    }
+}

@@ -1,0 +1,24 @@
+//! The contract in Rust: the host-side face of `wit/`, with no wasm in it.
+//!
+//! Everything an engine and a host agree on lives here: the message and
+//! answer types ([`types`]), how a call fails ([`failure`]), the history an
+//! engine call reads ([`history`]), token estimates ([`tokens`]), the rules
+//! an answer must keep ([`validate`]), the [`ContextEngine`] trait every
+//! engine implements (native or sandboxed), and the [`HostServices`] an
+//! engine may call back into. The sandbox turns these into and out of the
+//! generated WIT bindings; nothing here knows about wasmtime.
+
+pub mod engine;
+pub mod failure;
+#[cfg(feature = "guest-view")]
+pub mod guest_view;
+pub mod history;
+pub mod services;
+pub mod tokens;
+pub mod types;
+pub mod validate;
+
+pub use self::engine::{CallOptions, ContextEngine, EngineResult};
+pub use self::failure::{EngineFailure, FailureKind, Operation};
+pub use self::history::History;
+pub use self::services::{HostServices, MemoryServices, NoServices};

@@ -1,0 +1,285 @@
+//! Host services behind the contract's richer imports (`delegate-compaction`,
+//! `summarize`, `read-transcript-delta`, `state-*`).
+//!
+//! The sandbox forwards those imports to a [`HostServices`] implementation.
+//! Every method has a default answering [`ServiceError::Unavailable`], so a
+//! host that offers none of them ([`NoServices`]) still runs every engine that
+//! does not need them, and engines that do get a clear error.
+//! [`MemoryServices`] keeps state in memory and answers summaries and
+//! delegated compactions without any work: for tests, benches and hosts that
+//! want an engine's logic without the real services.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
+
+use async_trait::async_trait;
+use tokio_util::sync::CancellationToken;
+
+use crate::contract::history::History;
+use crate::contract::types::{CompactParams, CompactResult, MessageEntry, SessionRef};
+
+/// Why a host service refused or failed (the WIT `host-error`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ServiceError {
+    /// The service does not exist in this host.
+    #[error("{0} is not available in this host")]
+    Unavailable(&'static str),
+    /// A malformed or out-of-range argument.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// The engine's storage quota would be exceeded.
+    #[error("quota exceeded: {0}")]
+    QuotaExceeded(String),
+    /// Cancelled or out of time.
+    #[error("aborted: {0}")]
+    Aborted(String),
+    /// The service failed.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// A page of the transcript after a cursor (the WIT `transcript-delta`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum TranscriptDelta {
+    /// Appended entries and the next cursor.
+    Page {
+        /// Cursor for the next read.
+        cursor: String,
+        /// The entries, in order.
+        entries: Vec<MessageEntry>,
+        /// Whether more are ready now.
+        has_more: bool,
+    },
+    /// The cursor no longer applies; restart from `cursor`.
+    Reset {
+        /// Cursor to restart from.
+        cursor: String,
+        /// Why.
+        reason: String,
+    },
+    /// The session has no transcript.
+    Missing,
+}
+
+/// What a service call knows about the engine call it serves.
+#[derive(Debug, Clone, Copy)]
+pub struct ServiceCall<'a> {
+    /// The id the calling engine is known by: the id it was registered under
+    /// (or, outside a registry, the id its `info` declares). State is private
+    /// per id.
+    pub engine_id: &'a str,
+    /// The session of the engine call.
+    pub session: Option<&'a SessionRef>,
+    /// The history passed to the engine call, if any.
+    pub history: Option<&'a History>,
+    /// When the engine call's time runs out.
+    pub deadline: Instant,
+    /// Cancelled when the engine call's caller gives up: long services
+    /// (compaction, summarizing) stop early.
+    pub abort: &'a CancellationToken,
+}
+
+/// Reports progress of a long service operation (re-arms the compaction
+/// watchdog).
+pub trait ProgressSink: Send + Sync {
+    /// One stage of work completed.
+    fn progress(&self);
+}
+
+/// The services a host offers engines. All methods default to `Unavailable`
+/// (and the notification to nothing).
+#[async_trait]
+pub trait HostServices: Send + Sync {
+    /// The engine called `report-progress` (the watchdog is re-armed by the
+    /// sandbox itself; this only lets a host observe it).
+    fn progress_reported(&self, _call: ServiceCall<'_>) {}
+
+    /// Native compaction of the calling session.
+    async fn delegate_compaction(
+        &self,
+        _call: ServiceCall<'_>,
+        _params: &CompactParams,
+        _progress: &dyn ProgressSink,
+    ) -> Result<CompactResult, ServiceError> {
+        Err(ServiceError::Unavailable("delegate-compaction"))
+    }
+
+    /// Summarizes text.
+    async fn summarize(
+        &self,
+        _call: ServiceCall<'_>,
+        _text: &str,
+        _instructions: Option<&str>,
+        _max_tokens: u32,
+    ) -> Result<String, ServiceError> {
+        Err(ServiceError::Unavailable("summarize"))
+    }
+
+    /// Reads the transcript after a cursor.
+    async fn read_transcript_delta(
+        &self,
+        _call: ServiceCall<'_>,
+        _cursor: Option<&str>,
+        _max_messages: u32,
+        _max_bytes: u64,
+    ) -> Result<TranscriptDelta, ServiceError> {
+        Err(ServiceError::Unavailable("read-transcript-delta"))
+    }
+
+    /// Reads a key of the engine's store.
+    async fn state_get(
+        &self,
+        _call: ServiceCall<'_>,
+        _key: &str,
+    ) -> Result<Option<Vec<u8>>, ServiceError> {
+        Err(ServiceError::Unavailable("state-get"))
+    }
+
+    /// Writes a key of the engine's store.
+    async fn state_set(
+        &self,
+        _call: ServiceCall<'_>,
+        _key: &str,
+        _value: &[u8],
+    ) -> Result<(), ServiceError> {
+        Err(ServiceError::Unavailable("state-set"))
+    }
+
+    /// Deletes a key of the engine's store.
+    async fn state_delete(&self, _call: ServiceCall<'_>, _key: &str) -> Result<bool, ServiceError> {
+        Err(ServiceError::Unavailable("state-delete"))
+    }
+
+    /// Lists keys of the engine's store under a prefix.
+    async fn state_scan(
+        &self,
+        _call: ServiceCall<'_>,
+        _prefix: &str,
+        _start_after: Option<&str>,
+        _limit: u32,
+    ) -> Result<Vec<(String, Vec<u8>)>, ServiceError> {
+        Err(ServiceError::Unavailable("state-scan"))
+    }
+}
+
+/// A host that offers no services: every call answers `Unavailable`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoServices;
+
+impl HostServices for NoServices {}
+
+/// Host services in memory, with no cost of their own: a state store per
+/// engine id, a summarizer that answers `summary N of M characters` at once,
+/// and a delegated compaction that answers a fixed result (or is
+/// unavailable). It counts what it was asked.
+#[derive(Debug, Default)]
+pub struct MemoryServices {
+    state: Mutex<BTreeMap<(String, String), Vec<u8>>>,
+    compaction: Option<CompactResult>,
+    summaries: AtomicU32,
+    delegated: AtomicU32,
+}
+
+impl MemoryServices {
+    /// Services whose `delegate-compaction` answers `result`.
+    pub fn with_compaction(result: CompactResult) -> Self {
+        Self {
+            compaction: Some(result),
+            ..Self::default()
+        }
+    }
+
+    /// How many summaries were asked for.
+    pub fn summaries(&self) -> u32 {
+        self.summaries.load(Ordering::SeqCst)
+    }
+
+    /// How many compactions were delegated.
+    pub fn delegated(&self) -> u32 {
+        self.delegated.load(Ordering::SeqCst)
+    }
+
+    /// The ids of the engines that wrote state, each once.
+    pub fn state_owners(&self) -> Vec<String> {
+        let mut owners: Vec<String> = self.state().keys().map(|(id, _)| id.clone()).collect();
+        owners.dedup();
+        owners
+    }
+
+    fn state(&self) -> MutexGuard<'_, BTreeMap<(String, String), Vec<u8>>> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn key(call: ServiceCall<'_>, key: &str) -> (String, String) {
+        (call.engine_id.to_owned(), key.to_owned())
+    }
+}
+
+#[async_trait]
+impl HostServices for MemoryServices {
+    async fn delegate_compaction(
+        &self,
+        _call: ServiceCall<'_>,
+        _params: &CompactParams,
+        _progress: &dyn ProgressSink,
+    ) -> Result<CompactResult, ServiceError> {
+        self.delegated.fetch_add(1, Ordering::SeqCst);
+        self.compaction
+            .clone()
+            .ok_or(ServiceError::Unavailable("delegate-compaction"))
+    }
+
+    async fn summarize(
+        &self,
+        _call: ServiceCall<'_>,
+        text: &str,
+        _instructions: Option<&str>,
+        _max_tokens: u32,
+    ) -> Result<String, ServiceError> {
+        let n = self.summaries.fetch_add(1, Ordering::SeqCst) + 1;
+        Ok(format!("summary {n} of {} characters", text.len()))
+    }
+
+    async fn state_get(
+        &self,
+        call: ServiceCall<'_>,
+        key: &str,
+    ) -> Result<Option<Vec<u8>>, ServiceError> {
+        Ok(self.state().get(&Self::key(call, key)).cloned())
+    }
+
+    async fn state_set(
+        &self,
+        call: ServiceCall<'_>,
+        key: &str,
+        value: &[u8],
+    ) -> Result<(), ServiceError> {
+        self.state().insert(Self::key(call, key), value.to_vec());
+        Ok(())
+    }
+
+    async fn state_delete(&self, call: ServiceCall<'_>, key: &str) -> Result<bool, ServiceError> {
+        Ok(self.state().remove(&Self::key(call, key)).is_some())
+    }
+
+    async fn state_scan(
+        &self,
+        call: ServiceCall<'_>,
+        prefix: &str,
+        start_after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<(String, Vec<u8>)>, ServiceError> {
+        let engine = call.engine_id.to_owned();
+        let from = (engine.clone(), start_after.unwrap_or(prefix).to_owned());
+        Ok(self
+            .state()
+            .range(from..)
+            .filter(|((_, key), _)| Some(key.as_str()) != start_after)
+            .take_while(|((owner, key), _)| *owner == engine && key.starts_with(prefix))
+            .take(limit as usize)
+            .map(|((_, key), value)| (key.clone(), value.clone()))
+            .collect())
+    }
+}

@@ -1,0 +1,424 @@
+//! The contract's rules for engine answers (DESIGN §6 "output"): checked
+//! before the host uses an answer from any engine it does not trust. A
+//! violation is an `invalid-output` failure.
+//!
+//! `keep` ranges must come in history order without overlapping, so an
+//! answer can never describe a prompt longer than the history plus its
+//! inserts: a few bytes of answer cannot make the host copy the transcript
+//! many times over.
+//!
+//! Checking an `assemble` answer costs O(items) when no kept range starts or
+//! ends inside a tool-call pair (the common case, answered from
+//! [`History::splits_pair`]); only an answer that cuts through a pair, or
+//! inserts tool messages of its own, is walked message by message.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::contract::history::History;
+use crate::contract::types::{AgentMessage, AssembleResult, AssembledItem, CompactResult};
+
+/// A broken rule, in words that tell the engine author what to fix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Violation {
+    /// A `keep` range outside the history.
+    #[error("keep range {start}..{end} is outside the history of {len} entries")]
+    KeepOutOfBounds {
+        /// Range start.
+        start: u32,
+        /// Range end.
+        end: u32,
+        /// History length.
+        len: usize,
+    },
+    /// A `keep` range that starts before the previous one ended (repeats,
+    /// overlaps or reorders history entries).
+    #[error(
+        "keep range {start}..{end} starts before the previous keep range ended at {previous_end}: keep ranges must be in history order and must not overlap"
+    )]
+    KeepOverlaps {
+        /// Range start.
+        start: u32,
+        /// Range end.
+        end: u32,
+        /// End of the previous `keep` range.
+        previous_end: u32,
+    },
+    /// A tool result without its call before it.
+    #[error("the prompt has a result for tool call `{call_id}` but not the call before it")]
+    OrphanedToolResult {
+        /// The call id.
+        call_id: String,
+    },
+    /// A tool call whose result exists but was left out.
+    #[error("the prompt has tool call `{call_id}` but not its result, which the history has")]
+    ToolCallWithoutResult {
+        /// The call id.
+        call_id: String,
+    },
+    /// `first-kept-entry-id` names no entry.
+    #[error("first-kept-entry-id `{0}` names no entry of the session")]
+    UnknownFirstKeptEntry(String),
+    /// The compaction claims to have grown the context.
+    #[error("tokens-after ({after}) is above tokens-before ({before})")]
+    TokensGrew {
+        /// Claimed tokens before.
+        before: u64,
+        /// Claimed tokens after.
+        after: u64,
+    },
+}
+
+/// Checks an `assemble` answer against the history it was given: every
+/// `keep` range within the history, each starting at or after the end of the
+/// previous one, and no tool call separated from its result. Never copies
+/// more than the history plus the inserted messages.
+pub fn check_assemble(history: &History, result: &AssembleResult) -> Result<(), Violation> {
+    let len = history.len();
+    let mut inserts_tool_messages = false;
+    let mut previous_end = 0u32;
+    for item in &result.items {
+        match *item {
+            AssembledItem::Keep { start, end } => {
+                if start > end || end as usize > len {
+                    return Err(Violation::KeepOutOfBounds { start, end, len });
+                }
+                if start < previous_end {
+                    return Err(Violation::KeepOverlaps {
+                        start,
+                        end,
+                        previous_end,
+                    });
+                }
+                previous_end = end;
+            }
+            AssembledItem::Insert(ref message) => {
+                inserts_tool_messages |= matches!(message, AgentMessage::ToolResult { .. })
+                    || message.tool_call_ids().next().is_some();
+            }
+        }
+    }
+    if inserts_tool_messages || cuts_through_a_pair(history, &result.items) {
+        check_pairing_exactly(history, &result.items)
+    } else {
+        Ok(())
+    }
+}
+
+/// Whether any run of consecutive kept entries starts or ends inside a pair.
+fn cuts_through_a_pair(history: &History, items: &[AssembledItem]) -> bool {
+    let mut run: Option<(u32, u32)> = None;
+    let mut runs = Vec::new();
+    for item in items {
+        let AssembledItem::Keep { start, end } = *item else {
+            continue;
+        };
+        if start == end {
+            continue;
+        }
+        run = match run {
+            Some((run_start, run_end)) if run_end == start => Some((run_start, end)),
+            Some(finished) => {
+                runs.push(finished);
+                Some((start, end))
+            }
+            None => Some((start, end)),
+        };
+    }
+    runs.extend(run);
+    runs.iter().any(|&(start, end)| {
+        history.splits_pair(start as usize) || history.splits_pair(end as usize)
+    })
+}
+
+/// Walks the prompt in order: every tool result needs its call earlier (if
+/// the call exists at all), every call needs a result later (if the history
+/// has one).
+fn check_pairing_exactly(history: &History, items: &[AssembledItem]) -> Result<(), Violation> {
+    let mut answered_in_history: HashSet<&str> = HashSet::new();
+    let mut called_in_history: HashSet<&str> = HashSet::new();
+    for entry in history.entries() {
+        match &entry.message {
+            AgentMessage::ToolResult { tool_call_id, .. } => {
+                answered_in_history.insert(tool_call_id);
+            }
+            message => called_in_history.extend(message.tool_call_ids()),
+        }
+    }
+    let prompt = history.materialize(items);
+    let called_in_prompt: HashSet<&str> = prompt
+        .iter()
+        .flat_map(AgentMessage::tool_call_ids)
+        .collect();
+
+    // Calls seen so far, and whether each has been answered since.
+    let mut open_calls: HashMap<&str, bool> = HashMap::new();
+    for message in &prompt {
+        if let AgentMessage::ToolResult { tool_call_id, .. } = message {
+            let exists = called_in_history.contains(tool_call_id.as_str())
+                || called_in_prompt.contains(tool_call_id.as_str());
+            match open_calls.get_mut(tool_call_id.as_str()) {
+                Some(answered) => *answered = true,
+                None if exists => {
+                    return Err(Violation::OrphanedToolResult {
+                        call_id: tool_call_id.clone(),
+                    });
+                }
+                None => {}
+            }
+        }
+        for call_id in message.tool_call_ids() {
+            open_calls.entry(call_id).or_insert(false);
+        }
+    }
+    let mut unanswered: Vec<&str> = open_calls
+        .into_iter()
+        .filter(|(call_id, answered)| !answered && answered_in_history.contains(call_id))
+        .map(|(call_id, _)| call_id)
+        .collect();
+    unanswered.sort_unstable();
+    match unanswered.first() {
+        Some(call_id) => Err(Violation::ToolCallWithoutResult {
+            call_id: (*call_id).to_owned(),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Checks a `compact` answer against the history it was given.
+pub fn check_compact(history: &History, result: &CompactResult) -> Result<(), Violation> {
+    if let Some(after) = result.tokens_after
+        && after > result.tokens_before
+    {
+        return Err(Violation::TokensGrew {
+            before: result.tokens_before,
+            after,
+        });
+    }
+    if let Some(id) = &result.first_kept_entry_id
+        && history.find(id).is_none()
+    {
+        return Err(Violation::UnknownFirstKeptEntry(id.clone()));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::types::{ContentBlock, MessageEntry, StopReason};
+
+    fn entry(id: &str, message: AgentMessage) -> MessageEntry {
+        MessageEntry {
+            id: id.into(),
+            parent_id: None,
+            timestamp_ms: 0,
+            message,
+        }
+    }
+
+    fn call(call_id: &str) -> AgentMessage {
+        AgentMessage::Assistant {
+            content: vec![ContentBlock::ToolCall {
+                id: call_id.into(),
+                name: "exec".into(),
+                arguments_json: "{}".into(),
+            }],
+            model: None,
+            provider: None,
+            usage: None,
+            stop_reason: StopReason::ToolUse,
+            error_message: None,
+        }
+    }
+
+    fn result(call_id: &str) -> AgentMessage {
+        AgentMessage::ToolResult {
+            tool_call_id: call_id.into(),
+            tool_name: "exec".into(),
+            content: vec![ContentBlock::text("done")],
+            is_error: false,
+            details: None,
+        }
+    }
+
+    /// user, call c1, result c1, user, call c2 (pending)
+    fn history() -> History {
+        History::new(vec![
+            entry("u1", AgentMessage::user_text("go")),
+            entry("a1", call("c1")),
+            entry("r1", result("c1")),
+            entry("u2", AgentMessage::user_text("again")),
+            entry("a2", call("c2")),
+        ])
+    }
+
+    fn keep(start: u32, end: u32) -> AssembledItem {
+        AssembledItem::Keep { start, end }
+    }
+
+    fn assembled(items: Vec<AssembledItem>) -> AssembleResult {
+        AssembleResult {
+            items,
+            estimated_tokens: 0,
+            system_prompt_addition: None,
+            context_projection: None,
+        }
+    }
+
+    #[test]
+    fn accepts_ranges_that_keep_pairs_whole() {
+        let history = history();
+        for items in [
+            vec![keep(0, 5)],
+            vec![keep(3, 5)],
+            vec![keep(0, 1), keep(1, 3)],
+            vec![
+                AssembledItem::Insert(AgentMessage::user_text("note")),
+                keep(1, 5),
+            ],
+            vec![],
+        ] {
+            assert_eq!(
+                check_assemble(&history, &assembled(items.clone())),
+                Ok(()),
+                "{items:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn refuses_ranges_out_of_bounds() {
+        let error = check_assemble(&history(), &assembled(vec![keep(2, 9)]));
+        assert_eq!(
+            error,
+            Err(Violation::KeepOutOfBounds {
+                start: 2,
+                end: 9,
+                len: 5
+            })
+        );
+        let error = check_assemble(&history(), &assembled(vec![keep(3, 2)]));
+        assert!(matches!(error, Err(Violation::KeepOutOfBounds { .. })));
+    }
+
+    #[test]
+    fn refuses_a_result_without_its_call() {
+        let error = check_assemble(&history(), &assembled(vec![keep(2, 5)]));
+        assert_eq!(
+            error,
+            Err(Violation::OrphanedToolResult {
+                call_id: "c1".into()
+            })
+        );
+    }
+
+    #[test]
+    fn refuses_a_call_without_its_result() {
+        let error = check_assemble(&history(), &assembled(vec![keep(0, 2), keep(3, 5)]));
+        assert_eq!(
+            error,
+            Err(Violation::ToolCallWithoutResult {
+                call_id: "c1".into()
+            })
+        );
+    }
+
+    #[test]
+    fn refuses_ranges_out_of_order_repeated_or_overlapping() {
+        for (items, start, end, previous_end) in [
+            (vec![keep(2, 3), keep(1, 2)], 1, 2, 3),
+            (vec![keep(0, 5), keep(0, 5)], 0, 5, 5),
+            (vec![keep(0, 3), keep(2, 5)], 2, 5, 3),
+            (vec![keep(3, 5), keep(4, 4)], 4, 4, 5),
+        ] {
+            assert_eq!(
+                check_assemble(&history(), &assembled(items.clone())),
+                Err(Violation::KeepOverlaps {
+                    start,
+                    end,
+                    previous_end
+                }),
+                "{items:?}"
+            );
+        }
+        // Inserts between ranges do not reset the order.
+        let items = vec![
+            keep(0, 3),
+            AssembledItem::Insert(AgentMessage::user_text("note")),
+            keep(0, 3),
+        ];
+        assert!(matches!(
+            check_assemble(&history(), &assembled(items)),
+            Err(Violation::KeepOverlaps { .. })
+        ));
+    }
+
+    #[test]
+    fn an_amplifying_answer_is_refused_at_its_second_item() {
+        // A million copies of the whole history would make the host clone
+        // five million messages; the check stops at the second copy.
+        let items = vec![keep(0, 5); 1_000_000];
+        assert_eq!(
+            check_assemble(&history(), &assembled(items)),
+            Err(Violation::KeepOverlaps {
+                start: 0,
+                end: 5,
+                previous_end: 5
+            })
+        );
+        // Empty ranges copy nothing and stay allowed in order.
+        let empties = vec![keep(5, 5); 1_000];
+        assert_eq!(check_assemble(&history(), &assembled(empties)), Ok(()));
+    }
+
+    #[test]
+    fn checks_inserted_tool_messages() {
+        let history = history();
+        let made_up_pair = vec![
+            keep(0, 1),
+            AssembledItem::Insert(call("x9")),
+            AssembledItem::Insert(result("x9")),
+        ];
+        assert_eq!(check_assemble(&history, &assembled(made_up_pair)), Ok(()));
+        let stray_result = vec![keep(3, 4), AssembledItem::Insert(result("c1"))];
+        assert_eq!(
+            check_assemble(&history, &assembled(stray_result)),
+            Err(Violation::OrphanedToolResult {
+                call_id: "c1".into()
+            })
+        );
+    }
+
+    #[test]
+    fn checks_compaction_claims() {
+        let history = history();
+        let honest = CompactResult {
+            ok: true,
+            compacted: true,
+            first_kept_entry_id: Some("u2".into()),
+            tokens_before: 100,
+            tokens_after: Some(40),
+            ..CompactResult::default()
+        };
+        assert_eq!(check_compact(&history, &honest), Ok(()));
+        let unknown = CompactResult {
+            first_kept_entry_id: Some("nope".into()),
+            ..honest.clone()
+        };
+        assert_eq!(
+            check_compact(&history, &unknown),
+            Err(Violation::UnknownFirstKeptEntry("nope".into()))
+        );
+        let grew = CompactResult {
+            tokens_after: Some(101),
+            ..honest
+        };
+        assert_eq!(
+            check_compact(&history, &grew),
+            Err(Violation::TokensGrew {
+                before: 100,
+                after: 101
+            })
+        );
+    }
+}

@@ -1,0 +1,752 @@
+//! The guard (DESIGN §6, "guard semantics"): wraps the selected engine so a
+//! misbehaving plugin never fails an agent turn.
+//!
+//! Around every call it projects the host-added parameters the engine did not
+//! ask for, validates answers from non-core engines, and on failure
+//! quarantines the engine (except for a caller abort) and falls back:
+//! `ingest`, `ingest-batch`, `assemble`, `after-turn`, `bootstrap` and
+//! `maintain` are retried on `legacy` in the same call; `compact` answers
+//! `ok: false` and `prepare-subagent-spawn` an error for that call; later
+//! calls go to `legacy`. In strict mode a failure fails the call instead.
+//!
+//! Every decision (a fallback, a quarantine, a report, a recovery) is one
+//! [`GuardEvent`] and one `tracing` event (`engine call guarded`) with the
+//! engine id, owner, session, operation, classification and reason. A failed
+//! resolution is reported with the first call it affects, so it too names a
+//! session.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use async_trait::async_trait;
+use serde::Serialize;
+
+use crate::contract::engine::{CallOptions, ContextEngine, EngineResult};
+use crate::contract::failure::{EngineFailure, FailureKind, Operation};
+use crate::contract::history::History;
+use crate::contract::types::{
+    AfterTurnParams, AssembleParams, AssembleResult, BootstrapResult, CompactParams, CompactResult,
+    EngineInfo, HostParam, IngestBatchResult, IngestResult, MaintainReason, MaintainResult,
+    MessageEntry, SessionRef, SubagentEndReason, SubagentSpawn,
+};
+use crate::contract::validate::{self, Violation};
+use crate::engines::quarantine::QuarantineStore;
+use crate::engines::registry::Owner;
+
+/// What the guard did about a call, for the caller's reports.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GuardEvent {
+    /// The selected engine.
+    pub engine_id: String,
+    /// Its owner.
+    pub owner: String,
+    /// The session of the call, if any.
+    pub session_id: Option<String>,
+    /// The operation.
+    pub operation: Operation,
+    /// What happened.
+    pub action: GuardAction,
+    /// How the engine failed (`timeout`, `panic`, …).
+    pub classification: FailureKind,
+    /// Why, in words.
+    pub reason: String,
+}
+
+/// A guard decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GuardAction {
+    /// The engine was quarantined and the call served by `legacy`.
+    FellBack,
+    /// The engine was quarantined and the call reported as failed
+    /// (`compact`, `prepare-subagent-spawn`, or strict mode).
+    Reported,
+    /// The caller aborted: nothing quarantined, the call reported as aborted.
+    Aborted,
+    /// No instance slot was free: the call was served by `legacy`, nothing
+    /// quarantined.
+    Overloaded,
+    /// A quarantined engine answered again after its back-off and was
+    /// cleared.
+    Recovered,
+}
+
+impl GuardAction {
+    /// The kebab-case name used in reports and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::FellBack => "fell-back",
+            Self::Reported => "reported",
+            Self::Aborted => "aborted",
+            Self::Overloaded => "overloaded",
+            Self::Recovered => "recovered",
+        }
+    }
+}
+
+/// Which registered engine a guard stands for.
+#[derive(Debug, Clone)]
+pub struct Selected {
+    /// The registered id.
+    pub id: String,
+    /// Who registered it.
+    pub owner: Owner,
+    /// Its artifact's fingerprint, recorded with a quarantine.
+    pub fingerprint: Option<String>,
+}
+
+/// How the guard treats failures.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GuardPolicy {
+    /// Fail the call instead of falling back to `legacy`.
+    pub strict: bool,
+}
+
+/// An engine behind the guard, with `legacy` to fall back on.
+pub struct GuardedEngine {
+    id: String,
+    owner: Owner,
+    fingerprint: Option<String>,
+    primary: Option<Arc<dyn ContextEngine>>,
+    /// Why there is no primary (resolution failed), for strict mode.
+    unavailable: Option<EngineFailure>,
+    /// Whether the fallback from a failed resolution has been reported (with
+    /// the first call it served, which names the session).
+    announced: AtomicBool,
+    legacy: Arc<dyn ContextEngine>,
+    quarantine: Arc<QuarantineStore>,
+    policy: GuardPolicy,
+    events: Mutex<Vec<GuardEvent>>,
+}
+
+type Pending<'a, T> = Pin<Box<dyn Future<Output = EngineResult<T>> + Send + 'a>>;
+
+/// What to do with a call when the selected engine fails it.
+enum OnFailure<T> {
+    /// Serve the same call with `legacy`.
+    Retry,
+    /// Answer this instead (e.g. `ok: false`).
+    Answer(T),
+    /// Report the failure as the call's error.
+    Fail,
+}
+
+impl GuardedEngine {
+    /// Guards `primary`, the engine `selected` names.
+    pub fn new(
+        selected: Selected,
+        primary: Arc<dyn ContextEngine>,
+        legacy: Arc<dyn ContextEngine>,
+        quarantine: Arc<QuarantineStore>,
+        policy: GuardPolicy,
+    ) -> Self {
+        Self::build(selected, Some(primary), None, legacy, quarantine, policy)
+    }
+
+    /// Stands in for the engine `selected` names, which could not be made
+    /// (`failure`): every call goes to `legacy` (or fails, in strict mode).
+    pub fn unavailable(
+        selected: Selected,
+        failure: EngineFailure,
+        legacy: Arc<dyn ContextEngine>,
+        quarantine: Arc<QuarantineStore>,
+        policy: GuardPolicy,
+    ) -> Self {
+        Self::build(selected, None, Some(failure), legacy, quarantine, policy)
+    }
+
+    /// Just `legacy`, selected on purpose: nothing to guard.
+    pub fn legacy_only(legacy: Arc<dyn ContextEngine>, quarantine: Arc<QuarantineStore>) -> Self {
+        let selected = Selected {
+            id: legacy.info().id.clone(),
+            owner: Owner::Core,
+            fingerprint: None,
+        };
+        Self::build(
+            selected,
+            None,
+            None,
+            legacy,
+            quarantine,
+            GuardPolicy::default(),
+        )
+    }
+
+    fn build(
+        selected: Selected,
+        primary: Option<Arc<dyn ContextEngine>>,
+        unavailable: Option<EngineFailure>,
+        legacy: Arc<dyn ContextEngine>,
+        quarantine: Arc<QuarantineStore>,
+        policy: GuardPolicy,
+    ) -> Self {
+        Self {
+            id: selected.id,
+            owner: selected.owner,
+            fingerprint: selected.fingerprint,
+            primary,
+            unavailable,
+            announced: AtomicBool::new(false),
+            legacy,
+            quarantine,
+            policy,
+            events: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The selected engine's id (which may be quarantined).
+    pub fn selected_id(&self) -> &str {
+        &self.id
+    }
+
+    /// Whether calls go to the selected engine now: it is not quarantined and
+    /// could be made (always, when `legacy` itself was selected).
+    pub fn serving_selected(&self) -> bool {
+        !self.primary_was_wanted() || self.active_primary().is_some()
+    }
+
+    /// The engine that serves calls now: the selected one, or `legacy`.
+    pub fn serving_id(&self) -> &str {
+        match self.active_primary() {
+            Some(_) => &self.id,
+            None => &self.legacy.info().id,
+        }
+    }
+
+    /// Takes the decisions made since the last call.
+    pub fn take_events(&self) -> Vec<GuardEvent> {
+        std::mem::take(&mut *self.events.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    fn active_primary(&self) -> Option<&Arc<dyn ContextEngine>> {
+        self.primary
+            .as_ref()
+            .filter(|_| !self.quarantine.is_blocked(&self.id))
+    }
+
+    /// Validation applies to everything the host did not write itself.
+    fn validates(&self) -> bool {
+        self.owner != Owner::Core
+    }
+
+    fn accepts(&self, param: HostParam) -> bool {
+        self.primary
+            .as_ref()
+            .is_some_and(|primary| primary.info().accepts(param))
+    }
+
+    fn project_session(&self, session: &SessionRef) -> SessionRef {
+        SessionRef {
+            session_key: session
+                .session_key
+                .clone()
+                .filter(|_| self.accepts(HostParam::SessionKey)),
+            ..session.clone()
+        }
+    }
+
+    fn project_context(&self, context: &Option<String>) -> Option<String> {
+        context
+            .clone()
+            .filter(|_| self.accepts(HostParam::RuntimeContext))
+    }
+
+    /// Runs `call` on the selected engine; on failure records what happened
+    /// and applies `on_failure`. `legacy` is the same call on `legacy`: it
+    /// serves when there is no usable selected engine, and after a failure
+    /// when `on_failure` says to retry. In strict mode a plugin that cannot
+    /// serve fails the call instead.
+    #[allow(clippy::too_many_arguments)]
+    async fn guard<'a, T: Send + 'a>(
+        &'a self,
+        operation: Operation,
+        session: Option<&'a SessionRef>,
+        options: &'a CallOptions,
+        call: impl FnOnce(&'a dyn ContextEngine) -> Pending<'a, T>,
+        check: impl FnOnce(&T) -> Result<(), Violation>,
+        legacy: Pending<'a, T>,
+        on_failure: OnFailure<T>,
+    ) -> EngineResult<T> {
+        let Some(primary) = self.active_primary() else {
+            let strict = self.policy.strict && self.primary_was_wanted();
+            self.announce_resolution_fallback(operation, session, strict);
+            if strict {
+                return Err(self.strict_refusal(operation));
+            }
+            return legacy.await;
+        };
+        let retrying = self.quarantine.get(&self.id).is_some();
+        let outcome = call(primary.as_ref()).await.and_then(|answer| {
+            if self.validates()
+                && let Err(violation) = check(&answer)
+            {
+                return Err(EngineFailure::new(
+                    &self.id,
+                    operation,
+                    FailureKind::InvalidOutput,
+                    violation.to_string(),
+                ));
+            }
+            Ok(answer)
+        });
+        let failure = match outcome {
+            Ok(answer) => {
+                if retrying {
+                    self.recovered(operation, session);
+                }
+                return Ok(answer);
+            }
+            Err(failure) => EngineFailure {
+                engine_id: self.id.clone(),
+                ..failure
+            },
+        };
+        // Once the caller has aborted, whatever the engine does next (being
+        // interrupted, or reporting the cancelled host service as an error)
+        // is the abort's doing: reported to the caller, never quarantined.
+        if options.abort.is_cancelled() {
+            let failure = EngineFailure {
+                kind: FailureKind::Aborted,
+                ..failure
+            };
+            self.note(&failure, session, GuardAction::Aborted);
+            return Err(failure);
+        }
+        let overloaded = failure.kind == FailureKind::Overloaded;
+        if !overloaded {
+            self.quarantine_engine(&failure);
+        }
+        let action = match (&on_failure, self.policy.strict) {
+            (OnFailure::Retry, false) if overloaded => GuardAction::Overloaded,
+            (OnFailure::Retry, false) => GuardAction::FellBack,
+            _ => GuardAction::Reported,
+        };
+        self.note(&failure, session, action);
+        match on_failure {
+            _ if self.policy.strict => Err(failure),
+            OnFailure::Retry => legacy.await,
+            OnFailure::Answer(answer) => Ok(answer),
+            OnFailure::Fail => Err(failure),
+        }
+    }
+
+    /// Whether a plugin was selected (as opposed to `legacy` on purpose).
+    fn primary_was_wanted(&self) -> bool {
+        self.primary.is_some() || self.unavailable.is_some()
+    }
+
+    fn strict_refusal(&self, operation: Operation) -> EngineFailure {
+        let base = match (&self.unavailable, self.quarantine.get(&self.id)) {
+            (Some(failure), _) => failure.clone(),
+            (None, Some(record)) => EngineFailure::from(&record),
+            (None, None) => {
+                EngineFailure::new(&self.id, operation, FailureKind::Load, "unavailable")
+            }
+        };
+        EngineFailure {
+            operation,
+            message: format!("strict mode: {}", base.message),
+            ..base
+        }
+    }
+
+    /// Persists the quarantine of `failure`; the decision's one event is
+    /// [`Self::note`]'s.
+    fn quarantine_engine(&self, failure: &EngineFailure) {
+        let owner = self.owner.to_string();
+        if let Err(error) = self
+            .quarantine
+            .record(&owner, self.fingerprint.as_deref(), failure)
+        {
+            tracing::error!(
+                engine = %failure.engine_id,
+                owner,
+                %error,
+                "cannot persist a quarantine record; the engine stays in use"
+            );
+        }
+    }
+
+    /// The first call served without the selected engine because resolving
+    /// it failed reports that fallback, once, with its session.
+    fn announce_resolution_fallback(
+        &self,
+        operation: Operation,
+        session: Option<&SessionRef>,
+        strict: bool,
+    ) {
+        let Some(failure) = &self.unavailable else {
+            return;
+        };
+        if self.announced.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let action = if strict {
+            GuardAction::Reported
+        } else {
+            GuardAction::FellBack
+        };
+        let failure = EngineFailure {
+            message: format!(
+                "{} (while resolving the engine, before this {operation} call)",
+                failure.message
+            ),
+            ..failure.clone()
+        };
+        self.note(&failure, session, action);
+    }
+
+    fn recovered(&self, operation: Operation, session: Option<&SessionRef>) {
+        if let Err(error) = self.quarantine.clear(&self.id) {
+            tracing::error!(engine = %self.id, %error, "cannot clear a quarantine record");
+        }
+        let failure = EngineFailure::new(
+            &self.id,
+            operation,
+            FailureKind::Load,
+            "answered again after its back-off",
+        );
+        self.note(&failure, session, GuardAction::Recovered);
+    }
+
+    /// Records a decision and emits its one tracing event, with engine id,
+    /// owner, session, operation, classification and reason.
+    fn note(&self, failure: &EngineFailure, session: Option<&SessionRef>, action: GuardAction) {
+        let event = GuardEvent {
+            engine_id: failure.engine_id.clone(),
+            owner: self.owner.to_string(),
+            session_id: session.map(|session| session.session_id.clone()),
+            operation: failure.operation,
+            action,
+            classification: failure.kind,
+            reason: failure.message.clone(),
+        };
+        tracing::warn!(
+            engine = %event.engine_id,
+            owner = %event.owner,
+            session = event.session_id.as_deref().unwrap_or(""),
+            operation = event.operation.as_str(),
+            classification = event.classification.as_str(),
+            reason = %event.reason,
+            action = event.action.as_str(),
+            "engine call guarded"
+        );
+        self.events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(event);
+    }
+}
+
+fn no_check<T>(_: &T) -> Result<(), Violation> {
+    Ok(())
+}
+
+#[async_trait]
+impl ContextEngine for GuardedEngine {
+    fn info(&self) -> &EngineInfo {
+        match self.active_primary() {
+            Some(primary) => primary.info(),
+            None => self.legacy.info(),
+        }
+    }
+
+    async fn bootstrap(
+        &self,
+        call: &CallOptions,
+        session: &SessionRef,
+        history: &History,
+    ) -> EngineResult<BootstrapResult> {
+        let projected = self.project_session(session);
+        let fallback = self.legacy.bootstrap(call, session, history);
+        self.guard(
+            Operation::Bootstrap,
+            Some(session),
+            call,
+            |engine| Box::pin(async move { engine.bootstrap(call, &projected, history).await }),
+            no_check,
+            fallback,
+            OnFailure::Retry,
+        )
+        .await
+    }
+
+    async fn ingest(
+        &self,
+        call: &CallOptions,
+        session: &SessionRef,
+        entry: &MessageEntry,
+        is_heartbeat: bool,
+    ) -> EngineResult<IngestResult> {
+        let projected = self.project_session(session);
+        let fallback = self.legacy.ingest(call, session, entry, is_heartbeat);
+        self.guard(
+            Operation::Ingest,
+            Some(session),
+            call,
+            |engine| {
+                Box::pin(async move { engine.ingest(call, &projected, entry, is_heartbeat).await })
+            },
+            no_check,
+            fallback,
+            OnFailure::Retry,
+        )
+        .await
+    }
+
+    async fn ingest_batch(
+        &self,
+        call: &CallOptions,
+        session: &SessionRef,
+        entries: &[MessageEntry],
+        is_heartbeat: bool,
+    ) -> EngineResult<IngestBatchResult> {
+        let projected = self.project_session(session);
+        let fallback = self
+            .legacy
+            .ingest_batch(call, session, entries, is_heartbeat);
+        self.guard(
+            Operation::IngestBatch,
+            Some(session),
+            call,
+            |engine| {
+                Box::pin(async move {
+                    engine
+                        .ingest_batch(call, &projected, entries, is_heartbeat)
+                        .await
+                })
+            },
+            no_check,
+            fallback,
+            OnFailure::Retry,
+        )
+        .await
+    }
+
+    async fn assemble(
+        &self,
+        call: &CallOptions,
+        session: &SessionRef,
+        history: &History,
+        params: &AssembleParams,
+    ) -> EngineResult<AssembleResult> {
+        let projected_session = self.project_session(session);
+        let projected = AssembleParams {
+            prompt: params
+                .prompt
+                .clone()
+                .filter(|_| self.accepts(HostParam::Prompt)),
+            ..params.clone()
+        };
+        let fallback = self.legacy.assemble(call, session, history, params);
+        self.guard(
+            Operation::Assemble,
+            Some(session),
+            call,
+            |engine| {
+                Box::pin(async move {
+                    engine
+                        .assemble(call, &projected_session, history, &projected)
+                        .await
+                })
+            },
+            |result| validate::check_assemble(history, result),
+            fallback,
+            OnFailure::Retry,
+        )
+        .await
+    }
+
+    async fn compact(
+        &self,
+        call: &CallOptions,
+        session: &SessionRef,
+        history: &History,
+        params: &CompactParams,
+    ) -> EngineResult<CompactResult> {
+        let projected_session = self.project_session(session);
+        let projected = CompactParams {
+            runtime_settings: params
+                .runtime_settings
+                .clone()
+                .filter(|_| self.accepts(HostParam::RuntimeSettings)),
+            runtime_context: self.project_context(&params.runtime_context),
+            ..params.clone()
+        };
+        // After a failure this call reports `ok: false`; the next goes to legacy.
+        let fallback = self.legacy.compact(call, session, history, params);
+        self.guard(
+            Operation::Compact,
+            Some(session),
+            call,
+            |engine| {
+                Box::pin(async move {
+                    engine
+                        .compact(call, &projected_session, history, &projected)
+                        .await
+                })
+            },
+            |result| validate::check_compact(history, result),
+            fallback,
+            OnFailure::Answer(CompactResult::failed(format!(
+                "engine `{}` failed to compact; later compactions use legacy",
+                self.id
+            ))),
+        )
+        .await
+    }
+
+    async fn after_turn(
+        &self,
+        call: &CallOptions,
+        session: &SessionRef,
+        history: &History,
+        params: &AfterTurnParams,
+    ) -> EngineResult<()> {
+        let projected_session = self.project_session(session);
+        let projected = AfterTurnParams {
+            runtime_context: self.project_context(&params.runtime_context),
+            ..params.clone()
+        };
+        let fallback = self.legacy.after_turn(call, session, history, params);
+        self.guard(
+            Operation::AfterTurn,
+            Some(session),
+            call,
+            |engine| {
+                Box::pin(async move {
+                    engine
+                        .after_turn(call, &projected_session, history, &projected)
+                        .await
+                })
+            },
+            no_check,
+            fallback,
+            OnFailure::Retry,
+        )
+        .await
+    }
+
+    async fn maintain(
+        &self,
+        call: &CallOptions,
+        session: &SessionRef,
+        history: &History,
+        reason: MaintainReason,
+        runtime_context: Option<&str>,
+    ) -> EngineResult<MaintainResult> {
+        let projected_session = self.project_session(session);
+        let projected = self.project_context(&runtime_context.map(str::to_owned));
+        let fallback = self
+            .legacy
+            .maintain(call, session, history, reason, runtime_context);
+        self.guard(
+            Operation::Maintain,
+            Some(session),
+            call,
+            |engine| {
+                Box::pin(async move {
+                    engine
+                        .maintain(
+                            call,
+                            &projected_session,
+                            history,
+                            reason,
+                            projected.as_deref(),
+                        )
+                        .await
+                })
+            },
+            no_check,
+            fallback,
+            OnFailure::Retry,
+        )
+        .await
+    }
+
+    async fn prepare_subagent_spawn(
+        &self,
+        call: &CallOptions,
+        spawn: &SubagentSpawn,
+    ) -> EngineResult<Option<String>> {
+        let fallback = self.legacy.prepare_subagent_spawn(call, spawn);
+        self.guard(
+            Operation::PrepareSubagentSpawn,
+            None,
+            call,
+            |engine| Box::pin(async move { engine.prepare_subagent_spawn(call, spawn).await }),
+            no_check,
+            fallback,
+            OnFailure::Fail,
+        )
+        .await
+    }
+
+    async fn rollback_subagent_spawn(
+        &self,
+        call: &CallOptions,
+        preparation_id: &str,
+    ) -> EngineResult<()> {
+        // The preparation was made by the selected engine: only it can undo
+        // it, so a failure is reported, never retried elsewhere.
+        let Some(primary) = self.primary.as_ref() else {
+            return self
+                .legacy
+                .rollback_subagent_spawn(call, preparation_id)
+                .await;
+        };
+        primary
+            .rollback_subagent_spawn(call, preparation_id)
+            .await
+            .inspect_err(|failure| {
+                self.quarantine_engine(failure);
+                self.note(failure, None, GuardAction::Reported);
+            })
+    }
+
+    async fn on_subagent_ended(
+        &self,
+        call: &CallOptions,
+        child_session_key: &str,
+        reason: SubagentEndReason,
+    ) -> EngineResult<()> {
+        let fallback = self
+            .legacy
+            .on_subagent_ended(call, child_session_key, reason);
+        self.guard(
+            Operation::OnSubagentEnded,
+            None,
+            call,
+            |engine| {
+                Box::pin(async move {
+                    engine
+                        .on_subagent_ended(call, child_session_key, reason)
+                        .await
+                })
+            },
+            no_check,
+            fallback,
+            OnFailure::Retry,
+        )
+        .await
+    }
+
+    async fn close_session(&self, session_id: &str) {
+        if let Some(primary) = &self.primary {
+            primary.close_session(session_id).await;
+        }
+        self.legacy.close_session(session_id).await;
+    }
+
+    async fn dispose(&self) -> EngineResult<()> {
+        if let Some(primary) = &self.primary
+            && let Err(failure) = primary.dispose().await
+        {
+            tracing::warn!(engine = %self.id, reason = %failure, "engine failed to dispose");
+        }
+        Ok(())
+    }
+}

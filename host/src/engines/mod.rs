@@ -1,0 +1,19 @@
+//! The engines of one host, above the sandbox: which ids exist
+//! ([`registry`]), the guard that stands between a caller and a misbehaving
+//! engine ([`guard`]), durable quarantine records ([`quarantine`]), the
+//! built-in [`legacy`] engine every call can fall back to, the example
+//! engines compiled into this build ([`bundled`]), and resolving the
+//! configured slot to a guarded engine ([`selection`]).
+
+pub mod bundled;
+pub mod guard;
+pub mod legacy;
+pub mod quarantine;
+pub mod registry;
+pub mod selection;
+
+pub use self::guard::{GuardPolicy, GuardedEngine};
+pub use self::legacy::LegacyEngine;
+pub use self::quarantine::QuarantineStore;
+pub use self::registry::{EngineFactory, LEGACY_ID, Registry};
+pub use self::selection::Engines;

@@ -1,0 +1,411 @@
+//! Durable quarantine records (DESIGN §5): which engines misbehaved, how and
+//! when, kept in an embedded SQLite database so `ctxbox health` shows them
+//! after a restart. The first failure wins: later failures of a quarantined
+//! engine only count up (and, with back-off, push the next retry out).
+//! Re-registering an engine clears its record.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rusqlite::{Connection, params};
+use serde::{Deserialize, Serialize};
+
+use crate::contract::failure::{EngineFailure, FailureKind, Operation};
+
+/// Longest retry delay back-off grows to.
+const MAX_BACKOFF: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// One quarantined engine.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QuarantineRecord {
+    /// The engine's id.
+    pub engine_id: String,
+    /// Who registered it (`core` or `plugin:<name>`).
+    pub owner: String,
+    /// Fingerprint of the engine artifact that failed (SHA-256 of the
+    /// component), so registering the same artifact again after a restart
+    /// keeps it quarantined while a new build gets a fresh chance.
+    pub fingerprint: Option<String>,
+    /// The operation that first failed.
+    pub operation: String,
+    /// How it failed (`timeout`, `panic`, …).
+    pub classification: String,
+    /// What happened.
+    pub reason: String,
+    /// The tail of the engine's stderr.
+    pub stderr_tail: String,
+    /// When it was quarantined, ms since the Unix epoch.
+    pub at_ms: i64,
+    /// Failures counted while quarantined (1 = just the first).
+    pub failures: u32,
+    /// When the engine may be tried again, ms since the Unix epoch; `None`:
+    /// never (until re-registered).
+    pub retry_at_ms: Option<i64>,
+}
+
+impl QuarantineRecord {
+    /// Whether the engine may be tried again at `now_ms`.
+    pub fn retry_due(&self, now_ms: i64) -> bool {
+        self.retry_at_ms.is_some_and(|retry_at| now_ms >= retry_at)
+    }
+}
+
+/// Why the quarantine database could not be used.
+#[derive(Debug, thiserror::Error)]
+#[error("quarantine database `{}`: {source}", path.display())]
+pub struct QuarantineError {
+    /// The database file.
+    pub path: PathBuf,
+    /// The SQLite error.
+    pub source: rusqlite::Error,
+}
+
+/// The time as the store reads it: milliseconds since the Unix epoch.
+pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
+
+/// The quarantine records, in SQLite with an in-memory copy for the hot path.
+pub struct QuarantineStore {
+    path: PathBuf,
+    connection: Mutex<Connection>,
+    records: Mutex<HashMap<String, QuarantineRecord>>,
+    backoff: Option<Duration>,
+    clock: Clock,
+}
+
+impl QuarantineStore {
+    /// Opens (creating if needed) the database at `path`. With `backoff`, a
+    /// quarantined engine is retried after that delay, doubling with each
+    /// further failure (up to a day); without, it stays quarantined until it
+    /// is registered again.
+    pub fn open(path: &Path, backoff: Option<Duration>) -> Result<Self, QuarantineError> {
+        let fail = |source| QuarantineError {
+            path: path.to_owned(),
+            source,
+        };
+        if let Some(parent) = path.parent() {
+            // A missing directory surfaces as SQLite's own "unable to open".
+            let _ = std::fs::create_dir_all(parent);
+        }
+        let connection = Connection::open(path).map_err(fail)?;
+        connection
+            .execute_batch(
+                "PRAGMA journal_mode = WAL;
+                 PRAGMA busy_timeout = 5000;
+                 CREATE TABLE IF NOT EXISTS quarantine (
+                     engine_id      TEXT PRIMARY KEY,
+                     owner          TEXT NOT NULL,
+                     fingerprint    TEXT,
+                     operation      TEXT NOT NULL,
+                     classification TEXT NOT NULL,
+                     reason         TEXT NOT NULL,
+                     stderr_tail    TEXT NOT NULL,
+                     at_ms          INTEGER NOT NULL,
+                     failures       INTEGER NOT NULL,
+                     retry_at_ms    INTEGER
+                 );",
+            )
+            .map_err(fail)?;
+        let records = load_all(&connection).map_err(fail)?;
+        Ok(Self {
+            path: path.to_owned(),
+            connection: Mutex::new(connection),
+            records: Mutex::new(records),
+            backoff,
+            clock: Arc::new(now_ms),
+        })
+    }
+
+    /// The same store reading the time from `clock` instead of the system
+    /// clock (to test back-off without waiting for it).
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    fn error(&self, source: rusqlite::Error) -> QuarantineError {
+        QuarantineError {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    /// The record of `engine_id`, if it is quarantined.
+    pub fn get(&self, engine_id: &str) -> Option<QuarantineRecord> {
+        self.records
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(engine_id)
+            .cloned()
+    }
+
+    /// Whether calls to `engine_id` must go elsewhere now (quarantined and no
+    /// retry due).
+    pub fn is_blocked(&self, engine_id: &str) -> bool {
+        self.get(engine_id)
+            .is_some_and(|record| !record.retry_due((self.clock)()))
+    }
+
+    /// Every record, oldest first.
+    pub fn list(&self) -> Vec<QuarantineRecord> {
+        let mut records: Vec<QuarantineRecord> = self
+            .records
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect();
+        records.sort_by(|a, b| a.at_ms.cmp(&b.at_ms).then(a.engine_id.cmp(&b.engine_id)));
+        records
+    }
+
+    /// Records a failure of `owner`'s engine (artifact `fingerprint`). The
+    /// first failure is kept as the record; a later one counts up and pushes
+    /// the retry out. Answers the record as stored.
+    pub fn record(
+        &self,
+        owner: &str,
+        fingerprint: Option<&str>,
+        failure: &EngineFailure,
+    ) -> Result<QuarantineRecord, QuarantineError> {
+        let now = (self.clock)();
+        let mut records = self.records.lock().unwrap_or_else(PoisonError::into_inner);
+        let record = match records.get(&failure.engine_id) {
+            Some(existing) => {
+                let failures = existing.failures.saturating_add(1);
+                QuarantineRecord {
+                    failures,
+                    retry_at_ms: self.retry_at(now, failures),
+                    ..existing.clone()
+                }
+            }
+            None => QuarantineRecord {
+                engine_id: failure.engine_id.clone(),
+                owner: owner.to_owned(),
+                fingerprint: fingerprint.map(str::to_owned),
+                operation: failure.operation.as_str().to_owned(),
+                classification: failure.kind.as_str().to_owned(),
+                reason: failure.message.clone(),
+                stderr_tail: failure.stderr_tail.clone(),
+                at_ms: now,
+                failures: 1,
+                retry_at_ms: self.retry_at(now, 1),
+            },
+        };
+        self.write(&record)?;
+        records.insert(record.engine_id.clone(), record.clone());
+        Ok(record)
+    }
+
+    /// Clears `engine_id`'s record (on re-registration, or when a retried
+    /// engine answers again). Answers whether there was one.
+    pub fn clear(&self, engine_id: &str) -> Result<bool, QuarantineError> {
+        let mut records = self.records.lock().unwrap_or_else(PoisonError::into_inner);
+        self.connection
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .execute(
+                "DELETE FROM quarantine WHERE engine_id = ?1",
+                params![engine_id],
+            )
+            .map_err(|source| self.error(source))?;
+        Ok(records.remove(engine_id).is_some())
+    }
+
+    fn retry_at(&self, now: i64, failures: u32) -> Option<i64> {
+        let base = self.backoff?;
+        let doubling = 2u32.saturating_pow(failures.saturating_sub(1).min(31));
+        let delay = base.saturating_mul(doubling).min(MAX_BACKOFF);
+        Some(now.saturating_add(delay.as_millis() as i64))
+    }
+
+    fn write(&self, record: &QuarantineRecord) -> Result<(), QuarantineError> {
+        self.connection
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .execute(
+                "INSERT INTO quarantine (engine_id, owner, fingerprint, operation, classification,
+                                         reason, stderr_tail, at_ms, failures, retry_at_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+                 ON CONFLICT (engine_id) DO UPDATE SET
+                     failures = excluded.failures, retry_at_ms = excluded.retry_at_ms",
+                params![
+                    record.engine_id,
+                    record.owner,
+                    record.fingerprint,
+                    record.operation,
+                    record.classification,
+                    record.reason,
+                    record.stderr_tail,
+                    record.at_ms,
+                    record.failures,
+                    record.retry_at_ms,
+                ],
+            )
+            .map_err(|source| self.error(source))?;
+        Ok(())
+    }
+}
+
+fn load_all(connection: &Connection) -> rusqlite::Result<HashMap<String, QuarantineRecord>> {
+    let mut statement = connection.prepare(
+        "SELECT engine_id, owner, fingerprint, operation, classification, reason, stderr_tail,
+                at_ms, failures, retry_at_ms
+         FROM quarantine",
+    )?;
+    let rows = statement.query_map([], |row| {
+        Ok(QuarantineRecord {
+            engine_id: row.get(0)?,
+            owner: row.get(1)?,
+            fingerprint: row.get(2)?,
+            operation: row.get(3)?,
+            classification: row.get(4)?,
+            reason: row.get(5)?,
+            stderr_tail: row.get(6)?,
+            at_ms: row.get(7)?,
+            failures: row.get(8)?,
+            retry_at_ms: row.get(9)?,
+        })
+    })?;
+    rows.map(|row| row.map(|record| (record.engine_id.clone(), record)))
+        .collect()
+}
+
+/// The record of an engine as a failure again (for errors in strict mode).
+impl From<&QuarantineRecord> for EngineFailure {
+    fn from(record: &QuarantineRecord) -> Self {
+        EngineFailure::new(
+            &record.engine_id,
+            Operation::Load,
+            FailureKind::Load,
+            format!(
+                "quarantined since its {} failed ({}): {}",
+                record.operation, record.classification, record.reason
+            ),
+        )
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_millis() as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rusqlite::OptionalExtension;
+
+    /// The failure count stored for `engine_id`, read straight from SQLite.
+    fn stored(connection: &Connection, engine_id: &str) -> Option<u32> {
+        connection
+            .query_row(
+                "SELECT failures FROM quarantine WHERE engine_id = ?1",
+                params![engine_id],
+                |row| row.get(0),
+            )
+            .optional()
+            .ok()
+            .flatten()
+    }
+
+    fn failure(engine_id: &str, kind: FailureKind, message: &str) -> EngineFailure {
+        EngineFailure {
+            engine_id: engine_id.into(),
+            operation: Operation::Assemble,
+            kind,
+            message: message.into(),
+            stderr_tail: "panicked at src/lib.rs".into(),
+        }
+    }
+
+    #[test]
+    fn records_survive_a_restart_and_the_first_failure_wins() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("ctxbox.sqlite3");
+        {
+            let store = QuarantineStore::open(&path, None).expect("open");
+            store
+                .record(
+                    "plugin:acme",
+                    Some("sha-1"),
+                    &failure("acme", FailureKind::Timeout, "slow"),
+                )
+                .expect("record");
+            let second = store
+                .record(
+                    "plugin:acme",
+                    Some("sha-1"),
+                    &failure("acme", FailureKind::Panic, "boom"),
+                )
+                .expect("record again");
+            assert_eq!(second.classification, "timeout", "first failure wins");
+            assert_eq!(second.failures, 2);
+        }
+        let reopened = QuarantineStore::open(&path, None).expect("reopen");
+        let record = reopened.get("acme").expect("still quarantined");
+        assert_eq!(record.owner, "plugin:acme");
+        assert_eq!(record.fingerprint.as_deref(), Some("sha-1"));
+        assert_eq!(record.operation, "assemble");
+        assert_eq!(record.reason, "slow");
+        assert_eq!(record.stderr_tail, "panicked at src/lib.rs");
+        assert_eq!(record.failures, 2);
+        assert!(reopened.is_blocked("acme"));
+        assert!(!reopened.is_blocked("other"));
+        let connection = Connection::open(&path).expect("raw");
+        assert_eq!(stored(&connection, "acme"), Some(2));
+    }
+
+    #[test]
+    fn clearing_removes_the_record_durably() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("q.sqlite3");
+        let store = QuarantineStore::open(&path, None).expect("open");
+        store
+            .record("plugin:x", None, &failure("x", FailureKind::Memory, "big"))
+            .expect("record");
+        assert!(store.clear("x").expect("clear"));
+        assert!(!store.clear("x").expect("clear again"));
+        assert!(
+            QuarantineStore::open(&path, None)
+                .expect("reopen")
+                .get("x")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn backoff_allows_a_retry_later_and_doubles() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store =
+            QuarantineStore::open(&dir.path().join("q.sqlite3"), Some(Duration::from_secs(60)))
+                .expect("open");
+        let first = store
+            .record("plugin:x", None, &failure("x", FailureKind::Panic, "boom"))
+            .expect("record");
+        let first_delay = first.retry_at_ms.expect("retry scheduled") - first.at_ms;
+        assert!((59_000..=61_000).contains(&first_delay), "{first_delay}");
+        assert!(store.is_blocked("x"));
+        assert!(first.retry_due(first.at_ms + 60_001));
+        let second = store
+            .record("plugin:x", None, &failure("x", FailureKind::Panic, "boom"))
+            .expect("record");
+        let second_delay = second.retry_at_ms.expect("retry") - now_ms();
+        assert!(second_delay > 110_000, "doubled: {second_delay}");
+    }
+
+    #[test]
+    fn an_unwritable_location_is_an_error_naming_the_file() {
+        let error = QuarantineStore::open(Path::new("/proc/ctxbox/q.sqlite3"), None)
+            .err()
+            .expect("cannot open");
+        assert!(
+            error.to_string().contains("/proc/ctxbox/q.sqlite3"),
+            "{error}"
+        );
+    }
+}

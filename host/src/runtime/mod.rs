@@ -1,0 +1,233 @@
+//! A whole host built from a [`Config`]: the transcript store, native
+//! compaction and the legacy engine, the state store and host services, the
+//! sandbox, the quarantine database, and the engine registry with the
+//! bundled example engines and the configured ones registered.
+
+pub mod config;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+pub use self::config::Config;
+use crate::engines::bundled;
+use crate::engines::guard::{GuardPolicy, GuardedEngine};
+use crate::engines::legacy::LegacyEngine;
+use crate::engines::quarantine::{QuarantineError, QuarantineStore};
+use crate::engines::registry::{EngineFactory, RegisterError, RegisterOptions};
+use crate::engines::selection::Engines;
+use crate::provider::chat::ChatError;
+use crate::provider::{Provider, Replay, ReplayScript, ToolExecutor};
+use crate::runner::{RunReport, RunnerConfig, Session, TurnReport, TurnRunner};
+use crate::sandbox::SandboxError;
+use crate::sandbox::{Sandbox, SandboxConfig};
+use crate::services::compaction::Compactor;
+use crate::services::native::NativeServices;
+use crate::services::state::{StateError, StateStore};
+use crate::services::summarize::SummarizeError;
+use crate::transcript::{NewSession, TranscriptError, TranscriptStore};
+
+/// The system prompt replayed conversations are sent with.
+pub const REPLAY_SYSTEM_PROMPT: &str = "You are a helpful assistant with access to tools.";
+/// The plugin name bundled example engines are registered under.
+pub const BUNDLED_OWNER: &str = "bundled";
+/// The plugin name engines from `plugins.engines` are registered under.
+pub const CONFIG_OWNER: &str = "config";
+
+/// Why a host could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// The sandbox configuration is unusable.
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+    /// The quarantine database could not be opened.
+    #[error(transparent)]
+    Quarantine(#[from] QuarantineError),
+    /// The state database could not be opened.
+    #[error(transparent)]
+    State(#[from] StateError),
+    /// The summarizer configuration is unusable.
+    #[error("agents.defaults.compaction.summarizer: {0}")]
+    Summarizer(#[from] SummarizeError),
+    /// The provider configuration is unusable (e.g. its API key variable is
+    /// not set).
+    #[error("provider: {0}")]
+    Provider(#[from] ChatError),
+    /// An engine could not be registered.
+    #[error(transparent)]
+    Register(#[from] RegisterError),
+    /// The data directory could not be created.
+    #[error("cannot create the data directory `{}`: {source}", path.display())]
+    DataDir {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// A configured host.
+pub struct Runtime {
+    config: Config,
+    data_dir: PathBuf,
+    transcripts: TranscriptStore,
+    engines: Engines,
+}
+
+impl Runtime {
+    /// Builds the host `config` describes, with its data under
+    /// [`Config::data_dir`].
+    pub fn new(config: Config) -> Result<Self, RuntimeError> {
+        let data_dir = config.data_dir();
+        std::fs::create_dir_all(&data_dir).map_err(|source| RuntimeError::DataDir {
+            path: data_dir.clone(),
+            source,
+        })?;
+        let transcripts = TranscriptStore::new(config.transcripts.clone());
+        let compactor = Arc::new(Compactor::from_config(
+            transcripts.clone(),
+            config.agents.defaults.compaction.clone(),
+        )?);
+        let state = Arc::new(StateStore::open_in(&data_dir, &config.state)?);
+        let quarantine = Arc::new(QuarantineStore::open(
+            &data_dir.join("quarantine.sqlite3"),
+            config.quarantine.backoff(),
+        )?);
+        let sandbox = Sandbox::new(SandboxConfig {
+            cache_dir: config
+                .sandbox
+                .cache_dir
+                .clone()
+                .or_else(|| Some(data_dir.join("cache"))),
+            ..config.sandbox.clone()
+        })?;
+        let engines = Engines::new(
+            sandbox,
+            quarantine,
+            Arc::new(NativeServices::new(compactor.clone(), state)),
+            Arc::new(LegacyEngine::new(compactor)),
+            GuardPolicy {
+                strict: config.quarantine.strict,
+            },
+        )?;
+
+        let bundled_plugin = engines.registry().plugin(BUNDLED_OWNER);
+        for (name, bytes) in bundled::ENGINES {
+            let factory = EngineFactory::WasmBytes {
+                label: format!("bundled:{name}"),
+                bytes: Arc::from(*bytes),
+            };
+            bundled_plugin.register(name, factory, RegisterOptions::default())?;
+        }
+        let config_plugin = engines.registry().plugin(CONFIG_OWNER);
+        for (id, entry) in &config.plugins.engines {
+            let factory = EngineFactory::WasmFile(entry.path.clone());
+            config_plugin.register(id, factory, RegisterOptions::default())?;
+        }
+        Ok(Self {
+            config,
+            data_dir,
+            transcripts,
+            engines,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Where the host keeps its data.
+    pub fn data_dir(&self) -> &std::path::Path {
+        &self.data_dir
+    }
+
+    /// The transcript store.
+    pub fn transcripts(&self) -> &TranscriptStore {
+        &self.transcripts
+    }
+
+    /// The engines: registry, quarantine, selection.
+    pub fn engines(&self) -> &Engines {
+        &self.engines
+    }
+
+    /// The live model `[provider]` configures, for a host's own turns (pass
+    /// it to [`runner`](Self::runner)); `None` for `replay`, the default,
+    /// which answers only from recordings ([`replay`](Self::replay)). An
+    /// overflow error that does not state the model's window reports
+    /// `agents.defaults.contextTokens`. Reads the API key now.
+    pub fn provider(&self) -> Result<Option<Arc<dyn Provider>>, RuntimeError> {
+        Ok(self.config.provider.build(self.config.context_tokens())?)
+    }
+
+    /// The guarded engine of the configured slot
+    /// (`plugins.slots.contextEngine`), or of `override_id` when given.
+    pub async fn select(&self, override_id: Option<&str>) -> Arc<GuardedEngine> {
+        let slot = override_id.or(self.config.plugins.slots.context_engine.as_deref());
+        self.engines.select(slot).await
+    }
+
+    /// A turn runner for `engine` with this host's transcripts and
+    /// `agents.defaults` (reserve, proactive compaction, model), for a model
+    /// with a `window`-token context that may call `tools`.
+    pub fn runner(
+        &self,
+        engine: Arc<GuardedEngine>,
+        provider: Arc<dyn Provider>,
+        tool_executor: Arc<dyn ToolExecutor>,
+        window: u64,
+        tools: Vec<String>,
+    ) -> TurnRunner {
+        let defaults = &self.config.agents.defaults;
+        TurnRunner::new(
+            engine,
+            provider,
+            tool_executor,
+            self.transcripts.clone(),
+            RunnerConfig {
+                window,
+                reserve_tokens: defaults.compaction.reserve_tokens,
+                proactive_compaction: defaults.compaction.enabled,
+                system_prompt: REPLAY_SYSTEM_PROMPT.to_owned(),
+                model: defaults.model.clone(),
+                tools,
+            },
+        )
+    }
+
+    /// Replays `script` through `engine` under a `window`-token model into a
+    /// new session file at `output` (what `ctxbox run` does). `on_turn`
+    /// hears of each turn as it ends.
+    pub async fn replay(
+        &self,
+        script: &ReplayScript,
+        engine: Arc<GuardedEngine>,
+        window: u64,
+        output: &Path,
+        abort: &CancellationToken,
+        on_turn: &mut dyn FnMut(usize, Option<&TurnReport>),
+    ) -> Result<RunReport, TranscriptError> {
+        let transcript = self.transcripts.create(
+            output,
+            NewSession {
+                session_id: None,
+                cwd: ".".into(),
+                parent_session: None,
+            },
+        )?;
+        let replay = Arc::new(Replay::new(window));
+        let runner = self.runner(
+            engine,
+            replay.clone(),
+            replay.clone(),
+            window,
+            script.tool_names(),
+        );
+        let mut session = Session::new(transcript, None);
+        runner
+            .run_script(&mut session, &replay, script, abort, on_turn)
+            .await
+    }
+}

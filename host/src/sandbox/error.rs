@@ -1,0 +1,132 @@
+//! The sandbox's own errors: why a component was refused at load, and why
+//! the sandbox could not be set up.
+
+use std::path::PathBuf;
+
+/// Why a component was refused at load.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file could not be read.
+    #[error("cannot read engine `{}`: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The bytes are not WebAssembly at all.
+    #[error("`{name}` is not a WebAssembly file (no `\\0asm` header)")]
+    NotWasm {
+        /// File name or label.
+        name: String,
+    },
+    /// A core module where a component is needed.
+    #[error(
+        "`{name}` is a core WebAssembly module, not a component: build it for `wasm32-wasip2` (or wrap it with `wasm-tools component new`)"
+    )]
+    CoreModule {
+        /// File name or label.
+        name: String,
+    },
+    /// The component does not validate or compile.
+    #[error("`{name}` is not a valid component: {reason}")]
+    Invalid {
+        /// File name or label.
+        name: String,
+        /// The compiler's explanation.
+        reason: String,
+    },
+    /// The component implements another version of the contract.
+    #[error(
+        "`{name}` implements `{found}`, but this host supports `{supported}`: rebuild it against ctxbox-guest {supported_version}"
+    )]
+    UnsupportedVersion {
+        /// File name or label.
+        name: String,
+        /// The interface the component exports.
+        found: String,
+        /// The interface this host supports.
+        supported: String,
+        /// The supported package version.
+        supported_version: String,
+    },
+    /// The component does not export the engine interface at all.
+    #[error("`{name}` does not export `{expected}`: it is not a ctxbox context engine")]
+    NotAnEngine {
+        /// File name or label.
+        name: String,
+        /// The interface expected.
+        expected: String,
+    },
+    /// The component imports something the sandbox does not grant.
+    #[error(
+        "`{name}` imports what ctxbox engines may not use: {}",
+        list_refused(refused)
+    )]
+    DisallowedImport {
+        /// File name or label.
+        name: String,
+        /// Every refused import, with why.
+        refused: Vec<RefusedImport>,
+    },
+    /// The component's imports or exports do not match the contract.
+    #[error("`{name}` does not match the ctxbox:engine contract: {reason}")]
+    Link {
+        /// File name or label.
+        name: String,
+        /// Wasmtime's explanation.
+        reason: String,
+    },
+    /// The compilation cache could not be used.
+    #[error("compiled-engine cache at `{}`: {reason}", path.display())]
+    Cache {
+        /// The cache file or directory.
+        path: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
+}
+
+/// An import the sandbox does not grant, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefusedImport {
+    /// The interface, e.g. `wasi:sockets/tcp@0.2.6`.
+    pub import: String,
+    /// Why it is refused.
+    pub why: &'static str,
+}
+
+fn list_refused(refused: &[RefusedImport]) -> String {
+    refused
+        .iter()
+        .map(|refused| format!("`{}` ({})", refused.import, refused.why))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Why the sandbox itself could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// A `sandbox.*` setting is out of range.
+    #[error("cannot set up the wasm sandbox: `{key}` {problem}")]
+    Setting {
+        /// The setting, e.g. `sandbox.memoryLimitMib`.
+        key: &'static str,
+        /// What is wrong with its value.
+        problem: String,
+    },
+    /// Wasmtime refused the engine configuration.
+    #[error("cannot set up the wasm sandbox: {0}")]
+    Engine(String),
+    /// The epoch ticker thread could not be started.
+    #[error("cannot set up the wasm sandbox: cannot start the epoch ticker: {0}")]
+    Ticker(std::io::Error),
+    /// The host functions (WASI or the contract's imports) could not be linked.
+    #[error("cannot set up the wasm sandbox: linking {what}: {reason}")]
+    Link {
+        /// `WASI` or `the host interface`.
+        what: &'static str,
+        /// Wasmtime's explanation.
+        reason: String,
+    },
+}

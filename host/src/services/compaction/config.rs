@@ -1,0 +1,105 @@
+//! `agents.defaults.compaction.*`: the reference's keys and defaults, plus the
+//! summarizer choice and how many chunks are summarized at once.
+
+use serde::{Deserialize, Serialize};
+
+use crate::services::summarize::SummarizerConfig;
+
+/// How native compaction behaves. Keys are the reference's (camelCase);
+/// keys of the reference this host does not use are accepted and ignored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct CompactionConfig {
+    /// Whether the turn runner compacts on its own; forced and overflow
+    /// compactions run either way.
+    pub enabled: bool,
+    /// Tokens kept free for the model's answer: compaction triggers above
+    /// `window - reserveTokens` (16,384).
+    pub reserve_tokens: u64,
+    /// Recent history kept verbatim, in tokens (20,000).
+    pub keep_recent_tokens: u64,
+    /// One compaction window, seconds (180): summarization stops when it runs
+    /// out. Zero, negative or invalid values mean the default, as in the
+    /// reference.
+    #[serde(deserialize_with = "positive_seconds_or_default")]
+    pub timeout_seconds: u64,
+    /// Continue the session in a new transcript file after compacting
+    /// (the old one stays, archived).
+    pub truncate_after_compaction: bool,
+    /// Extra instructions for every compaction summary.
+    pub custom_instructions: Option<String>,
+    /// Chunks summarized at the same time (ctxbox; the reference does one
+    /// after another).
+    pub summary_concurrency: usize,
+    /// Which summarizer writes the summaries (ctxbox).
+    pub summarizer: SummarizerConfig,
+}
+
+/// The default compaction window, seconds.
+pub const DEFAULT_TIMEOUT_SECONDS: u64 = 180;
+
+/// A positive whole number of seconds; anything else (zero, negative, a
+/// fraction, a string) is replaced by [`DEFAULT_TIMEOUT_SECONDS`] with a
+/// warning instead of failing the whole configuration.
+fn positive_seconds_or_default<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<u64, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Whole(i64),
+        Other(serde::de::IgnoredAny),
+    }
+    Ok(match Raw::deserialize(deserializer)? {
+        Raw::Whole(seconds) if seconds > 0 => seconds as u64,
+        _ => {
+            tracing::warn!(
+                key = "agents.defaults.compaction.timeoutSeconds",
+                default = DEFAULT_TIMEOUT_SECONDS,
+                "not a positive number of seconds; using the default"
+            );
+            DEFAULT_TIMEOUT_SECONDS
+        }
+    })
+}
+
+impl Default for CompactionConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            reserve_tokens: 16_384,
+            keep_recent_tokens: 20_000,
+            timeout_seconds: DEFAULT_TIMEOUT_SECONDS,
+            truncate_after_compaction: false,
+            custom_instructions: None,
+            summary_concurrency: 4,
+            summarizer: SummarizerConfig::Extractive,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_reference_keys_with_defaults() {
+        let config: CompactionConfig = serde_json::from_str(
+            r#"{"reserveTokens": 8000, "truncateAfterCompaction": true, "mode": "safeguard",
+                "summarizer": {"kind": "openai-compatible", "baseUrl": "http://localhost:11434/v1", "model": "llama3"}}"#,
+        )
+        .expect("valid config");
+        assert_eq!(config.reserve_tokens, 8_000);
+        assert!(config.truncate_after_compaction);
+        assert_eq!(config.keep_recent_tokens, 20_000);
+        assert_eq!(config.timeout_seconds, 180);
+        assert!(matches!(
+            config.summarizer,
+            SummarizerConfig::OpenaiCompatible(_)
+        ));
+        assert_eq!(
+            serde_json::from_str::<CompactionConfig>("{}").expect("empty config"),
+            CompactionConfig::default()
+        );
+    }
+}

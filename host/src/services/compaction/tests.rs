@@ -1,0 +1,554 @@
+//! Native compaction end to end on synthetic transcripts.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use async_trait::async_trait;
+use tokio_util::sync::CancellationToken;
+
+use super::*;
+use crate::contract::history::History;
+use crate::contract::types::{
+    AgentMessage, CompactParams, CompactionTarget, ContentBlock, MessageKind, StopReason,
+};
+use crate::services::summarize::{
+    MergeRequest, REQUIRED_SECTIONS, SummarizeError, Summarizer, SummaryRequest,
+};
+use crate::transcript::{NewSession, Transcript, TranscriptConfig, TranscriptStore};
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+fn tool_call(id: &str, path: &str) -> AgentMessage {
+    AgentMessage::Assistant {
+        content: vec![
+            ContentBlock::text(format!("I will use the cache layer and read {path}.")),
+            ContentBlock::ToolCall {
+                id: id.into(),
+                name: if id.ends_with('w') { "write" } else { "read" }.into(),
+                arguments_json: format!(r#"{{"path":"{path}"}}"#),
+            },
+        ],
+        model: Some("m".into()),
+        provider: Some("p".into()),
+        usage: None,
+        stop_reason: StopReason::ToolUse,
+        error_message: None,
+    }
+}
+
+fn tool_result(id: &str, size: usize) -> AgentMessage {
+    AgentMessage::ToolResult {
+        tool_call_id: id.into(),
+        tool_name: "read".into(),
+        content: vec![ContentBlock::text(
+            format!("line of output {id}\n").repeat(size / 20),
+        )],
+        is_error: false,
+        details: None,
+    }
+}
+
+/// `turns` turns: a user ask, a tool call with its (large) result, an answer.
+fn session(dir: &std::path::Path, store: &TranscriptStore, turns: usize) -> Transcript {
+    let transcript = store
+        .create(&dir.join("session.jsonl"), NewSession::default())
+        .expect("create");
+    for turn in 0..turns {
+        let id = format!("call{turn}{}", if turn % 3 == 0 { "w" } else { "" });
+        transcript
+            .append(&[
+                AgentMessage::user_text(format!(
+                    "Please look at module {turn}. Never delete tests."
+                )),
+                tool_call(&id, &format!("src/module{turn}.rs")),
+                tool_result(&id, 2_000),
+                AgentMessage::assistant_text(format!(
+                    "Module {turn} is fine. TODO: benchmark module {turn}."
+                )),
+            ])
+            .expect("append");
+    }
+    transcript
+}
+
+fn params(budget: u64, target: CompactionTarget, force: bool) -> CompactParams {
+    CompactParams {
+        token_budget: Some(budget),
+        force,
+        compaction_target: target,
+        ..CompactParams::default()
+    }
+}
+
+fn compactor(
+    store: &TranscriptStore,
+    summarizer: Arc<dyn Summarizer>,
+    config: CompactionConfig,
+) -> Compactor {
+    Compactor::new(store.clone(), summarizer, config)
+}
+
+/// Every tool result in `history` follows the assistant message that called it.
+fn assert_paired(history: &History) {
+    let mut calls = HashSet::new();
+    for entry in history.entries() {
+        match &entry.message {
+            AgentMessage::Assistant { .. } => {
+                calls.extend(entry.message.tool_call_ids().map(str::to_owned))
+            }
+            AgentMessage::ToolResult { tool_call_id, .. } => {
+                assert!(
+                    calls.contains(tool_call_id),
+                    "orphaned tool result {tool_call_id}"
+                )
+            }
+            _ => {}
+        }
+    }
+}
+
+#[test]
+fn skips_a_context_within_the_threshold() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = TranscriptStore::new(TranscriptConfig::default());
+    let transcript = session(dir.path(), &store, 2);
+    let lines = transcript.line_count();
+    let compactor = compactor(
+        &store,
+        Arc::new(crate::services::summarize::ExtractiveSummarizer),
+        CompactionConfig::default(),
+    );
+    let result = runtime()
+        .block_on(compactor.compact(
+            &transcript,
+            &params(200_000, CompactionTarget::Threshold, false),
+            &NoProgress,
+            &CancellationToken::new(),
+        ))
+        .expect("compaction runs");
+    assert!(result.ok && !result.compacted, "{result:?}");
+    assert!(
+        result
+            .reason
+            .is_some_and(|reason| reason.contains("within the compaction threshold"))
+    );
+    assert_eq!(transcript.line_count(), lines, "nothing written");
+}
+
+#[test]
+fn compacts_to_the_budget_without_orphaning_tool_calls() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = TranscriptStore::new(TranscriptConfig::default());
+    let transcript = session(dir.path(), &store, 40);
+    let before = transcript.history().total_tokens();
+    let compactor = compactor(
+        &store,
+        Arc::new(crate::services::summarize::ExtractiveSummarizer),
+        CompactionConfig::default(),
+    );
+    let progress = CountingProgress::default();
+    let result = runtime()
+        .block_on(compactor.compact(
+            &transcript,
+            &params(8_000, CompactionTarget::Budget, true),
+            &progress,
+            &CancellationToken::new(),
+        ))
+        .expect("compaction runs");
+    assert!(result.ok && result.compacted, "{result:?}");
+    assert_eq!(result.reason, None);
+    assert!(
+        progress.0.load(Ordering::Relaxed) >= 4,
+        "every stage reports progress"
+    );
+
+    let history = transcript.history();
+    let after = result.tokens_after.expect("tokens after");
+    assert_eq!(after, history.total_tokens());
+    assert!(after <= 8_000, "{after}");
+    assert!(result.tokens_before >= before && after < result.tokens_before);
+    assert_eq!(history.kind(0), Some(MessageKind::CompactionSummary));
+    assert_eq!(
+        history.entry(1).map(|e| e.id.clone()),
+        result.first_kept_entry_id
+    );
+    assert_paired(&history);
+
+    let summary = result.summary.expect("summary");
+    assert!(summary.chars().count() <= MAX_SUMMARY_CHARS);
+    let mut cursor = 0;
+    for title in REQUIRED_SECTIONS {
+        cursor += summary[cursor..]
+            .find(&format!("## {title}"))
+            .expect("sections in order");
+    }
+    assert!(
+        summary.contains("Never delete tests"),
+        "constraints survive"
+    );
+    assert!(
+        summary.contains("<modified-files>\nsrc/module0.rs"),
+        "{summary}"
+    );
+    let details: serde_json::Value =
+        serde_json::from_str(&result.details.expect("details")).expect("JSON");
+    assert!(
+        details["readFiles"]
+            .as_array()
+            .is_some_and(|files| files.contains(&"src/module1.rs".into()))
+    );
+}
+
+#[test]
+fn the_threshold_target_gets_under_the_trigger() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = TranscriptStore::new(TranscriptConfig::default());
+    let transcript = session(dir.path(), &store, 60);
+    let window = 40_000;
+    let threshold = window - CompactionConfig::default().reserve_tokens;
+    assert!(
+        transcript.history().total_tokens() > threshold,
+        "the session needs compacting"
+    );
+    let compactor = compactor(
+        &store,
+        Arc::new(crate::services::summarize::ExtractiveSummarizer),
+        CompactionConfig::default(),
+    );
+    let result = runtime()
+        .block_on(compactor.compact(
+            &transcript,
+            &params(window, CompactionTarget::Threshold, false),
+            &NoProgress,
+            &CancellationToken::new(),
+        ))
+        .expect("compaction runs");
+    assert!(result.compacted, "over the threshold, unforced: {result:?}");
+    assert!(
+        result.tokens_after.is_some_and(|after| after <= threshold),
+        "{result:?}"
+    );
+    assert_paired(&transcript.history());
+}
+
+#[test]
+fn a_second_compaction_folds_in_the_first() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = TranscriptStore::new(TranscriptConfig::default());
+    let transcript = session(dir.path(), &store, 30);
+    let compactor = compactor(
+        &store,
+        Arc::new(crate::services::summarize::ExtractiveSummarizer),
+        CompactionConfig::default(),
+    );
+    let runtime = runtime();
+    let compact = |budget| {
+        runtime
+            .block_on(compactor.compact(
+                &transcript,
+                &params(budget, CompactionTarget::Budget, true),
+                &NoProgress,
+                &CancellationToken::new(),
+            ))
+            .expect("compaction runs")
+    };
+    let first = compact(10_000);
+    assert!(first.compacted);
+    for turn in 30..34 {
+        let id = format!("late{turn}");
+        transcript
+            .append(&[
+                AgentMessage::user_text("more"),
+                tool_call(&id, "src/late.rs"),
+                tool_result(&id, 400),
+            ])
+            .expect("append");
+    }
+    let second = compact(6_000);
+    assert!(second.compacted, "{second:?}");
+    assert!(second.tokens_after.is_some_and(|after| after <= 6_000));
+    let details: serde_json::Value =
+        serde_json::from_str(&second.details.expect("details")).expect("JSON");
+    let read = details["readFiles"].as_array().expect("read files");
+    assert!(
+        read.contains(&"src/module1.rs".into()),
+        "the first compaction's files are kept"
+    );
+    let history = transcript.history();
+    assert_eq!(history.kind(0), Some(MessageKind::CompactionSummary));
+    assert_paired(&history);
+}
+
+#[test]
+fn a_cut_inside_a_turn_gets_a_turn_prefix_summary() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = TranscriptStore::new(TranscriptConfig::default());
+    let transcript = store
+        .create(&dir.path().join("s.jsonl"), NewSession::default())
+        .expect("create");
+    transcript
+        .append(&[
+            AgentMessage::user_text("first ask"),
+            AgentMessage::assistant_text("ok"),
+        ])
+        .expect("append");
+    // One long turn: a single ask followed by many tool rounds.
+    let mut turn = vec![AgentMessage::user_text(
+        "Refactor everything, keep the API stable.",
+    )];
+    for round in 0..30 {
+        let id = format!("r{round}");
+        turn.push(tool_call(&id, &format!("src/r{round}.rs")));
+        turn.push(tool_result(&id, 1_500));
+    }
+    transcript.append(&turn).expect("append");
+    let compactor = compactor(
+        &store,
+        Arc::new(crate::services::summarize::ExtractiveSummarizer),
+        CompactionConfig::default(),
+    );
+    let result = runtime()
+        .block_on(compactor.compact(
+            &transcript,
+            &params(8_000, CompactionTarget::Budget, true),
+            &NoProgress,
+            &CancellationToken::new(),
+        ))
+        .expect("compaction runs");
+    assert!(result.compacted);
+    let summary = result.summary.expect("summary");
+    assert!(
+        summary.contains("## Turn context (split turn)"),
+        "{summary}"
+    );
+    assert!(summary.contains("keep the API stable"));
+    let history = transcript.history();
+    assert_eq!(
+        history.kind(1),
+        Some(MessageKind::Assistant),
+        "the cut is before an assistant message"
+    );
+    assert_paired(&history);
+}
+
+#[test]
+fn chunks_are_summarized_in_parallel_and_merged_in_order() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = TranscriptStore::new(TranscriptConfig::default());
+    let transcript = session(dir.path(), &store, 60);
+    let recorder = Arc::new(Recorder::default());
+    let config = CompactionConfig {
+        summary_concurrency: 3,
+        ..CompactionConfig::default()
+    };
+    let compactor = compactor(&store, recorder.clone(), config);
+    // A small window makes small chunks: many of them.
+    let result = runtime()
+        .block_on(compactor.compact(
+            &transcript,
+            &params(16_000, CompactionTarget::Budget, true),
+            &NoProgress,
+            &CancellationToken::new(),
+        ))
+        .expect("compaction runs");
+    assert!(result.compacted);
+    let chunks = recorder.chunks.load(Ordering::Relaxed);
+    assert!(chunks > 3, "{chunks} chunks");
+    assert_eq!(recorder.max_in_flight.load(Ordering::Relaxed), 3);
+    let merged = recorder.merged.lock().expect("lock").clone();
+    assert_eq!(merged.len(), chunks);
+    let firsts: Vec<u32> = merged
+        .iter()
+        .map(|part| {
+            part.trim_start_matches("part ")
+                .parse()
+                .expect("a module number")
+        })
+        .collect();
+    assert!(
+        firsts.windows(2).all(|pair| pair[0] < pair[1]),
+        "merged in order: {firsts:?}"
+    );
+}
+
+#[test]
+fn an_abort_stops_compaction_before_anything_is_written() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = TranscriptStore::new(TranscriptConfig::default());
+    let transcript = session(dir.path(), &store, 20);
+    let lines = transcript.line_count();
+    let compactor = compactor(&store, Arc::new(Stuck), CompactionConfig::default());
+    let abort = CancellationToken::new();
+    let runtime = runtime();
+    let cancel = abort.clone();
+    runtime.spawn(async move {
+        tokio::task::yield_now().await;
+        cancel.cancel();
+    });
+    let error = runtime
+        .block_on(compactor.compact(
+            &transcript,
+            &params(8_000, CompactionTarget::Budget, true),
+            &NoProgress,
+            &abort,
+        ))
+        .expect_err("aborted");
+    assert!(matches!(error, CompactionError::Aborted), "{error}");
+    assert_eq!(transcript.line_count(), lines);
+}
+
+#[test]
+fn a_failing_summarizer_is_stood_in_for() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = TranscriptStore::new(TranscriptConfig::default());
+    let transcript = session(dir.path(), &store, 20);
+    let compactor = compactor(&store, Arc::new(Failing), CompactionConfig::default());
+    let result = runtime()
+        .block_on(compactor.compact(
+            &transcript,
+            &params(8_000, CompactionTarget::Budget, true),
+            &NoProgress,
+            &CancellationToken::new(),
+        ))
+        .expect("compaction runs");
+    assert!(result.compacted);
+    assert!(
+        result
+            .summary
+            .is_some_and(|summary| summary.contains("Never delete tests"))
+    );
+}
+
+#[test]
+fn rotates_into_a_new_transcript_when_configured() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = TranscriptStore::new(TranscriptConfig::default());
+    let transcript = session(dir.path(), &store, 20);
+    let config = CompactionConfig {
+        truncate_after_compaction: true,
+        ..CompactionConfig::default()
+    };
+    let compactor = compactor(
+        &store,
+        Arc::new(crate::services::summarize::ExtractiveSummarizer),
+        config,
+    );
+    let result = runtime()
+        .block_on(compactor.compact(
+            &transcript,
+            &params(8_000, CompactionTarget::Budget, true),
+            &NoProgress,
+            &CancellationToken::new(),
+        ))
+        .expect("compaction runs");
+    let rotated = result.rotated_session.expect("rotated");
+    let successor = store
+        .open(std::path::Path::new(&rotated.session_file))
+        .expect("open successor");
+    assert_eq!(successor.session_id(), rotated.session_id);
+    let ids = |history: History| {
+        history
+            .entries()
+            .iter()
+            .map(|e| e.id.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(ids(successor.history()), ids(transcript.history()));
+    assert!(successor.line_count() < transcript.line_count());
+    assert_eq!(transcript.successor(), Some(rotated));
+}
+
+#[derive(Default)]
+struct CountingProgress(AtomicUsize);
+
+impl crate::contract::services::ProgressSink for CountingProgress {
+    fn progress(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Answers `part N` for a chunk whose first module is N, and records
+/// concurrency and merge order.
+#[derive(Default)]
+struct Recorder {
+    chunks: AtomicUsize,
+    in_flight: AtomicUsize,
+    max_in_flight: AtomicUsize,
+    merged: Mutex<Vec<String>>,
+}
+
+#[async_trait]
+impl Summarizer for Recorder {
+    fn id(&self) -> &str {
+        "recorder"
+    }
+
+    async fn summarize(&self, request: SummaryRequest) -> Result<String, SummarizeError> {
+        if request
+            .instructions
+            .contains("BEGINNING of the current turn")
+        {
+            return Ok("turn prefix".into());
+        }
+        self.chunks.fetch_add(1, Ordering::SeqCst);
+        let first_module: String = request
+            .text
+            .split("module ")
+            .nth(1)
+            .unwrap_or_default()
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.max_in_flight.fetch_max(now, Ordering::SeqCst);
+        // Let the other buffered chunks start before this one ends.
+        for _ in 0..3 {
+            tokio::task::yield_now().await;
+        }
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        Ok(format!("part {first_module}"))
+    }
+
+    async fn merge(&self, request: MergeRequest) -> Result<String, SummarizeError> {
+        *self.merged.lock().expect("lock") = request.parts.clone();
+        Ok(request.parts.join("\n"))
+    }
+}
+
+/// Never answers.
+struct Stuck;
+
+#[async_trait]
+impl Summarizer for Stuck {
+    fn id(&self) -> &str {
+        "stuck"
+    }
+
+    async fn summarize(&self, _request: SummaryRequest) -> Result<String, SummarizeError> {
+        std::future::pending().await
+    }
+}
+
+/// Always fails like an unreachable provider.
+struct Failing;
+
+#[async_trait]
+impl Summarizer for Failing {
+    fn id(&self) -> &str {
+        "failing"
+    }
+
+    async fn summarize(&self, _request: SummaryRequest) -> Result<String, SummarizeError> {
+        Err(SummarizeError::Api(
+            crate::provider::chat::ChatError::Transport("connection refused".into()),
+        ))
+    }
+}

@@ -1,0 +1,16 @@
+//! The real host services: what an engine's `host` imports reach, and what
+//! the native `legacy` engine is built on.
+//!
+//! - [`native`]: [`NativeServices`], the [`HostServices`](crate::contract::HostServices)
+//!   implementation every production engine gets;
+//! - [`state`]: the durable per-engine key-value store behind `state-*`;
+//! - [`compaction`]: native compaction of a transcript (`legacy`'s `compact`
+//!   and `delegate-compaction`);
+//! - [`summarize`]: the summarizers compaction and the `summarize` import use.
+
+pub mod compaction;
+pub mod native;
+pub mod state;
+pub mod summarize;
+
+pub use self::native::NativeServices;
