@@ -1,4 +1,4 @@
-//! Criterion benches of the sandbox against DESIGN §10's targets: a fresh
+//! Criterion benches of the sandbox against ARCHITECTURE.md §10's targets: a fresh
 //! instance per session, an empty call, keep-recent `assemble` in wasm vs the
 //! same logic native, history materialisation in the guest, loading a cached
 //! precompiled engine, and what fuel and epoch checks cost.

@@ -34,13 +34,7 @@ pub fn tool_call(call_id: &str) -> AgentMessage {
 
 /// The result of tool call `call_id`.
 pub fn tool_result(call_id: &str, text: impl Into<String>) -> AgentMessage {
-    AgentMessage::ToolResult {
-        tool_call_id: call_id.into(),
-        tool_name: "exec".into(),
-        content: vec![ContentBlock::text(text)],
-        is_error: false,
-        details: None,
-    }
+    AgentMessage::tool_result(call_id, "exec", text)
 }
 
 /// `turns` turns of: an ask, a tool call, its result, an answer (ids `e0`,

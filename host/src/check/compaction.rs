@@ -326,7 +326,7 @@ impl Checker {
     }
 }
 
-/// The contract's rules for a compaction answer (DESIGN §6), and `ok` and
+/// The contract's rules for a compaction answer (ARCHITECTURE.md §5), and `ok` and
 /// `compacted` agreeing with the rest of it.
 fn rules(history: &History, result: &CompactResult) -> Result<(), String> {
     validate::check_compact(history, result).map_err(|violation| violation.to_string())?;

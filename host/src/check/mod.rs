@@ -1,4 +1,4 @@
-//! The conformance checker behind `ctxbox check` (DESIGN §9): loads an
+//! The conformance checker behind `ctxbox check` (ARCHITECTURE.md §9): loads an
 //! engine in the sandbox with the host's real services, calls every export
 //! with valid and edge-case input, and checks each answer against the
 //! contract's rules. Each check passes, warns (allowed, but the host has to

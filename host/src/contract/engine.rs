@@ -1,5 +1,5 @@
 //! The one trait every context engine implements inside the host, native or
-//! sandboxed (DESIGN §4). Nothing above it knows which kind it is talking to.
+//! sandboxed (ARCHITECTURE.md §3). Nothing above it knows which kind it is talking to.
 
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;

@@ -70,7 +70,7 @@ impl fmt::Display for Operation {
     }
 }
 
-/// How an engine call failed (DESIGN §6).
+/// How an engine call failed (ARCHITECTURE.md §5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum FailureKind {

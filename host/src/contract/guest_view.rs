@@ -234,11 +234,32 @@ fn host_block(block: ctxbox_guest::ContentBlock) -> ContentBlock {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::check::cases;
+
+    /// `turns` turns of an ask, a tool call, its result and an answer.
+    fn conversation(turns: usize) -> Vec<MessageEntry> {
+        let messages = (0..turns).flat_map(|turn| {
+            let call = format!("call-{turn}");
+            [
+                AgentMessage::user_text(format!("question {turn}")),
+                AgentMessage::tool_call(&call, "exec", r#"{"command":"ls"}"#),
+                AgentMessage::tool_result(&call, "exec", "a.rs\nb.rs"),
+                AgentMessage::assistant_text(format!("answer {turn}")),
+            ]
+        });
+        messages
+            .enumerate()
+            .map(|(index, message)| MessageEntry {
+                id: format!("e{index}"),
+                parent_id: index.checked_sub(1).map(|parent| format!("e{parent}")),
+                timestamp_ms: 0,
+                message,
+            })
+            .collect()
+    }
 
     #[test]
     fn the_native_view_answers_what_a_guest_would_see() {
-        let history = History::new(cases::conversation(3));
+        let history = History::new(conversation(3));
         let view: &dyn HistoryView = &history;
         assert_eq!(view.len(), 12);
         for index in 0..12 {

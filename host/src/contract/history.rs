@@ -231,7 +231,6 @@ fn compute_pair_splits(pairing: &[ToolPairing]) -> Vec<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::contract::types::{ContentBlock, StopReason};
 
     fn entry(id: &str, message: AgentMessage) -> MessageEntry {
         MessageEntry {
@@ -243,28 +242,11 @@ mod tests {
     }
 
     fn call(id: &str) -> AgentMessage {
-        AgentMessage::Assistant {
-            content: vec![ContentBlock::ToolCall {
-                id: id.into(),
-                name: "read".into(),
-                arguments_json: "{}".into(),
-            }],
-            model: None,
-            provider: None,
-            usage: None,
-            stop_reason: StopReason::ToolUse,
-            error_message: None,
-        }
+        AgentMessage::tool_call(id, "read", "{}")
     }
 
     fn result(call_id: &str) -> AgentMessage {
-        AgentMessage::ToolResult {
-            tool_call_id: call_id.into(),
-            tool_name: "read".into(),
-            content: vec![ContentBlock::text("ok")],
-            is_error: false,
-            details: None,
-        }
+        AgentMessage::tool_result(call_id, "read", "ok")
     }
 
     #[test]

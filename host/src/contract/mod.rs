@@ -5,7 +5,8 @@
 //! engine call reads ([`history`]), token estimates ([`tokens`]), the rules
 //! an answer must keep ([`validate`]), the [`ContextEngine`] trait every
 //! engine implements (native or sandboxed), and the [`HostServices`] an
-//! engine may call back into. The sandbox turns these into and out of the
+//! engine may call back into; [`text`] has the text helpers every layer
+//! shares. The sandbox turns these into and out of the
 //! generated WIT bindings; nothing here knows about wasmtime.
 
 pub mod engine;
@@ -14,6 +15,7 @@ pub mod failure;
 pub mod guest_view;
 pub mod history;
 pub mod services;
+pub mod text;
 pub mod tokens;
 pub mod types;
 pub mod validate;

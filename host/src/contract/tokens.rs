@@ -1,4 +1,4 @@
-//! The host's token estimator (DESIGN §7): the figure engines and the host
+//! The host's token estimator (ARCHITECTURE.md §6): the figure engines and the host
 //! budget with.
 //!
 //! `ceil(weighted chars / 4)` per message, where a CJK character weighs 4 (about

@@ -1,4 +1,4 @@
-//! The contract's rules for engine answers (DESIGN §6 "output"): checked
+//! The contract's rules for engine answers (ARCHITECTURE.md §5, "output"): checked
 //! before the host uses an answer from any engine it does not trust. A
 //! violation is an `invalid-output` failure.
 //!
@@ -232,13 +232,7 @@ mod tests {
     }
 
     fn result(call_id: &str) -> AgentMessage {
-        AgentMessage::ToolResult {
-            tool_call_id: call_id.into(),
-            tool_name: "exec".into(),
-            content: vec![ContentBlock::text("done")],
-            is_error: false,
-            details: None,
-        }
+        AgentMessage::tool_result(call_id, "exec", "done")
     }
 
     /// user, call c1, result c1, user, call c2 (pending)

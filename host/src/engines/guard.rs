@@ -1,4 +1,4 @@
-//! The guard (DESIGN §6, "guard semantics"): wraps the selected engine so a
+//! The guard (ARCHITECTURE.md §5, "Guard semantics"): wraps the selected engine so a
 //! misbehaving plugin never fails an agent turn.
 //!
 //! Around every call it projects the host-added parameters the engine did not

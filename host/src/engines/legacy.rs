@@ -1,4 +1,4 @@
-//! The built-in `legacy` engine (DESIGN §7): what every session falls back
+//! The built-in `legacy` engine (ARCHITECTURE.md §6): what every session falls back
 //! to. It keeps nothing of its own — the transcript store persists messages —
 //! passes the whole history through to the prompt, and compacts with the
 //! host's native compaction (the same [`Compactor`] the `delegate-compaction`

@@ -1,4 +1,4 @@
-//! Durable quarantine records (DESIGN §5): which engines misbehaved, how and
+//! Durable quarantine records (ARCHITECTURE.md §4): which engines misbehaved, how and
 //! when, kept in an embedded SQLite database so `ctxbox health` shows them
 //! after a restart. The first failure wins: later failures of a quarantined
 //! engine only count up (and, with back-off, push the next retry out).

@@ -1,4 +1,4 @@
-//! The engine registry (DESIGN §5): ids mapped to a factory and an owner.
+//! The engine registry (ARCHITECTURE.md §4): ids mapped to a factory and an owner.
 //!
 //! Owners are `core` (the host's built-ins) or `plugin:<name>`. An id held by
 //! one owner cannot be taken by another; the same owner replaces its own

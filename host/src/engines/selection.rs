@@ -1,4 +1,4 @@
-//! Selecting the engine for an agent (DESIGN §5): the configured slot
+//! Selecting the engine for an agent (ARCHITECTURE.md §4): the configured slot
 //! (`plugins.slots.contextEngine`) resolved through the registry to a guarded
 //! engine, falling back to `legacy` — and quarantining the id — when it is not
 //! registered, will not load or instantiate, or answers `info` badly.

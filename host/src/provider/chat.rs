@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::services::summarize::clip;
+use crate::contract::text::clip;
 
 /// Longest provider message kept in an error.
 const ERROR_MESSAGE_CHARS: usize = 500;

@@ -1,4 +1,4 @@
-//! The model side of a turn (DESIGN §8): a [`Provider`] answers a prompt with
+//! The model side of a turn (ARCHITECTURE.md §8): a [`Provider`] answers a prompt with
 //! an assistant message, and a [`ToolExecutor`] runs the tools that message
 //! calls. [`Replay`] replays a recorded conversation (the CLI's main job);
 //! [`OpenAiCompatibleProvider`] talks to a chat-completions API through the

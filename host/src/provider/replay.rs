@@ -269,13 +269,7 @@ mod tests {
     }
 
     fn result(id: &str) -> AgentMessage {
-        AgentMessage::ToolResult {
-            tool_call_id: id.into(),
-            tool_name: "exec".into(),
-            content: vec![ContentBlock::text("ok")],
-            is_error: false,
-            details: None,
-        }
+        AgentMessage::tool_result(id, "exec", "ok")
     }
 
     fn note() -> AgentMessage {

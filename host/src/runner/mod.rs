@@ -1,4 +1,4 @@
-//! The turn runner (DESIGN §8): what an embedding host calls for each user
+//! The turn runner (ARCHITECTURE.md §8): what an embedding host calls for each user
 //! message. It drives the selected (guarded) engine around the model calls
 //! of a turn and keeps the session's transcript.
 //!

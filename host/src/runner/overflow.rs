@@ -1,4 +1,4 @@
-//! Recovering from a context-overflow error (DESIGN §8): compact with
+//! Recovering from a context-overflow error (ARCHITECTURE.md §8): compact with
 //! `force: true` toward the budget, at most a few times per turn; a
 //! compaction that compacts nothing does not count against that and falls
 //! through to one pass of truncating oversized tool traffic.

@@ -295,13 +295,7 @@ mod tests {
     }
 
     fn result(id: &str, text: &str) -> AgentMessage {
-        AgentMessage::ToolResult {
-            tool_call_id: id.into(),
-            tool_name: "exec".into(),
-            content: vec![ContentBlock::text(text)],
-            is_error: false,
-            details: None,
-        }
+        AgentMessage::tool_result(id, "exec", text)
     }
 
     #[test]

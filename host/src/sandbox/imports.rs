@@ -25,7 +25,7 @@ use crate::contract::tokens;
 const LOG_FLOOD_FACTOR: u32 = 100;
 /// Most entries one `state-scan` page may ask for.
 const MAX_SCAN_LIMIT: u32 = 10_000;
-/// Default and cap of `read-transcript-delta` pages (DESIGN §8).
+/// Default and cap of `read-transcript-delta` pages (ARCHITECTURE.md §7).
 const DELTA_DEFAULT_MESSAGES: u32 = 1_000;
 const DELTA_MAX_MESSAGES: u32 = 10_000;
 const DELTA_DEFAULT_BYTES: u64 = 1024 * 1024;

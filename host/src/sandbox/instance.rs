@@ -7,7 +7,7 @@ use std::sync::Arc;
 use wasmtime::component::Resource;
 use wasmtime::{Store, UpdateDeadline};
 
-use super::bindings::{ContextEngine, ContextEnginePre};
+use super::bindings::{EngineWorld, EngineWorldPre};
 use super::call::{self, CallClock, CallState, Request, Response};
 use super::classify::classify;
 use super::convert;
@@ -38,7 +38,7 @@ impl CallError {
 /// An instantiated engine with its store.
 pub(crate) struct Live {
     store: Store<StoreState>,
-    bindings: ContextEngine,
+    bindings: EngineWorld,
     calls: u64,
     _ticket: PoolTicket,
 }
@@ -48,7 +48,7 @@ impl Live {
     /// instantiation fuel budget and the plain call deadline. `operation` is
     /// the call that needed the instance (for the failure record).
     pub(crate) async fn start(
-        pre: &ContextEnginePre<StoreState>,
+        pre: &EngineWorldPre<StoreState>,
         state: StoreState,
         ticket: PoolTicket,
         operation: Operation,
@@ -300,7 +300,7 @@ type WitEngineError = super::bindings::ctxbox::engine::types::EngineError;
 
 /// Calls the export for `request`.
 async fn invoke(
-    bindings: &ContextEngine,
+    bindings: &EngineWorld,
     store: &mut Store<StoreState>,
     request: &Request<'_>,
     lent_history: Option<u32>,

@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
 
 use super::Sandbox;
-use super::bindings::ContextEnginePre;
+use super::bindings::EngineWorldPre;
 use super::error::{LoadError, RefusedImport};
 use super::store::StoreState;
 
@@ -28,7 +28,7 @@ const CACHE_MAGIC: &[u8; 8] = b"CTXBOXC1";
 /// A component ready to be instantiated.
 pub struct LoadedComponent {
     pub(crate) name: String,
-    pub(crate) pre: ContextEnginePre<StoreState>,
+    pub(crate) pre: EngineWorldPre<StoreState>,
     imports: Vec<String>,
     content_hash: String,
     from_cache: bool,
@@ -94,7 +94,7 @@ impl Sandbox {
             .inner
             .linker
             .instantiate_pre(&component)
-            .and_then(ContextEnginePre::new)
+            .and_then(EngineWorldPre::new)
             .map_err(|error| LoadError::Link {
                 name: name.to_owned(),
                 reason: format!("{error:#}"),

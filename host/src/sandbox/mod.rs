@@ -1,4 +1,4 @@
-//! The wasm sandbox (DESIGN §6): one shared wasmtime engine for every plugin,
+//! The wasm sandbox (ARCHITECTURE.md §5): one shared wasmtime engine for every plugin,
 //! loading and checking components, and running engine calls under limits.
 //!
 //! ```no_run
@@ -87,7 +87,7 @@ impl Sandbox {
                 reason: format!("{error:#}"),
             }
         })?;
-        bindings::ContextEngine::add_to_linker::<StoreState, HasSelf<StoreState>>(
+        bindings::EngineWorld::add_to_linker::<StoreState, HasSelf<StoreState>>(
             &mut linker,
             |state| state,
         )
@@ -124,7 +124,7 @@ impl Sandbox {
     }
 }
 
-/// The wasmtime configuration of DESIGN §6.
+/// The wasmtime configuration of ARCHITECTURE.md §5.
 fn engine_config(config: &SandboxConfig) -> Result<wasmtime::Config, SandboxError> {
     let stack = config.max_wasm_stack_kib as usize * 1024;
     let instances = config.max_instances;

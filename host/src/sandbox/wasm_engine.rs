@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use async_trait::async_trait;
 
 use super::Sandbox;
-use super::bindings::ContextEnginePre;
+use super::bindings::EngineWorldPre;
 use super::call::{Request, Response};
 use super::instance::{CallError, Live};
 use super::load::LoadedComponent;
@@ -31,7 +31,7 @@ pub struct WasmEngine {
 
 struct Shared {
     sandbox: Sandbox,
-    pre: ContextEnginePre<StoreState>,
+    pre: EngineWorldPre<StoreState>,
     /// The name of its state store, logs and failures.
     id: Arc<str>,
     /// Who registered it, for logs.

@@ -16,7 +16,7 @@ use crate::contract::types::MessageEntry;
 /// Prefix of every cursor this host issues.
 const CURSOR_PREFIX: &str = "ctxbox1.";
 
-/// The most bytes a page may hold (DESIGN §8), whatever the caller asks: an
+/// The most bytes a page may hold (ARCHITECTURE.md §7), whatever the caller asks: an
 /// entry larger than this is never returned (see [`read`]).
 pub const MAX_PAGE_BYTES: u64 = 64 * 1024 * 1024;
 

@@ -1,4 +1,4 @@
-//! The transcript store (DESIGN §8): OpenClaw/pi JSONL session files, version 3.
+//! The transcript store (ARCHITECTURE.md §7): OpenClaw/pi JSONL session files, version 3.
 //!
 //! A session file is a header line followed by one JSON entry per line; the
 //! entries form a tree through `parentId`, and the model's context is the path

@@ -1,4 +1,4 @@
-//! `ctxbox bench`: every performance target of DESIGN §10 measured in one
+//! `ctxbox bench`: every performance target of ARCHITECTURE.md §10 measured in one
 //! run, side by side with its baseline, because ratios survive a noisy
 //! machine where absolute times do not. Criterion benches
 //! (`cargo bench -p ctxbox-tests`) give the detailed statistics behind it.

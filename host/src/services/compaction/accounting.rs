@@ -1,4 +1,4 @@
-//! How big the context is before compacting (DESIGN §7.1): the provider's
+//! How big the context is before compacting (ARCHITECTURE.md §6, step 1): the provider's
 //! figure when the caller has one, else the last valid assistant `usage`
 //! total plus the estimate of the messages after it, and never less than the
 //! host's own estimate (so `tokens_after <= tokens_before` holds).

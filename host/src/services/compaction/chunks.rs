@@ -45,7 +45,7 @@ fn group_end(history: &History, index: usize, limit: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::contract::types::{AgentMessage, ContentBlock, MessageEntry, StopReason};
+    use crate::contract::types::{AgentMessage, MessageEntry};
 
     fn entry(message: AgentMessage) -> MessageEntry {
         MessageEntry {
@@ -57,28 +57,11 @@ mod tests {
     }
 
     fn call(id: &str) -> MessageEntry {
-        entry(AgentMessage::Assistant {
-            content: vec![ContentBlock::ToolCall {
-                id: id.into(),
-                name: "read".into(),
-                arguments_json: "{}".into(),
-            }],
-            model: None,
-            provider: None,
-            usage: None,
-            stop_reason: StopReason::ToolUse,
-            error_message: None,
-        })
+        entry(AgentMessage::tool_call(id, "read", "{}"))
     }
 
     fn result(id: &str) -> MessageEntry {
-        entry(AgentMessage::ToolResult {
-            tool_call_id: id.into(),
-            tool_name: "read".into(),
-            content: vec![ContentBlock::text("z".repeat(4_000))],
-            is_error: false,
-            details: None,
-        })
+        entry(AgentMessage::tool_result(id, "read", "z".repeat(4_000)))
     }
 
     #[test]

@@ -34,7 +34,7 @@ use crate::transcript::{ActiveContext, Transcript, TranscriptError, TranscriptSt
 /// When no token budget is given, chunks are sized for a window this large
 /// (the reference's default context window).
 const DEFAULT_WINDOW_TOKENS: u64 = 200_000;
-/// Chunks are about 40% of the window minus this (DESIGN §7.4).
+/// Chunks are about 40% of the window minus this (ARCHITECTURE.md §6, step 4).
 const CHUNK_MARGIN_TOKENS: u64 = 4_096;
 /// Smallest chunk, whatever the window.
 const MIN_CHUNK_TOKENS: u64 = 1_024;
@@ -121,7 +121,7 @@ impl Compactor {
         self.compact(&transcript, params, progress, abort).await
     }
 
-    /// Compacts `transcript` (DESIGN §7): decides whether it is needed, cuts
+    /// Compacts `transcript` (ARCHITECTURE.md §6): decides whether it is needed, cuts
     /// the history, summarizes what lies before the cut in parallel chunks,
     /// appends a `compaction` entry, and rotates the file if configured.
     ///

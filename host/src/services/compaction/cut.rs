@@ -1,4 +1,4 @@
-//! Where to cut (DESIGN §7.3): keep the newest history worth the keep budget,
+//! Where to cut (ARCHITECTURE.md §6, step 3): keep the newest history worth the keep budget,
 //! cutting only before a user or assistant message (or another message that
 //! starts a turn) and never between a tool call and its result. A cut inside a
 //! turn marks the turn's beginning for a separate turn-prefix summary.
@@ -161,13 +161,7 @@ mod tests {
     }
 
     fn result(id: &str) -> MessageEntry {
-        entry(AgentMessage::ToolResult {
-            tool_call_id: id.into(),
-            tool_name: "read".into(),
-            content: vec![ContentBlock::text("y".repeat(400))],
-            is_error: false,
-            details: None,
-        })
+        entry(AgentMessage::tool_result(id, "read", "y".repeat(400)))
     }
 
     #[test]

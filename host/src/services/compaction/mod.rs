@@ -1,4 +1,4 @@
-//! Native compaction (DESIGN §7): the reference's algorithm, improved.
+//! Native compaction (ARCHITECTURE.md §6): the reference's algorithm, improved.
 //!
 //! 1. Size the context: the provider's figure, else the last valid assistant
 //!    usage plus estimates of what followed, never below the host estimate.

@@ -45,15 +45,11 @@ fn tool_call(id: &str, path: &str) -> AgentMessage {
 }
 
 fn tool_result(id: &str, size: usize) -> AgentMessage {
-    AgentMessage::ToolResult {
-        tool_call_id: id.into(),
-        tool_name: "read".into(),
-        content: vec![ContentBlock::text(
-            format!("line of output {id}\n").repeat(size / 20),
-        )],
-        is_error: false,
-        details: None,
-    }
+    AgentMessage::tool_result(
+        id,
+        "read",
+        format!("line of output {id}\n").repeat(size / 20),
+    )
 }
 
 /// `turns` turns: a user ask, a tool call with its (large) result, an answer.

@@ -14,8 +14,9 @@ use std::sync::LazyLock;
 use async_trait::async_trait;
 use regex::Regex;
 
-use super::sections::{ERRORS_SECTION, SummaryDoc, clip};
+use super::sections::{ERRORS_SECTION, SummaryDoc};
 use super::{MergeRequest, SummarizeError, Summarizer, SummaryRequest, max_chars_for};
+use crate::contract::text::clip;
 
 /// Longest item taken from one line.
 const ITEM_CHARS: usize = 300;

@@ -1,4 +1,4 @@
-//! Summarizers (DESIGN §7): what turns history into a compaction summary, and
+//! Summarizers (ARCHITECTURE.md §6): what turns history into a compaction summary, and
 //! what the `summarize` host import offers engines.
 //!
 //! Two implementations sit behind [`Summarizer`]:
@@ -21,7 +21,6 @@ use serde::{Deserialize, Serialize};
 
 pub use self::extractive::{ExtractiveSummarizer, identifiers};
 pub use self::openai::{OpenAiCompatibleConfig, OpenAiCompatibleSummarizer};
-pub(crate) use self::sections::clip;
 pub use self::sections::{ERRORS_SECTION, REQUIRED_SECTIONS, Rendered, SummaryDoc};
 
 /// Characters a summary of `max_tokens` tokens may take (4 per token, the

@@ -5,6 +5,7 @@
 
 use std::collections::HashSet;
 
+use crate::contract::text::clip;
 use crate::contract::tokens;
 
 /// The sections a compaction summary must have, in this order.
@@ -339,21 +340,6 @@ fn normalize(title: &str) -> String {
         .collect()
 }
 
-/// `text` cut to at most `max_chars` characters, ending in `…` when cut.
-pub(crate) fn clip(text: &str, max_chars: usize) -> String {
-    match text.char_indices().nth(max_chars) {
-        None => text.to_owned(),
-        Some(_) if max_chars == 0 => String::new(),
-        Some(_) => {
-            let end = text
-                .char_indices()
-                .nth(max_chars - 1)
-                .map_or(text.len(), |(index, _)| index);
-            format!("{}…", &text[..end])
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -452,12 +438,5 @@ mod tests {
             decisions >= 100,
             "the required sections keep their share: {decisions}"
         );
-    }
-
-    #[test]
-    fn clips_on_character_boundaries() {
-        assert_eq!(clip("héllo", 3), "hé…");
-        assert_eq!(clip("héllo", 5), "héllo");
-        assert_eq!(clip("abc", 0), "");
     }
 }

@@ -118,13 +118,7 @@ fn assistant_calling(call_ids: &[&str]) -> AgentMessage {
 }
 
 fn tool_result(call_id: &str, text: &str) -> AgentMessage {
-    AgentMessage::ToolResult {
-        tool_call_id: call_id.to_owned(),
-        tool_name: "read".to_owned(),
-        content: vec![ContentBlock::text(text)],
-        is_error: false,
-        details: None,
-    }
+    AgentMessage::tool_result(call_id, "read", text)
 }
 
 /// `turns` user/assistant exchanges of varied length.

@@ -3,37 +3,20 @@
 //! logic their unit tests cover, and keep nothing that matters in instance
 //! memory.
 
-use std::collections::{BTreeMap, HashSet};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::collections::HashSet;
+use std::sync::Arc;
 
-use async_trait::async_trait;
 use ctxbox_host::contract::engine::{CallOptions, ContextEngine};
 use ctxbox_host::contract::history::History;
-use ctxbox_host::contract::services::{HostServices, ProgressSink, ServiceCall, ServiceError};
+use ctxbox_host::contract::services::MemoryServices;
 use ctxbox_host::contract::types::{
     AgentMessage, AssembleParams, AssembleResult, AssembledItem, CompactParams, CompactResult,
-    ContentBlock, MessageEntry, SessionRef, StopReason,
+    MessageEntry, SessionRef,
 };
 use ctxbox_host::sandbox::{Sandbox, SandboxConfig, WasmEngine};
 use ctxbox_tests::guests;
 
-/// A state store per engine id, a summarizer that counts, and a native
-/// compaction that answers a fixed result.
-#[derive(Default)]
-struct MemoryServices {
-    state: Mutex<BTreeMap<(String, String), Vec<u8>>>,
-    summaries: AtomicU32,
-    delegated: AtomicU32,
-}
-
-impl MemoryServices {
-    fn state(&self) -> std::sync::MutexGuard<'_, BTreeMap<(String, String), Vec<u8>>> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-/// What the fake native compaction answers.
+/// What the delegated native compaction answers in these tests.
 fn native_compaction() -> CompactResult {
     CompactResult {
         ok: true,
@@ -46,50 +29,8 @@ fn native_compaction() -> CompactResult {
     }
 }
 
-#[async_trait]
-impl HostServices for MemoryServices {
-    async fn delegate_compaction(
-        &self,
-        _call: ServiceCall<'_>,
-        _params: &CompactParams,
-        _progress: &dyn ProgressSink,
-    ) -> Result<CompactResult, ServiceError> {
-        self.delegated.fetch_add(1, Ordering::SeqCst);
-        Ok(native_compaction())
-    }
-
-    async fn summarize(
-        &self,
-        _call: ServiceCall<'_>,
-        text: &str,
-        _instructions: Option<&str>,
-        _max_tokens: u32,
-    ) -> Result<String, ServiceError> {
-        let n = self.summaries.fetch_add(1, Ordering::SeqCst) + 1;
-        Ok(format!("summary {n} of {} characters", text.len()))
-    }
-
-    async fn state_get(
-        &self,
-        call: ServiceCall<'_>,
-        key: &str,
-    ) -> Result<Option<Vec<u8>>, ServiceError> {
-        Ok(self
-            .state()
-            .get(&(call.engine_id.to_owned(), key.to_owned()))
-            .cloned())
-    }
-
-    async fn state_set(
-        &self,
-        call: ServiceCall<'_>,
-        key: &str,
-        value: &[u8],
-    ) -> Result<(), ServiceError> {
-        self.state()
-            .insert((call.engine_id.to_owned(), key.to_owned()), value.to_vec());
-        Ok(())
-    }
+fn services() -> Arc<MemoryServices> {
+    Arc::new(MemoryServices::with_compaction(native_compaction()))
 }
 
 async fn start(wasm: &str, services: Arc<MemoryServices>) -> anyhow::Result<WasmEngine> {
@@ -108,28 +49,16 @@ fn conversation(turns: usize) -> Vec<MessageEntry> {
             "question {turn}: {}",
             "please look ".repeat(10)
         )));
-        messages.push(AgentMessage::Assistant {
-            content: vec![ContentBlock::ToolCall {
-                id: call_id.clone(),
-                name: "read_file".into(),
-                arguments_json: format!(r#"{{"path":"src/{turn}.rs"}}"#),
-            }],
-            model: None,
-            provider: None,
-            usage: None,
-            stop_reason: StopReason::ToolUse,
-            error_message: None,
-        });
-        messages.push(AgentMessage::ToolResult {
-            tool_call_id: call_id,
-            tool_name: "read_file".into(),
-            content: vec![ContentBlock::text(format!(
-                "output {turn}: {}",
-                "data ".repeat(80)
-            ))],
-            is_error: false,
-            details: None,
-        });
+        messages.push(AgentMessage::tool_call(
+            &call_id,
+            "read_file",
+            format!(r#"{{"path":"src/{turn}.rs"}}"#),
+        ));
+        messages.push(AgentMessage::tool_result(
+            &call_id,
+            "read_file",
+            format!("output {turn}: {}", "data ".repeat(80)),
+        ));
         messages.push(AgentMessage::assistant_text(format!("answer {turn}")));
     }
     messages
@@ -176,7 +105,7 @@ fn inserts(result: &AssembleResult) -> usize {
 
 #[tokio::test]
 async fn lossless_summarizes_through_the_host_and_keeps_its_state_there() -> anyhow::Result<()> {
-    let services = Arc::new(MemoryServices::default());
+    let services = services();
     let engine = start(guests::LOSSLESS, services.clone()).await?;
     assert_eq!(engine.info().id, "lossless");
     assert!(engine.info().owns_compaction);
@@ -220,7 +149,7 @@ async fn lossless_summarizes_through_the_host_and_keeps_its_state_there() -> any
             .is_some_and(|after| after < result.tokens_before)
     );
     // 120 - 32 = 88 messages: 11 leaves, two condensations of four.
-    assert_eq!(services.summaries.load(Ordering::SeqCst), 13);
+    assert_eq!(services.summaries(), 13);
 
     let assembled = engine
         .assemble(&call, &session, &history, &budget(4_000))
@@ -240,18 +169,13 @@ async fn lossless_summarizes_through_the_host_and_keeps_its_state_there() -> any
         .assemble(&call, &session, &history, &budget(4_000))
         .await?;
     assert_eq!(again, assembled);
-    assert!(
-        services
-            .state()
-            .keys()
-            .all(|(engine_id, _)| engine_id == "lossless")
-    );
+    assert_eq!(services.state_owners(), ["lossless"]);
     Ok(())
 }
 
 #[tokio::test]
 async fn delegating_elides_stale_output_and_hands_compaction_to_the_host() -> anyhow::Result<()> {
-    let services = Arc::new(MemoryServices::default());
+    let services = services();
     let engine = start(guests::DELEGATING, services.clone()).await?;
     assert!(!engine.info().owns_compaction);
 
@@ -277,6 +201,6 @@ async fn delegating_elides_stale_output_and_hands_compaction_to_the_host() -> an
         .compact(&call, &session, &history, &CompactParams::default())
         .await?;
     assert_eq!(result, native_compaction());
-    assert_eq!(services.delegated.load(Ordering::SeqCst), 1);
+    assert_eq!(services.delegated(), 1);
     Ok(())
 }

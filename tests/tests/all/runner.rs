@@ -351,13 +351,7 @@ impl ToolExecutor for Echo {
     async fn execute(&self, assistant: &AgentMessage, _: &CancellationToken) -> Vec<AgentMessage> {
         assistant
             .tool_call_ids()
-            .map(|id| AgentMessage::ToolResult {
-                tool_call_id: id.to_owned(),
-                tool_name: "exec".into(),
-                content: vec![ctxbox_host::contract::types::ContentBlock::text("ok")],
-                is_error: false,
-                details: None,
-            })
+            .map(|id| AgentMessage::tool_result(id, "exec", "ok"))
             .collect()
     }
 }
@@ -375,18 +369,7 @@ fn answer() -> Result<AgentMessage, ProviderError> {
 
 /// An assistant message calling the `exec` tool once.
 fn tool_call(id: &str) -> AgentMessage {
-    AgentMessage::Assistant {
-        content: vec![ctxbox_host::contract::types::ContentBlock::ToolCall {
-            id: id.into(),
-            name: "exec".into(),
-            arguments_json: "{}".into(),
-        }],
-        model: None,
-        provider: None,
-        usage: None,
-        stop_reason: ctxbox_host::contract::types::StopReason::ToolUse,
-        error_message: None,
-    }
+    AgentMessage::tool_call(id, "exec", "{}")
 }
 
 fn compacted() -> CompactResult {

@@ -109,13 +109,7 @@ impl ToolExecutor for Exec {
     async fn execute(&self, assistant: &AgentMessage, _: &CancellationToken) -> Vec<AgentMessage> {
         assistant
             .tool_call_ids()
-            .map(|id| AgentMessage::ToolResult {
-                tool_call_id: id.to_owned(),
-                tool_name: "exec".into(),
-                content: vec![ContentBlock::text("a.rs\nb.rs")],
-                is_error: false,
-                details: None,
-            })
+            .map(|id| AgentMessage::tool_result(id, "exec", "a.rs\nb.rs"))
             .collect()
     }
 

@@ -1,4 +1,4 @@
-//! The hostile engine zoo behind the guard (DESIGN §11): each misbehaviour
+//! The hostile engine zoo behind the guard (ARCHITECTURE.md §11): each misbehaviour
 //! ends in its classification, a durable quarantine record, the call served by
 //! `legacy`, and no effect on another agent's engine on the same host.
 

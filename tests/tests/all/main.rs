@@ -1,0 +1,19 @@
+//! ctxbox's end-to-end tests: one test binary, one module per topic, so the
+//! host (wasmtime and Cranelift with it) is linked once rather than once per
+//! topic. Shared helpers live in the `ctxbox-tests` library (`tests/src`).
+
+mod architecture;
+mod check;
+mod example_engines;
+mod host_services;
+mod hostile;
+mod keep_recent;
+mod limits;
+mod provider_openai;
+mod python_engine;
+mod replay;
+mod runner;
+mod sdk_defaults;
+mod transcript_crash;
+mod transcript_fixtures;
+mod walkthrough;
