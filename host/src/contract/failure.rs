@@ -4,6 +4,10 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::contract::text::{
+    MAX_ENGINE_TEXT_BYTES, MAX_STDERR_TAIL_BYTES, untrusted_line, untrusted_tail,
+};
+
 /// An engine operation (an export of the contract, or loading it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -129,7 +133,10 @@ impl fmt::Display for FailureKind {
 }
 
 /// A failed engine call: which engine, which operation, how, and what the
-/// guest last wrote to stderr.
+/// guest last wrote to stderr. `message` and `stderr_tail` may carry text the
+/// engine wrote: the constructors make it safe to show and cap its size
+/// ([`crate::contract::text`]); code that fills the fields itself calls
+/// [`EngineFailure::sanitized`] before keeping or printing it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
 #[error("engine `{engine_id}` failed in {operation}: {kind}: {message}")]
 pub struct EngineFailure {
@@ -151,14 +158,32 @@ impl EngineFailure {
         engine_id: impl Into<String>,
         operation: Operation,
         kind: FailureKind,
-        message: impl Into<String>,
+        message: impl AsRef<str>,
     ) -> Self {
         Self {
-            engine_id: engine_id.into(),
+            engine_id: untrusted_line(&engine_id.into(), MAX_ENGINE_TEXT_BYTES),
             operation,
             kind,
-            message: message.into(),
+            message: untrusted_line(message.as_ref(), MAX_ENGINE_TEXT_BYTES),
             stderr_tail: String::new(),
+        }
+    }
+
+    /// The failure with the guest's stderr `tail` (its newest bytes kept).
+    pub fn with_stderr_tail(self, tail: &str) -> Self {
+        Self {
+            stderr_tail: untrusted_tail(tail, MAX_STDERR_TAIL_BYTES),
+            ..self
+        }
+    }
+
+    /// The failure with every text field made safe to show and capped.
+    pub fn sanitized(self) -> Self {
+        Self {
+            engine_id: untrusted_line(&self.engine_id, MAX_ENGINE_TEXT_BYTES),
+            message: untrusted_line(&self.message, MAX_ENGINE_TEXT_BYTES),
+            stderr_tail: untrusted_tail(&self.stderr_tail, MAX_STDERR_TAIL_BYTES),
+            ..self
         }
     }
 }

@@ -15,7 +15,9 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::contract::history::History;
-use crate::contract::types::{AgentMessage, AssembleResult, AssembledItem, CompactResult};
+use crate::contract::types::{
+    AgentMessage, AssembleResult, AssembledItem, CompactResult, ContentBlock,
+};
 
 /// A broken rule, in words that tell the engine author what to fix.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -58,6 +60,14 @@ pub enum Violation {
     /// `first-kept-entry-id` names no entry.
     #[error("first-kept-entry-id `{0}` names no entry of the session")]
     UnknownFirstKeptEntry(String),
+    /// A `json` field that is not JSON, nests too deep or is too large.
+    #[error("{field} is not usable JSON: {reason}")]
+    InvalidJson {
+        /// Which field, e.g. `details` of the compact result.
+        field: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The compaction claims to have grown the context.
     #[error("tokens-after ({after}) is above tokens-before ({before})")]
     TokensGrew {
@@ -94,6 +104,7 @@ pub fn check_assemble(history: &History, result: &AssembleResult) -> Result<(), 
             AssembledItem::Insert(ref message) => {
                 inserts_tool_messages |= matches!(message, AgentMessage::ToolResult { .. })
                     || message.tool_call_ids().next().is_some();
+                check_message_json(message)?;
             }
         }
     }
@@ -184,8 +195,87 @@ fn check_pairing_exactly(history: &History, items: &[AssembledItem]) -> Result<(
     }
 }
 
+/// The most bytes one `json` field of an answer may hold.
+pub const MAX_JSON_BYTES: usize = 1024 * 1024;
+/// The deepest nesting of arrays and objects a `json` field may have.
+pub const MAX_JSON_DEPTH: usize = 64;
+
+/// Checks that `text`, the `json` field `field` of an answer, is one JSON
+/// value of at most [`MAX_JSON_BYTES`] bytes nested at most
+/// [`MAX_JSON_DEPTH`] deep.
+pub fn check_json(field: &'static str, text: &str) -> Result<(), Violation> {
+    let invalid = |reason: String| Violation::InvalidJson { field, reason };
+    if text.len() > MAX_JSON_BYTES {
+        return Err(invalid(format!(
+            "{} bytes, over the {MAX_JSON_BYTES}-byte limit",
+            text.len()
+        )));
+    }
+    let depth = json_depth(text);
+    if depth > MAX_JSON_DEPTH {
+        return Err(invalid(format!(
+            "nested {depth} deep, over the limit of {MAX_JSON_DEPTH}"
+        )));
+    }
+    serde_json::from_str::<serde::de::IgnoredAny>(text)
+        .map(drop)
+        .map_err(|error| invalid(error.to_string()))
+}
+
+/// The deepest nesting of `[` and `{` in `text`, outside strings (a scan,
+/// so no parser recursion is spent on a hostile value).
+fn json_depth(text: &str) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let (mut in_string, mut escaped) = (false, false);
+    for byte in text.bytes() {
+        if in_string {
+            match byte {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
+/// The `json` fields of a message an engine inserted: tool-call arguments
+/// and `details`.
+fn check_message_json(message: &AgentMessage) -> Result<(), Violation> {
+    for block in message.content() {
+        if let ContentBlock::ToolCall { arguments_json, .. } = block {
+            check_json("the arguments of an inserted tool call", arguments_json)?;
+        }
+    }
+    match message {
+        AgentMessage::ToolResult {
+            details: Some(details),
+            ..
+        }
+        | AgentMessage::Custom {
+            details: Some(details),
+            ..
+        } => check_json("the details of an inserted message", details),
+        _ => Ok(()),
+    }
+}
+
 /// Checks a `compact` answer against the history it was given.
 pub fn check_compact(history: &History, result: &CompactResult) -> Result<(), Violation> {
+    if let Some(details) = &result.details {
+        check_json("details", details)?;
+    }
     if let Some(after) = result.tokens_after
         && after > result.tokens_before
     {
@@ -205,6 +295,27 @@ pub fn check_compact(history: &History, result: &CompactResult) -> Result<(), Vi
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_fields_must_be_json_within_limits() {
+        assert_eq!(check_json("details", r#"{"a":[1,{"b":"]]]"}]}"#), Ok(()));
+        let not_json = check_json("details", "{not json").expect_err("refused");
+        assert!(
+            not_json
+                .to_string()
+                .starts_with("details is not usable JSON")
+        );
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        let too_deep = check_json("details", &deep).expect_err("refused");
+        assert!(
+            too_deep.to_string().contains("nested 200 deep"),
+            "{too_deep}"
+        );
+        let brackets_in_strings = format!("[\"{}\"]", "[".repeat(200));
+        assert_eq!(check_json("details", &brackets_in_strings), Ok(()));
+        let huge = format!("\"{}\"", "x".repeat(MAX_JSON_BYTES));
+        assert!(check_json("details", &huge).is_err());
+    }
     use crate::contract::types::{ContentBlock, MessageEntry, StopReason};
 
     fn entry(id: &str, message: AgentMessage) -> MessageEntry {

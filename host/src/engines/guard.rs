@@ -302,7 +302,8 @@ impl GuardedEngine {
             Err(failure) => EngineFailure {
                 engine_id: self.id.clone(),
                 ..failure
-            },
+            }
+            .sanitized(),
         };
         // Once the caller has aborted, whatever the engine does next (being
         // interrupted, or reporting the cancelled host service as an error)
@@ -351,6 +352,7 @@ impl GuardedEngine {
             message: format!("strict mode: {}", base.message),
             ..base
         }
+        .sanitized()
     }
 
     /// Persists the quarantine of `failure`; the decision's one event is
@@ -395,7 +397,8 @@ impl GuardedEngine {
                 failure.message
             ),
             ..failure.clone()
-        };
+        }
+        .sanitized();
         self.note(&failure, session, action);
     }
 

@@ -13,6 +13,9 @@ use rusqlite::{Connection, params};
 use serde::{Deserialize, Serialize};
 
 use crate::contract::failure::{EngineFailure, FailureKind, Operation};
+use crate::contract::text::{
+    MAX_ENGINE_TEXT_BYTES, MAX_STDERR_TAIL_BYTES, untrusted_line, untrusted_tail,
+};
 
 /// Longest retry delay back-off grows to.
 const MAX_BACKOFF: Duration = Duration::from_secs(24 * 60 * 60);
@@ -187,8 +190,8 @@ impl QuarantineStore {
                 fingerprint: fingerprint.map(str::to_owned),
                 operation: failure.operation.as_str().to_owned(),
                 classification: failure.kind.as_str().to_owned(),
-                reason: failure.message.clone(),
-                stderr_tail: failure.stderr_tail.clone(),
+                reason: untrusted_line(&failure.message, MAX_ENGINE_TEXT_BYTES),
+                stderr_tail: untrusted_tail(&failure.stderr_tail, MAX_STDERR_TAIL_BYTES),
                 at_ms: now,
                 failures: 1,
                 retry_at_ms: self.retry_at(now, 1),
@@ -262,8 +265,10 @@ fn load_all(connection: &Connection) -> rusqlite::Result<HashMap<String, Quarant
             fingerprint: row.get(2)?,
             operation: row.get(3)?,
             classification: row.get(4)?,
-            reason: row.get(5)?,
-            stderr_tail: row.get(6)?,
+            // Records written before text was made safe at the boundary
+            // are made safe on the way out.
+            reason: untrusted_line(&row.get::<_, String>(5)?, MAX_ENGINE_TEXT_BYTES),
+            stderr_tail: untrusted_tail(&row.get::<_, String>(6)?, MAX_STDERR_TAIL_BYTES),
             at_ms: row.get(7)?,
             failures: row.get(8)?,
             retry_at_ms: row.get(9)?,

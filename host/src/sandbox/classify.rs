@@ -24,6 +24,21 @@ pub(crate) fn classify(
             "the engine holds too many resource handles (sandbox.maxHandles); drop pollables, streams and history handles it no longer needs".to_owned(),
         );
     }
+    // `exit()` (WASI `cli/exit`): the engine ended its own instance.
+    if let Some(exit) = error.downcast_ref::<wasmtime_wasi::I32Exit>() {
+        let (kind, how) = if exit.0 == 0 {
+            (FailureKind::Trap, "with status 0")
+        } else {
+            (FailureKind::Panic, "with a failure status")
+        };
+        return (
+            kind,
+            format!(
+                "the engine called exit ({how}: {}) instead of returning an answer",
+                exit.0
+            ),
+        );
+    }
     let Some(trap) = error.downcast_ref::<Trap>() else {
         return (FailureKind::Trap, format!("{error:#}"));
     };
@@ -66,6 +81,19 @@ mod tests {
         let (kind, message) = classify(&error, None);
         assert_eq!(kind, FailureKind::HostLimit);
         assert!(message.contains("sandbox.maxHandles"), "{message}");
+    }
+
+    #[test]
+    fn an_exit_is_named_as_such() {
+        let error = wasmtime::Error::new(wasmtime_wasi::I32Exit(3)).context("wasm backtrace: …");
+        let (kind, message) = classify(&error, None);
+        assert_eq!(kind, FailureKind::Panic);
+        assert_eq!(
+            message,
+            "the engine called exit (with a failure status: 3) instead of returning an answer"
+        );
+        let (kind, _) = classify(&wasmtime::Error::new(wasmtime_wasi::I32Exit(0)), None);
+        assert_eq!(kind, FailureKind::Trap);
     }
 
     #[test]

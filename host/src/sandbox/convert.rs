@@ -9,6 +9,7 @@ use super::bindings::ctxbox::engine::{history as wit_history, host as wit_host, 
 use super::bindings::exports::ctxbox::engine::engine as wit_engine;
 use crate::contract::history::ToolPairing;
 use crate::contract::services::{ServiceError, TranscriptDelta};
+use crate::contract::text::{MAX_ENGINE_TEXT_BYTES, untrusted_line};
 use crate::contract::types::{
     AfterTurnParams, AgentMessage, AssembleParams, AssembleResult, AssembledItem, BootstrapResult,
     CompactParams, CompactResult, CompactionTarget, ContentBlock, ContextMode, ContextProjection,
@@ -354,11 +355,21 @@ pub(crate) fn to_wit_host_error(error: ServiceError) -> wit_host::HostError {
 
 // ---- what the guest returns ----
 
+/// The most bytes of an engine's `info` id, name or version the host keeps.
+const MAX_INFO_TEXT_BYTES: usize = 256;
+
+/// A `reason` an engine gave, safe to show and capped.
+fn engine_reason(reason: &str) -> String {
+    untrusted_line(reason, MAX_ENGINE_TEXT_BYTES)
+}
+
 pub(crate) fn from_wit_info(info: wit_engine::EngineInfo) -> EngineInfo {
     EngineInfo {
-        id: info.id,
-        name: info.name,
-        version: info.version,
+        id: untrusted_line(&info.id, MAX_INFO_TEXT_BYTES),
+        name: untrusted_line(&info.name, MAX_INFO_TEXT_BYTES),
+        version: info
+            .version
+            .map(|version| untrusted_line(&version, MAX_INFO_TEXT_BYTES)),
         owns_compaction: info.owns_compaction,
         accepted_host_params: info.accepted_host_params.map(|params| {
             params
@@ -382,7 +393,7 @@ pub(crate) fn from_wit_bootstrap(result: wit_engine::BootstrapResult) -> Bootstr
     BootstrapResult {
         bootstrapped: result.bootstrapped,
         imported_messages: result.imported_messages,
-        reason: result.reason,
+        reason: result.reason.as_deref().map(engine_reason),
     }
 }
 
@@ -445,7 +456,7 @@ pub(crate) fn from_wit_compact_result(result: wit::CompactResult) -> CompactResu
     CompactResult {
         ok: result.ok,
         compacted: result.compacted,
-        reason: result.reason,
+        reason: result.reason.as_deref().map(engine_reason),
         summary: result.summary,
         first_kept_entry_id: result.first_kept_entry_id,
         tokens_before: result.tokens_before,
@@ -462,6 +473,6 @@ pub(crate) fn from_wit_maintain(result: wit_engine::MaintainResult) -> MaintainR
     MaintainResult {
         changed: result.changed,
         rewritten_entries: result.rewritten_entries,
-        reason: result.reason,
+        reason: result.reason.as_deref().map(engine_reason),
     }
 }

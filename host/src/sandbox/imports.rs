@@ -17,6 +17,7 @@ use super::wire_size;
 use crate::contract::failure::{FailureKind, Operation};
 use crate::contract::history::History;
 use crate::contract::services::{ProgressSink, ServiceCall, ServiceError};
+use crate::contract::text::untrusted_line;
 use crate::contract::tokens;
 
 /// A call that logs this many times its allowance is flooding the host and
@@ -101,7 +102,7 @@ impl wit_host::Host for StoreState {
             return Ok(());
         }
         let limit = self.config.max_log_message_bytes as usize;
-        let message = truncate_to_char_boundary(&message, limit);
+        let message = untrusted_line(&message, limit);
         let engine = &*self.engine_id;
         let session = self
             .call
@@ -352,17 +353,4 @@ impl wit_history::HostHistory for StoreState {
         self.table.delete(this)?;
         Ok(())
     }
-}
-
-/// The longest prefix of `text` of at most `limit` bytes ending on a char
-/// boundary, with a marker when something was cut.
-fn truncate_to_char_boundary(text: &str, limit: usize) -> std::borrow::Cow<'_, str> {
-    if text.len() <= limit {
-        return text.into();
-    }
-    let mut end = limit;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}… [{} bytes cut]", &text[..end], text.len() - end).into()
 }

@@ -17,6 +17,7 @@ use super::store::StoreState;
 use super::wire_size;
 use crate::contract::engine::CallOptions;
 use crate::contract::failure::{EngineFailure, FailureKind, Operation};
+use crate::contract::text::{MAX_ENGINE_TEXT_BYTES, untrusted_line};
 
 /// How a call on a live instance failed.
 pub(crate) enum CallError {
@@ -204,7 +205,11 @@ impl Live {
             Ok(Ok(Err(error))) => Err(CallError::Answered(self.failure(
                 operation,
                 FailureKind::EngineError,
-                format!("{:?}: {}", error.kind, error.message),
+                format!(
+                    "{:?}: {}",
+                    error.kind,
+                    untrusted_line(&error.message, MAX_ENGINE_TEXT_BYTES)
+                ),
             ))),
             Ok(Err(error)) => {
                 let (kind, message) = classify(&error, self.store.data().call.interrupted);
@@ -261,13 +266,8 @@ fn failure_of(
     message: String,
 ) -> EngineFailure {
     let state = store.data();
-    EngineFailure {
-        engine_id: state.engine_id.to_string(),
-        operation,
-        kind,
-        message,
-        stderr_tail: state.stderr.contents(),
-    }
+    EngineFailure::new(&*state.engine_id, operation, kind, message)
+        .with_stderr_tail(&state.stderr.contents())
 }
 
 /// Bytes of an answer, for the output cap.

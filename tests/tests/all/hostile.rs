@@ -576,6 +576,45 @@ async fn a_lying_compaction_is_invalid_output() {
     assert!(record.reason.contains("tokens-after"), "{}", record.reason);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_engine_calling_exit_is_reported_as_such() {
+    let record = expect_assemble_fallback(
+        SandboxConfig::default(),
+        "exiter",
+        FailureKind::Panic,
+        AssembleParams::default(),
+    )
+    .await;
+    assert_eq!(
+        record.reason,
+        "the engine called exit (with a failure status: 3) instead of returning an answer"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compaction_details_that_are_not_json_are_invalid_output() {
+    for (instructions, expected) in [
+        ("bad-json", "details is not usable JSON"),
+        ("deep-json", "nested 200 deep"),
+    ] {
+        let (dir, host) = zoo_host(SandboxConfig::default(), GuardPolicy::default());
+        let (session, history) = compaction_history(dir.path());
+        let engine = host.select(Some("liar")).await;
+        let params = CompactParams {
+            custom_instructions: Some(instructions.into()),
+            ..force()
+        };
+        let result = engine
+            .compact(&CallOptions::default(), &session, &history, &params)
+            .await
+            .expect("reported, not thrown");
+        assert!(!result.ok, "{instructions}: refused");
+        let record = host.quarantine().get("liar").expect("quarantined");
+        assert_eq!(record.classification, FailureKind::InvalidOutput.as_str());
+        assert!(record.reason.contains(expected), "{}", record.reason);
+    }
+}
+
 /// A forced compaction whose caller aborts `after` it starts; answers its
 /// outcome and how long it took.
 async fn compact_aborted_after(

@@ -379,5 +379,9 @@ async fn an_overlong_log_record_is_truncated_without_failing_the_call() {
     outcome.expect("truncating does not fail the call");
     let records = engine_records(&capture);
     assert_eq!(records.len(), 1, "{records:?}");
-    assert_eq!(records[0], format!("{}… [4900 bytes cut]", "y".repeat(100)));
+    let note = " … [truncated: 5000 bytes in all]";
+    assert_eq!(
+        records[0],
+        format!("{}{note}", "y".repeat(100 - note.len()))
+    );
 }

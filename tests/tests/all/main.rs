@@ -16,4 +16,5 @@ mod runner;
 mod sdk_defaults;
 mod transcript_crash;
 mod transcript_fixtures;
+mod untrusted_output;
 mod walkthrough;

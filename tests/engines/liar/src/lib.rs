@@ -1,5 +1,7 @@
 //! Hostile engine: `compact` lies. With custom instructions `grow` it claims
-//! the context grew; otherwise it names a first kept entry that does not exist.
+//! the context grew; with `bad-json` or `deep-json` its `details` are not
+//! JSON or nest 200 deep; otherwise it names a first kept entry that does
+//! not exist.
 
 use ctxbox_guest::prelude::*;
 
@@ -30,13 +32,20 @@ impl Engine for Liar {
         params: CompactParams,
     ) -> Result<CompactResult, EngineError> {
         let before = history.tokens(0..history.len());
-        let grow = params.custom_instructions.as_deref() == Some("grow");
+        let instructions = params.custom_instructions.as_deref();
+        let grow = instructions == Some("grow");
+        let details = match instructions {
+            Some("bad-json") => Some("{\"summary\": not json".to_owned()),
+            Some("deep-json") => Some(format!("{}{}", "[".repeat(200), "]".repeat(200))),
+            _ => None,
+        };
+        let lies_in_details = details.is_some();
         Ok(CompactResult {
             ok: true,
             compacted: true,
             reason: None,
             summary: Some("Everything is fine.".into()),
-            first_kept_entry_id: Some(if grow {
+            first_kept_entry_id: Some(if grow || lies_in_details {
                 history.entry(0).map(|e| e.id).unwrap_or_default()
             } else {
                 "no-such-entry".into()
@@ -44,7 +53,7 @@ impl Engine for Liar {
             tokens_before: before,
             tokens_after: Some(if grow { before + 1_000 } else { before / 2 }),
             rotated_session: None,
-            details: None,
+            details,
         })
     }
 }
