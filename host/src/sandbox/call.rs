@@ -154,6 +154,8 @@ impl CallClock {
                     ceiling: nanos(ceiling),
                 }),
             )
+        } else if operation == Operation::Dispose {
+            (config.dispose_timeout(), None)
         } else {
             (config.call_timeout(), None)
         };

@@ -28,6 +28,9 @@ pub struct SandboxConfig {
     pub compaction_timeout_seconds: u64,
     /// Windows a compaction may be extended to by progress reports.
     pub compaction_max_windows: u32,
+    /// Wall-clock deadline of `dispose`, ms: short, since an instance is
+    /// disposed while a caller may be waiting for its slot.
+    pub dispose_timeout_ms: u64,
     /// Time an aborted call gets to notice `aborted()` and return, ms.
     pub abort_grace_ms: u64,
     /// Fuel (roughly, wasm instructions) per call.
@@ -71,6 +74,7 @@ impl Default for SandboxConfig {
             call_timeout_ms: 10_000,
             compaction_timeout_seconds: 180,
             compaction_max_windows: 10,
+            dispose_timeout_ms: 500,
             abort_grace_ms: 100,
             fuel_per_call: 2_000_000_000,
             fuel_per_compaction: 40_000_000_000,
@@ -92,11 +96,12 @@ impl Default for SandboxConfig {
 impl SandboxConfig {
     /// Checks that every limit is usable; the error names the key.
     pub fn validate(&self) -> Result<(), SandboxError> {
-        let positive: [(&str, u64); 12] = [
+        let positive: [(&str, u64); 13] = [
             ("sandbox.maxInstances", self.max_instances.into()),
             ("sandbox.memoryLimitMib", self.memory_limit_mib),
             ("sandbox.maxWasmStackKib", self.max_wasm_stack_kib.into()),
             ("sandbox.callTimeoutMs", self.call_timeout_ms),
+            ("sandbox.disposeTimeoutMs", self.dispose_timeout_ms),
             (
                 "agents.defaults.compaction.timeoutSeconds",
                 self.compaction_timeout_seconds,
@@ -156,6 +161,11 @@ impl SandboxConfig {
     /// The plain call deadline.
     pub fn call_timeout(&self) -> Duration {
         Duration::from_millis(self.call_timeout_ms)
+    }
+
+    /// The deadline of `dispose`.
+    pub fn dispose_timeout(&self) -> Duration {
+        Duration::from_millis(self.dispose_timeout_ms)
     }
 
     /// One compaction window.

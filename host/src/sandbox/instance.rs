@@ -12,7 +12,7 @@ use super::call::{self, CallClock, CallState, Request, Response};
 use super::classify::classify;
 use super::convert;
 use super::history_resource::HistoryHandle;
-use super::pool::PoolTicket;
+use super::pool::{DisposalFailures, PoolTicket};
 use super::store::StoreState;
 use super::wire_size;
 use crate::contract::engine::CallOptions;
@@ -45,6 +45,11 @@ pub(crate) struct Live {
 }
 
 impl Live {
+    /// Where this instance's `dispose` failure goes.
+    pub(crate) fn disposals(&self) -> &DisposalFailures {
+        &self.store.data().disposals
+    }
+
     /// Instantiates `pre` in a fresh store holding `state`, under the
     /// instantiation fuel budget and the plain call deadline. `operation` is
     /// the call that needed the instance (for the failure record).

@@ -9,6 +9,27 @@ use std::time::Instant;
 use super::call::Request;
 use super::instance::Live;
 use crate::contract::engine::CallOptions;
+use crate::contract::failure::EngineFailure;
+
+/// The first `dispose` failure among an engine's instances that the engine
+/// has not reported yet. An instance is disposed when it is recycled, outside
+/// any call of the engine's, so the failure is reported by the engine's next
+/// call (or its own `dispose`): a slow or failing `dispose` counts against
+/// the engine like any other failure.
+#[derive(Debug, Default)]
+pub(crate) struct DisposalFailures(Mutex<Option<EngineFailure>>);
+
+impl DisposalFailures {
+    fn record(&self, failure: EngineFailure) {
+        let mut first = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        first.get_or_insert(failure);
+    }
+
+    /// The failure not reported yet, if any (and forgets it).
+    pub(crate) fn take(&self) -> Option<EngineFailure> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
+}
 
 /// Where one session's instance of one engine lives (empty between a failure
 /// or a recycle and the next call).
@@ -114,7 +135,7 @@ impl InstancePool {
                 continue;
             };
             if let Some(mut live) = slot.take() {
-                dispose_quietly(&mut live).await;
+                dispose_instance(&mut live).await;
                 return true;
             }
         }
@@ -122,9 +143,10 @@ impl InstancePool {
     }
 }
 
-/// Gives an instance about to be dropped its `dispose` call; a failure only
-/// gets logged (the instance goes either way).
-pub(crate) async fn dispose_quietly(live: &mut Live) {
+/// Gives an instance about to be dropped its `dispose` call, under the
+/// short dispose deadline. The instance goes either way; a failure is logged
+/// and kept for the engine to report ([`DisposalFailures`]).
+pub(crate) async fn dispose_instance(live: &mut Live) {
     if let Err(error) = live.call(&Request::Dispose, &CallOptions::default()).await {
         let failure = error.into_failure();
         tracing::warn!(
@@ -134,5 +156,6 @@ pub(crate) async fn dispose_quietly(live: &mut Live) {
             reason = failure.message,
             "engine failed to dispose an instance being recycled"
         );
+        live.disposals().record(failure);
     }
 }

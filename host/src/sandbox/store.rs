@@ -9,6 +9,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::call::CallState;
 use super::config::SandboxConfig;
+use super::pool::DisposalFailures;
 use super::stdio::OutputTail;
 use crate::contract::failure::FailureKind;
 use crate::contract::services::HostServices;
@@ -26,6 +27,8 @@ pub(crate) struct StoreState {
     pub(crate) config: Arc<SandboxConfig>,
     pub(crate) services: Arc<dyn HostServices>,
     pub(crate) stderr: OutputTail,
+    /// Where a failed `dispose` of this instance is kept for its engine.
+    pub(crate) disposals: Arc<DisposalFailures>,
 }
 
 impl StoreState {
@@ -33,6 +36,7 @@ impl StoreState {
         engine_id: Arc<str>,
         config: Arc<SandboxConfig>,
         services: Arc<dyn HostServices>,
+        disposals: Arc<DisposalFailures>,
     ) -> Self {
         let stdout = OutputTail::new(config.stdio_tail_bytes as usize);
         let stderr = OutputTail::new(config.stdio_tail_bytes as usize);
@@ -56,6 +60,7 @@ impl StoreState {
             config,
             services,
             stderr,
+            disposals,
         }
     }
 }

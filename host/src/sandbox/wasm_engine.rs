@@ -11,7 +11,7 @@ use super::bindings::EngineWorldPre;
 use super::call::{Request, Response};
 use super::instance::{CallError, Live};
 use super::load::LoadedComponent;
-use super::pool::{SlotCell, dispose_quietly};
+use super::pool::{DisposalFailures, SlotCell, dispose_instance};
 use super::store::StoreState;
 use crate::contract::engine::{CallOptions, ContextEngine, EngineResult};
 use crate::contract::failure::{EngineFailure, FailureKind, Operation};
@@ -42,6 +42,8 @@ struct Shared {
     /// The instance for calls that belong to no session (`info`, subagent
     /// hooks).
     control: Arc<SlotCell>,
+    /// A failed `dispose` of a recycled instance, to report.
+    disposals: Arc<DisposalFailures>,
 }
 
 /// Who the host knows a sandboxed engine as.
@@ -102,7 +104,13 @@ impl Sandbox {
         let ticket = pool.reserve().await.ok_or_else(|| {
             EngineFailure::new(&*label, Operation::Load, FailureKind::Overloaded, NO_SLOT)
         })?;
-        let state = StoreState::new(label.clone(), self.inner.config.clone(), services.clone());
+        let disposals = Arc::new(DisposalFailures::default());
+        let state = StoreState::new(
+            label.clone(),
+            self.inner.config.clone(),
+            services.clone(),
+            disposals.clone(),
+        );
         let mut live = Live::start(&component.pre, state, ticket, Operation::Load).await?;
         let info = match live.call(&Request::Info, &CallOptions::default()).await {
             Ok(Response::Info(info)) => info,
@@ -130,6 +138,7 @@ impl Sandbox {
                 services,
                 sessions: Mutex::new(HashMap::new()),
                 control,
+                disposals,
             }),
         })
     }
@@ -238,6 +247,9 @@ impl WasmEngine {
                 "the caller aborted before the call started",
             ));
         }
+        if let Some(failure) = self.shared.disposals.take() {
+            return Err(failure);
+        }
         let cell = self.cell_for(&request);
         let pool = &self.shared.sandbox.inner.pool;
         let mut slot = cell.live.lock().await;
@@ -251,7 +263,7 @@ impl WasmEngine {
                 if let Some(reason) = self.recycle_reason(live) {
                     self.trace_recycle(&request, reason);
                     if let Some(mut old) = slot.take() {
-                        dispose_quietly(&mut old).await;
+                        dispose_instance(&mut old).await;
                     }
                 }
                 Ok(response)
@@ -284,6 +296,7 @@ impl WasmEngine {
             shared.id.clone(),
             shared.sandbox.inner.config.clone(),
             shared.services.clone(),
+            shared.disposals.clone(),
         );
         Live::start(&shared.pre, state, ticket, operation).await
     }
@@ -317,7 +330,7 @@ impl WasmEngine {
 
     async fn dispose_cell(cell: &SlotCell) {
         if let Some(mut live) = cell.live.lock().await.take() {
-            dispose_quietly(&mut live).await;
+            dispose_instance(&mut live).await;
         }
     }
 }
@@ -517,6 +530,6 @@ impl ContextEngine for WasmEngine {
             Self::dispose_cell(&cell).await;
         }
         Self::dispose_cell(&self.shared.control).await;
-        Ok(())
+        self.shared.disposals.take().map_or(Ok(()), Err)
     }
 }

@@ -245,3 +245,20 @@ async fn an_engine_owning_compaction_fails_over_budget() {
     // Compacting nothing, truthfully, is fine.
     assert_eq!(outcome(&report, "compact"), Outcome::Pass);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_dispose_fails_its_check_without_stalling_the_checker() {
+    let started = std::time::Instant::now();
+    let report = check(guests::SLOW_DISPOSER).await;
+    let dispose = failed(&report, "dispose");
+    assert!(
+        dispose.got.contains("timeout"),
+        "{}",
+        verdict::text(&report)
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
+}

@@ -577,6 +577,48 @@ async fn a_lying_compaction_is_invalid_output() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_dispose_has_its_own_deadline_and_counts_against_the_engine() {
+    let config = SandboxConfig {
+        recycle_after_calls: 1,
+        ..SandboxConfig::default()
+    };
+    let dispose_deadline = config.dispose_timeout();
+    let (_dir, host) = zoo_host(config, GuardPolicy::default());
+    let engine = host.select(Some("slow-disposer")).await;
+    let history = History::new(conversation(3));
+    let assemble = || {
+        engine.assemble(
+            &CallOptions::default(),
+            &session("victim"),
+            &history,
+            &AssembleParams::default(),
+        )
+    };
+
+    // Answered; the used-up instance is recycled, and its dispose stopped at
+    // the dispose deadline, not the call deadline.
+    let started = Instant::now();
+    let first = assemble().await.expect("served");
+    assert_eq!(first.items, keep_all(&history));
+    assert!(engine.serving_selected());
+    let took = started.elapsed();
+    assert!(took >= dispose_deadline, "dispose ran: {took:?}");
+    assert!(took < dispose_deadline + SLACK, "{took:?}");
+
+    // The engine's next call reports the failed dispose: quarantined, and
+    // legacy answers.
+    let second = assemble().await.expect("legacy serves");
+    assert_eq!(second.items, keep_all(&history));
+    let record = host
+        .quarantine()
+        .get("slow-disposer")
+        .expect("quarantined");
+    assert_eq!(record.operation, "dispose");
+    assert_eq!(record.classification, FailureKind::Timeout.as_str());
+    assert!(!engine.serving_selected());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_engine_calling_exit_is_reported_as_such() {
     let record = expect_assemble_fallback(
         SandboxConfig::default(),
