@@ -56,6 +56,10 @@ pub struct SandboxConfig {
     pub stdio_tail_bytes: u32,
     /// Calls after which an instance is replaced by a fresh one.
     pub recycle_after_calls: u64,
+    /// Largest component the host reads, KiB.
+    pub max_component_kib: u64,
+    /// Longest a component may take to compile, ms.
+    pub compile_timeout_ms: u64,
     /// Where compiled engines are cached; `None` disables the cache.
     pub cache_dir: Option<PathBuf>,
     /// Fuel and wall-clock guards. Not a configuration key: only benches turn
@@ -87,6 +91,8 @@ impl Default for SandboxConfig {
             max_log_message_bytes: 4_096,
             stdio_tail_bytes: 8_192,
             recycle_after_calls: 10_000,
+            max_component_kib: 256 * 1024,
+            compile_timeout_ms: 120_000,
             cache_dir: None,
             guards: true,
         }
@@ -96,12 +102,14 @@ impl Default for SandboxConfig {
 impl SandboxConfig {
     /// Checks that every limit is usable; the error names the key.
     pub fn validate(&self) -> Result<(), SandboxError> {
-        let positive: [(&str, u64); 13] = [
+        let positive: [(&str, u64); 15] = [
             ("sandbox.maxInstances", self.max_instances.into()),
             ("sandbox.memoryLimitMib", self.memory_limit_mib),
             ("sandbox.maxWasmStackKib", self.max_wasm_stack_kib.into()),
             ("sandbox.callTimeoutMs", self.call_timeout_ms),
             ("sandbox.disposeTimeoutMs", self.dispose_timeout_ms),
+            ("sandbox.maxComponentKib", self.max_component_kib),
+            ("sandbox.compileTimeoutMs", self.compile_timeout_ms),
             (
                 "agents.defaults.compaction.timeoutSeconds",
                 self.compaction_timeout_seconds,
@@ -161,6 +169,11 @@ impl SandboxConfig {
     /// The plain call deadline.
     pub fn call_timeout(&self) -> Duration {
         Duration::from_millis(self.call_timeout_ms)
+    }
+
+    /// How long a component may take to compile.
+    pub fn compile_timeout(&self) -> Duration {
+        Duration::from_millis(self.compile_timeout_ms)
     }
 
     /// The deadline of `dispose`.

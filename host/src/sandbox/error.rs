@@ -14,6 +14,26 @@ pub enum LoadError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// The component is larger than `sandbox.maxComponentKib` allows.
+    #[error(
+        "`{name}` is {size} bytes, over the {limit}-byte limit on components (sandbox.maxComponentKib)"
+    )]
+    TooLarge {
+        /// File name or label.
+        name: String,
+        /// Its size in bytes.
+        size: u64,
+        /// The limit in bytes.
+        limit: u64,
+    },
+    /// Compiling took longer than `sandbox.compileTimeoutMs`.
+    #[error("compiling `{name}` took longer than {limit_ms} ms (sandbox.compileTimeoutMs)")]
+    CompileTimeout {
+        /// File name or label.
+        name: String,
+        /// The limit in milliseconds.
+        limit_ms: u64,
+    },
     /// The bytes are not WebAssembly at all.
     #[error("`{name}` is not a WebAssembly file (no `\\0asm` header)")]
     NotWasm {

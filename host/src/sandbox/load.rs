@@ -6,8 +6,11 @@ use std::fs;
 use std::io::Write;
 use std::path::Path;
 
+use std::sync::mpsc::RecvTimeoutError;
+
 use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
+use wasmtime::wasmparser::{BinaryReaderError, Parser, Payload};
 
 use super::Sandbox;
 use super::bindings::EngineWorldPre;
@@ -73,23 +76,32 @@ impl std::fmt::Debug for LoadedComponent {
 }
 
 impl Sandbox {
-    /// Loads the component in `path`.
+    /// Loads the component in `path`. A file over `sandbox.maxComponentKib`
+    /// is refused before it is read.
     pub fn load_file(&self, path: &Path) -> Result<LoadedComponent, LoadError> {
-        let bytes = fs::read(path).map_err(|source| LoadError::Io {
+        let name = path.display().to_string();
+        let io = |source| LoadError::Io {
             path: path.to_owned(),
             source,
-        })?;
-        let name = path.display().to_string();
+        };
+        let size = fs::metadata(path).map_err(io)?.len();
+        self.check_size(&name, size)?;
+        let bytes = fs::read(path).map_err(io)?;
         self.load_bytes(&name, &bytes)
     }
 
-    /// Loads a component from memory; `name` labels it in errors.
+    /// Loads a component from memory; `name` labels it in errors. Before
+    /// anything is hashed or compiled, the bytes must be a component within
+    /// the size cap that exports the engine interface and imports only what
+    /// the sandbox grants; compiling then gets `sandbox.compileTimeoutMs`.
     pub fn load_bytes(&self, name: &str, bytes: &[u8]) -> Result<LoadedComponent, LoadError> {
+        self.check_size(name, bytes.len() as u64)?;
         check_header(name, bytes)?;
+        let declared = Declared::read(name, bytes)?;
+        check_exports(name, &declared.exports)?;
+        let imports = check_imports(name, declared.imports)?;
         let content_hash = hex::encode(Sha256::digest(bytes));
         let (component, from_cache) = self.compile_cached(name, bytes, &content_hash)?;
-        check_exports(self, name, &component)?;
-        let imports = check_imports(self, name, &component)?;
         let pre = self
             .inner
             .linker
@@ -116,12 +128,7 @@ impl Sandbox {
         bytes: &[u8],
         content_hash: &str,
     ) -> Result<(Component, bool), LoadError> {
-        let compile = || {
-            Component::from_binary(&self.inner.engine, bytes).map_err(|error| LoadError::Invalid {
-                name: name.to_owned(),
-                reason: format!("{error:#}"),
-            })
-        };
+        let compile = || self.compile_bounded(name, bytes);
         let Some(cache_dir) = &self.inner.config.cache_dir else {
             return Ok((compile()?, false));
         };
@@ -138,6 +145,51 @@ impl Sandbox {
             tracing::warn!(path = %path.display(), reason, "cannot write the compiled-engine cache");
         }
         Ok((component, false))
+    }
+
+    /// Refuses a component of `size` bytes over `sandbox.maxComponentKib`.
+    fn check_size(&self, name: &str, size: u64) -> Result<(), LoadError> {
+        let limit = self.inner.config.max_component_kib.saturating_mul(1024);
+        if size > limit {
+            return Err(LoadError::TooLarge {
+                name: name.to_owned(),
+                size,
+                limit,
+            });
+        }
+        Ok(())
+    }
+
+    /// Compiles `bytes` on a thread of its own, waiting at most
+    /// `sandbox.compileTimeoutMs`. Cranelift cannot be interrupted: a
+    /// compilation given up on finishes in the background and is dropped
+    /// (its size is bounded by the component size cap).
+    fn compile_bounded(&self, name: &str, bytes: &[u8]) -> Result<Component, LoadError> {
+        let invalid = |reason: String| LoadError::Invalid {
+            name: name.to_owned(),
+            reason,
+        };
+        let engine = self.inner.engine.clone();
+        let owned = bytes.to_vec();
+        let (sender, receiver) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("ctxbox-compile".into())
+            .spawn(move || {
+                // The receiver is gone when the load gave up: nothing to do.
+                let _ = sender.send(Component::from_binary(&engine, &owned));
+            })
+            .map_err(|error| invalid(format!("cannot start the compiler thread: {error}")))?;
+        let limit = self.inner.config.compile_timeout();
+        match receiver.recv_timeout(limit) {
+            Ok(compiled) => compiled.map_err(|error| invalid(format!("{error:#}"))),
+            Err(RecvTimeoutError::Timeout) => Err(LoadError::CompileTimeout {
+                name: name.to_owned(),
+                limit_ms: self.inner.config.compile_timeout_ms,
+            }),
+            Err(RecvTimeoutError::Disconnected) => {
+                Err(invalid("the compiler stopped without an answer".into()))
+            }
+        }
     }
 
     /// The cached component at `path`, if the file exists, is ours (magic and
@@ -238,16 +290,53 @@ fn refusal(import: &str) -> Option<&'static str> {
     }
 }
 
+/// The imports and exports a component declares at its top level, read from
+/// its bytes without validating or compiling them.
+#[derive(Debug, Default)]
+struct Declared {
+    imports: Vec<String>,
+    exports: Vec<String>,
+}
+
+impl Declared {
+    fn read(name: &str, bytes: &[u8]) -> Result<Self, LoadError> {
+        let invalid = |error: BinaryReaderError| LoadError::Invalid {
+            name: name.to_owned(),
+            reason: error.to_string(),
+        };
+        let mut declared = Self::default();
+        // Nested modules and components bring their own sections: only the
+        // outermost component's imports and exports count.
+        let mut depth = 0usize;
+        for payload in Parser::new(0).parse_all(bytes) {
+            match payload.map_err(invalid)? {
+                Payload::Version { .. } => depth += 1,
+                Payload::End(_) => depth = depth.saturating_sub(1),
+                Payload::ComponentImportSection(section) if depth == 1 => {
+                    for import in section {
+                        declared
+                            .imports
+                            .push(import.map_err(invalid)?.name.name.to_owned());
+                    }
+                }
+                Payload::ComponentExportSection(section) if depth == 1 => {
+                    for export in section {
+                        declared
+                            .exports
+                            .push(export.map_err(invalid)?.name.name.to_owned());
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(declared)
+    }
+}
+
 /// Checks every import against the sandbox's grant and the contract version.
-fn check_imports(
-    sandbox: &Sandbox,
-    name: &str,
-    component: &Component,
-) -> Result<Vec<String>, LoadError> {
-    let component_type = component.component_type();
-    let mut imports = Vec::new();
+fn check_imports(name: &str, imports: Vec<String>) -> Result<Vec<String>, LoadError> {
     let mut refused = Vec::new();
-    for (import, _) in component_type.imports(&sandbox.inner.engine) {
+    for import in &imports {
         if let Some(why) = refusal(import) {
             refused.push(RefusedImport {
                 import: import.to_owned(),
@@ -257,7 +346,6 @@ fn check_imports(
         if import.starts_with(WIT_PACKAGE) && !import.ends_with(&format!("@{WIT_VERSION}")) {
             return Err(unsupported_version(name, import));
         }
-        imports.push(import.to_owned());
     }
     if refused.is_empty() {
         Ok(imports)
@@ -271,12 +359,11 @@ fn check_imports(
 
 /// Checks that the component exports the engine interface of the supported
 /// version.
-fn check_exports(sandbox: &Sandbox, name: &str, component: &Component) -> Result<(), LoadError> {
-    let component_type = component.component_type();
+fn check_exports(name: &str, exports: &[String]) -> Result<(), LoadError> {
     let supported = format!("{ENGINE_INTERFACE}@{WIT_VERSION}");
     let mut other_version = None;
-    for (export, _) in component_type.exports(&sandbox.inner.engine) {
-        if export == supported {
+    for export in exports {
+        if *export == supported {
             return Ok(());
         }
         if export.starts_with(ENGINE_INTERFACE) {

@@ -609,10 +609,7 @@ async fn a_slow_dispose_has_its_own_deadline_and_counts_against_the_engine() {
     // legacy answers.
     let second = assemble().await.expect("legacy serves");
     assert_eq!(second.items, keep_all(&history));
-    let record = host
-        .quarantine()
-        .get("slow-disposer")
-        .expect("quarantined");
+    let record = host.quarantine().get("slow-disposer").expect("quarantined");
     assert_eq!(record.operation, "dispose");
     assert_eq!(record.classification, FailureKind::Timeout.as_str());
     assert!(!engine.serving_selected());

@@ -205,6 +205,80 @@ fn malformed_files_get_their_own_clear_errors() {
 }
 
 #[test]
+fn a_component_over_the_size_cap_is_refused_before_it_is_read() {
+    let sandbox = sandbox_with(SandboxConfig {
+        max_component_kib: 16,
+        ..SandboxConfig::default()
+    });
+    let error = sandbox
+        .load_file(Path::new(guests::KEEP_RECENT))
+        .expect_err("keep-recent is over 16 KiB");
+    assert!(matches!(error, LoadError::TooLarge { .. }), "{error}");
+    assert!(
+        error.to_string().contains("sandbox.maxComponentKib"),
+        "{error}"
+    );
+}
+
+/// An empty component with a custom section of `size` bytes: no engine.
+fn component_with_custom_section(size: usize) -> Vec<u8> {
+    let mut payload = vec![1, b'x'];
+    payload.resize(size, 0);
+    let mut bytes = b"\0asm\x0d\x00\x01\x00".to_vec();
+    bytes.push(0); // custom section
+    let mut length = payload.len();
+    loop {
+        let byte = (length & 0x7f) as u8;
+        length >>= 7;
+        if length == 0 {
+            bytes.push(byte);
+            break;
+        }
+        bytes.push(byte | 0x80);
+    }
+    bytes.extend(payload);
+    bytes
+}
+
+#[test]
+fn what_is_no_engine_is_refused_before_compiling_and_compiling_is_bounded() {
+    // With a 1 ms compile budget, anything that reached the compiler would
+    // fail with `CompileTimeout`: these are refused before it.
+    let sandbox = sandbox_with(SandboxConfig {
+        compile_timeout_ms: 1,
+        ..SandboxConfig::default()
+    });
+    let error = sandbox
+        .load_bytes("padded.wasm", &component_with_custom_section(8 << 20))
+        .expect_err("no engine export");
+    assert!(matches!(error, LoadError::NotAnEngine { .. }), "{error}");
+    let error = sandbox
+        .load_file(Path::new(guests::WRONG_VERSION))
+        .expect_err("another version");
+    assert!(
+        matches!(error, LoadError::UnsupportedVersion { .. }),
+        "{error}"
+    );
+    let error = sandbox
+        .load_file(Path::new(guests::PHONE_HOME))
+        .expect_err("network import");
+    assert!(
+        matches!(error, LoadError::DisallowedImport { .. }),
+        "{error}"
+    );
+
+    // A real engine reaches the compiler, which does not finish in 1 ms.
+    let error = sandbox
+        .load_file(Path::new(guests::KEEP_RECENT))
+        .expect_err("compiling takes longer than 1 ms");
+    assert!(matches!(error, LoadError::CompileTimeout { .. }), "{error}");
+    assert!(
+        error.to_string().contains("sandbox.compileTimeoutMs"),
+        "{error}"
+    );
+}
+
+#[test]
 fn a_missing_file_names_its_path() {
     let error = sandbox()
         .load_file(Path::new("/nowhere/engine.wasm"))
