@@ -51,7 +51,9 @@ impl NativeServices {
             .await
             .map_err(|error| ServiceError::Failed(format!("state task failed: {error}")))?
             .map_err(|error| match error {
-                StateError::QuotaExceeded { .. } => ServiceError::QuotaExceeded(error.to_string()),
+                StateError::QuotaExceeded { .. } | StateError::TooManyKeys { .. } => {
+                    ServiceError::QuotaExceeded(error.to_string())
+                }
                 StateError::BadKey { .. } => ServiceError::InvalidArgument(error.to_string()),
                 StateError::Sqlite { .. } | StateError::DataDir { .. } => {
                     ServiceError::Failed(error.to_string())

@@ -1,7 +1,11 @@
 //! The engines' durable key-value store behind the `state-*` host imports:
 //! one SQLite database in the host's data directory, a private key space per
-//! engine id, and a byte quota per engine (key and value bytes counted).
-//! Every write is one transaction: it happens entirely or not at all.
+//! engine id, and limits per engine that bound what it takes on disk: a byte
+//! quota counting each entry's key, value and [`ENTRY_OVERHEAD_BYTES`], and a
+//! number of keys. Entries name their engine by a small number, so a long
+//! engine id costs its bytes once, not once per entry; the write-ahead log
+//! is truncated back to [`WAL_LIMIT_BYTES`] after each checkpoint. Every
+//! write is one transaction: it happens entirely or not at all.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
@@ -12,6 +16,18 @@ use serde::{Deserialize, Serialize};
 /// Longest key, in bytes.
 pub const MAX_KEY_BYTES: usize = 1_024;
 
+/// What one entry is counted as beyond its key and value: SQLite's row and
+/// B-tree bookkeeping, rounded up, so tiny entries cannot fill a disk
+/// their key and value bytes alone would not.
+pub const ENTRY_OVERHEAD_BYTES: u64 = 64;
+
+/// The size the write-ahead log is cut back to after a checkpoint.
+pub const WAL_LIMIT_BYTES: u64 = 4 * 1024 * 1024;
+
+/// The layout of the database, in `PRAGMA user_version`: 2 numbers the
+/// engines; 0 (before it) keyed every row by the engine's id text.
+const SCHEMA_VERSION: i64 = 2;
+
 /// File name of the database in the data directory.
 pub const STATE_DB_FILE: &str = "state.sqlite3";
 
@@ -19,14 +35,18 @@ pub const STATE_DB_FILE: &str = "state.sqlite3";
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct StateConfig {
-    /// Bytes (keys plus values) one engine may store.
+    /// Bytes one engine may store: keys plus values plus
+    /// [`ENTRY_OVERHEAD_BYTES`] per entry.
     pub quota_bytes: u64,
+    /// Keys one engine may store.
+    pub max_keys: u64,
 }
 
 impl Default for StateConfig {
     fn default() -> Self {
         Self {
             quota_bytes: 64 * 1024 * 1024,
+            max_keys: 100_000,
         }
     }
 }
@@ -64,6 +84,14 @@ pub enum StateError {
         /// Its quota.
         quota: u64,
     },
+    /// The write would take the engine past its number of keys.
+    #[error("engine `{engine}` already stores {keys} keys, its limit (state.maxKeys)")]
+    TooManyKeys {
+        /// The engine id.
+        engine: String,
+        /// Keys it stores.
+        keys: u64,
+    },
     /// The key is empty or too long.
     #[error("state key `{key}` must be 1 to {MAX_KEY_BYTES} bytes long")]
     BadKey {
@@ -77,6 +105,7 @@ pub enum StateError {
 pub struct StateStore {
     path: PathBuf,
     quota_bytes: u64,
+    max_keys: u64,
     connection: Mutex<Connection>,
 }
 
@@ -96,26 +125,19 @@ impl StateStore {
             path: path.to_owned(),
             source,
         };
-        let connection = Connection::open(path).map_err(sqlite)?;
+        let mut connection = Connection::open(path).map_err(sqlite)?;
         connection
-            .execute_batch(
+            .execute_batch(&format!(
                 "PRAGMA journal_mode = WAL;
                  PRAGMA synchronous = FULL;
-                 CREATE TABLE IF NOT EXISTS engine_state (
-                     engine TEXT NOT NULL,
-                     key TEXT NOT NULL,
-                     value BLOB NOT NULL,
-                     PRIMARY KEY (engine, key)
-                 ) WITHOUT ROWID;
-                 CREATE TABLE IF NOT EXISTS engine_usage (
-                     engine TEXT PRIMARY KEY,
-                     bytes INTEGER NOT NULL
-                 ) WITHOUT ROWID;",
-            )
+                 PRAGMA journal_size_limit = {WAL_LIMIT_BYTES};"
+            ))
             .map_err(sqlite)?;
+        migrate(&mut connection).map_err(sqlite)?;
         Ok(Self {
             path: path.to_owned(),
             quota_bytes: config.quota_bytes,
+            max_keys: config.max_keys,
             connection: Mutex::new(connection),
         })
     }
@@ -125,7 +147,8 @@ impl StateStore {
         check_key(key)?;
         self.connection()
             .query_row(
-                "SELECT value FROM engine_state WHERE engine = ?1 AND key = ?2",
+                "SELECT value FROM entries
+                 WHERE engine = (SELECT number FROM engines WHERE id = ?1) AND key = ?2",
                 params![engine, key],
                 |row| row.get(0),
             )
@@ -141,24 +164,34 @@ impl StateStore {
         let transaction = connection
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|source| self.sqlite(source))?;
-        let old = entry_bytes(&transaction, engine, key).map_err(|source| self.sqlite(source))?;
-        let used = usage(&transaction, engine).map_err(|source| self.sqlite(source))?;
-        let new = (key.len() + value.len()) as u64;
-        let needed = used.saturating_sub(old.unwrap_or(0)) + new;
-        if needed > self.quota_bytes && new > old.unwrap_or(0) {
+        let number = engine_number(&transaction, engine).map_err(|source| self.sqlite(source))?;
+        let old = entry_bytes(&transaction, number, key).map_err(|source| self.sqlite(source))?;
+        let used = usage_of(&transaction, number).map_err(|source| self.sqlite(source))?;
+        let new = entry_cost(key, value.len());
+        let needed = Usage {
+            bytes: used.bytes.saturating_sub(old.unwrap_or(0)) + new,
+            keys: used.keys + u64::from(old.is_none()),
+        };
+        if needed.bytes > self.quota_bytes && new > old.unwrap_or(0) {
             return Err(StateError::QuotaExceeded {
                 engine: engine.to_owned(),
-                needed,
+                needed: needed.bytes,
                 quota: self.quota_bytes,
+            });
+        }
+        if needed.keys > self.max_keys {
+            return Err(StateError::TooManyKeys {
+                engine: engine.to_owned(),
+                keys: used.keys,
             });
         }
         transaction
             .execute(
-                "INSERT INTO engine_state (engine, key, value) VALUES (?1, ?2, ?3)
+                "INSERT INTO entries (engine, key, value) VALUES (?1, ?2, ?3)
                  ON CONFLICT (engine, key) DO UPDATE SET value = excluded.value",
-                params![engine, key, value],
+                params![number, key, value],
             )
-            .and_then(|_| set_usage(&transaction, engine, needed))
+            .and_then(|_| set_usage(&transaction, number, needed))
             .and_then(|()| transaction.commit())
             .map_err(|source| self.sqlite(source))
     }
@@ -170,18 +203,23 @@ impl StateStore {
         let transaction = connection
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|source| self.sqlite(source))?;
+        let number = engine_number(&transaction, engine).map_err(|source| self.sqlite(source))?;
         let Some(old) =
-            entry_bytes(&transaction, engine, key).map_err(|source| self.sqlite(source))?
+            entry_bytes(&transaction, number, key).map_err(|source| self.sqlite(source))?
         else {
             return Ok(false);
         };
-        let used = usage(&transaction, engine).map_err(|source| self.sqlite(source))?;
+        let used = usage_of(&transaction, number).map_err(|source| self.sqlite(source))?;
+        let left = Usage {
+            bytes: used.bytes.saturating_sub(old),
+            keys: used.keys.saturating_sub(1),
+        };
         transaction
             .execute(
-                "DELETE FROM engine_state WHERE engine = ?1 AND key = ?2",
-                params![engine, key],
+                "DELETE FROM entries WHERE engine = ?1 AND key = ?2",
+                params![number, key],
             )
-            .and_then(|_| set_usage(&transaction, engine, used.saturating_sub(old)))
+            .and_then(|_| set_usage(&transaction, number, left))
             .and_then(|()| transaction.commit())
             .map_err(|source| self.sqlite(source))?;
         Ok(true)
@@ -199,8 +237,8 @@ impl StateStore {
         let connection = self.connection();
         let mut statement = connection
             .prepare_cached(
-                "SELECT key, value FROM engine_state
-                 WHERE engine = ?1 AND key >= ?2 AND (?3 IS NULL OR key < ?3) AND (?4 IS NULL OR key > ?4)
+                "SELECT key, value FROM entries
+                 WHERE engine = (SELECT number FROM engines WHERE id = ?1) AND key >= ?2 AND (?3 IS NULL OR key < ?3) AND (?4 IS NULL OR key > ?4)
                  ORDER BY key LIMIT ?5",
             )
             .map_err(|source| self.sqlite(source))?;
@@ -220,9 +258,17 @@ impl StateStore {
             .map_err(|source| self.sqlite(source))
     }
 
-    /// Bytes `engine` uses now.
+    /// Bytes `engine` uses now, as the quota counts them.
     pub fn usage(&self, engine: &str) -> Result<u64, StateError> {
-        usage(&self.connection(), engine).map_err(|source| self.sqlite(source))
+        self.connection()
+            .query_row(
+                "SELECT bytes FROM engines WHERE id = ?1",
+                params![engine],
+                |row| row.get::<_, i64>(0),
+            )
+            .optional()
+            .map(|bytes| bytes.map_or(0, |bytes| bytes.max(0) as u64))
+            .map_err(|source| self.sqlite(source))
     }
 
     fn connection(&self) -> std::sync::MutexGuard<'_, Connection> {
@@ -250,35 +296,109 @@ fn check_key(key: &str) -> Result<(), StateError> {
     Ok(())
 }
 
-/// Bytes of the entry under `key`, if there is one.
-fn entry_bytes(connection: &Connection, engine: &str, key: &str) -> rusqlite::Result<Option<u64>> {
+/// Creates the tables, or brings a database of an older layout to the
+/// current one, in one transaction.
+fn migrate(connection: &mut Connection) -> rusqlite::Result<()> {
+    let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let version: i64 = transaction.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+    if version >= SCHEMA_VERSION {
+        return Ok(());
+    }
+    transaction.execute_batch(
+        "CREATE TABLE IF NOT EXISTS engines (
+             number INTEGER PRIMARY KEY,
+             id TEXT NOT NULL UNIQUE,
+             bytes INTEGER NOT NULL DEFAULT 0,
+             keys INTEGER NOT NULL DEFAULT 0
+         );
+         CREATE TABLE IF NOT EXISTS entries (
+             engine INTEGER NOT NULL,
+             key TEXT NOT NULL,
+             value BLOB NOT NULL,
+             PRIMARY KEY (engine, key)
+         ) WITHOUT ROWID;",
+    )?;
+    let old_layout: bool = transaction.query_row(
+        "SELECT count(*) > 0 FROM sqlite_master WHERE name = 'engine_state'",
+        [],
+        |row| row.get(0),
+    )?;
+    if old_layout {
+        transaction.execute_batch(&format!(
+            "INSERT OR IGNORE INTO engines (id) SELECT DISTINCT engine FROM engine_state;
+             INSERT INTO entries (engine, key, value)
+                 SELECT engines.number, engine_state.key, engine_state.value
+                 FROM engine_state JOIN engines ON engines.id = engine_state.engine;
+             DROP TABLE engine_state;
+             DROP TABLE IF EXISTS engine_usage;
+             UPDATE engines SET
+                 bytes = (SELECT coalesce(sum(length(CAST(key AS BLOB)) + length(value)
+                                              + {ENTRY_OVERHEAD_BYTES}), 0)
+                          FROM entries WHERE engine = number),
+                 keys = (SELECT count(*) FROM entries WHERE engine = number);"
+        ))?;
+    }
+    transaction.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    transaction.commit()
+}
+
+/// What the quota counts for an entry of `key` with a value of
+/// `value_bytes` bytes.
+fn entry_cost(key: &str, value_bytes: usize) -> u64 {
+    (key.len() + value_bytes) as u64 + ENTRY_OVERHEAD_BYTES
+}
+
+/// What an engine stores, as its limits count it.
+#[derive(Debug, Clone, Copy, Default)]
+struct Usage {
+    bytes: u64,
+    keys: u64,
+}
+
+/// The number of `engine` (registered on its first write).
+fn engine_number(connection: &Connection, engine: &str) -> rusqlite::Result<i64> {
+    connection.execute(
+        "INSERT INTO engines (id) VALUES (?1) ON CONFLICT (id) DO NOTHING",
+        params![engine],
+    )?;
+    connection.query_row(
+        "SELECT number FROM engines WHERE id = ?1",
+        params![engine],
+        |row| row.get(0),
+    )
+}
+
+/// What the entry under `key` counts for, if there is one.
+fn entry_bytes(connection: &Connection, engine: i64, key: &str) -> rusqlite::Result<Option<u64>> {
     connection
         .query_row(
-            "SELECT length(value) FROM engine_state WHERE engine = ?1 AND key = ?2",
+            "SELECT length(value) FROM entries WHERE engine = ?1 AND key = ?2",
             params![engine, key],
             |row| row.get::<_, i64>(0),
         )
         .optional()
-        .map(|length| length.map(|length| key.len() as u64 + length.max(0) as u64))
+        .map(|length| length.map(|length| entry_cost(key, length.max(0) as usize)))
 }
 
-fn usage(connection: &Connection, engine: &str) -> rusqlite::Result<u64> {
-    connection
-        .query_row(
-            "SELECT bytes FROM engine_usage WHERE engine = ?1",
-            params![engine],
-            |row| row.get::<_, i64>(0),
-        )
-        .optional()
-        .map(|bytes| bytes.unwrap_or(0).max(0) as u64)
+fn usage_of(connection: &Connection, engine: i64) -> rusqlite::Result<Usage> {
+    connection.query_row(
+        "SELECT bytes, keys FROM engines WHERE number = ?1",
+        params![engine],
+        |row| {
+            Ok(Usage {
+                bytes: row.get::<_, i64>(0)?.max(0) as u64,
+                keys: row.get::<_, i64>(1)?.max(0) as u64,
+            })
+        },
+    )
 }
 
-fn set_usage(connection: &Connection, engine: &str, bytes: u64) -> rusqlite::Result<()> {
+fn set_usage(connection: &Connection, engine: i64, usage: Usage) -> rusqlite::Result<()> {
+    let clamp = |value: u64| i64::try_from(value).unwrap_or(i64::MAX);
     connection
         .execute(
-            "INSERT INTO engine_usage (engine, bytes) VALUES (?1, ?2)
-             ON CONFLICT (engine) DO UPDATE SET bytes = excluded.bytes",
-            params![engine, i64::try_from(bytes).unwrap_or(i64::MAX)],
+            "UPDATE engines SET bytes = ?2, keys = ?3 WHERE number = ?1",
+            params![engine, clamp(usage.bytes), clamp(usage.keys)],
         )
         .map(|_| ())
 }
@@ -306,8 +426,11 @@ mod tests {
 
     fn store(quota_bytes: u64) -> (tempfile::TempDir, StateStore) {
         let dir = tempfile::tempdir().expect("temp dir");
-        let store = StateStore::open_in(&dir.path().join("data"), &StateConfig { quota_bytes })
-            .expect("open");
+        let config = StateConfig {
+            quota_bytes,
+            ..StateConfig::default()
+        };
+        let store = StateStore::open_in(&dir.path().join("data"), &config).expect("open");
         (dir, store)
     }
 
@@ -327,7 +450,8 @@ mod tests {
 
     #[test]
     fn enforces_the_quota_and_tracks_usage() {
-        let (_dir, store) = store(20);
+        let overhead = ENTRY_OVERHEAD_BYTES;
+        let (_dir, store) = store(20 + overhead);
         store.set("e", "key", &[0; 10]).expect("13 bytes fit");
         let error = store
             .set("e", "other", &[0; 10])
@@ -335,11 +459,8 @@ mod tests {
         assert!(
             matches!(
                 error,
-                StateError::QuotaExceeded {
-                    needed: 28,
-                    quota: 20,
-                    ..
-                }
+                StateError::QuotaExceeded { needed, quota, .. }
+                    if needed == 28 + 2 * overhead && quota == 20 + overhead
             ),
             "{error}"
         );
@@ -351,11 +472,95 @@ mod tests {
         store
             .set("e", "key", &[0; 17])
             .expect("replacing within the quota");
-        assert_eq!(store.usage("e").expect("usage"), 20);
+        assert_eq!(store.usage("e").expect("usage"), 20 + overhead);
         assert!(store.delete("e", "key").expect("delete"));
         assert!(!store.delete("e", "key").expect("delete again"));
         assert_eq!(store.usage("e").expect("usage"), 0);
         store.set("e", "other", &[0; 10]).expect("room again");
+    }
+
+    #[test]
+    fn limits_the_number_of_keys() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let config = StateConfig {
+            max_keys: 3,
+            ..StateConfig::default()
+        };
+        let store = StateStore::open_in(dir.path(), &config).expect("open");
+        for key in ["a", "b", "c"] {
+            store.set("e", key, b"x").expect("within the limit");
+        }
+        let error = store.set("e", "d", b"x").expect_err("a fourth key");
+        assert!(
+            matches!(error, StateError::TooManyKeys { keys: 3, .. }),
+            "{error}"
+        );
+        store
+            .set("e", "a", b"replaced")
+            .expect("replacing adds no key");
+        store
+            .set("other", "d", b"x")
+            .expect("another engine has its own");
+        assert!(store.delete("e", "a").expect("delete"));
+        store.set("e", "d", b"x").expect("room again");
+    }
+
+    #[test]
+    fn tiny_keys_cannot_fill_the_disk_past_the_quota() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let quota = 256 * 1024;
+        let config = StateConfig {
+            quota_bytes: quota,
+            max_keys: u64::MAX,
+        };
+        let store = StateStore::open_in(dir.path(), &config).expect("open");
+        // A long engine id is stored once, not in every entry.
+        let engine = "e".repeat(1_000);
+        let mut stored = 0u64;
+        while store.set(&engine, &format!("{stored:x}"), b"").is_ok() {
+            stored += 1;
+        }
+        assert!(stored > 1_000, "{stored}");
+        assert!(stored <= quota / ENTRY_OVERHEAD_BYTES, "{stored}");
+        drop(store);
+        let on_disk: u64 = std::fs::read_dir(dir.path())
+            .expect("data dir")
+            .flatten()
+            .map(|entry| entry.metadata().map_or(0, |meta| meta.len()))
+            .sum();
+        assert!(
+            on_disk <= 4 * quota + WAL_LIMIT_BYTES,
+            "{on_disk} bytes on disk for a {quota}-byte quota"
+        );
+    }
+
+    #[test]
+    fn a_database_of_the_old_layout_is_migrated() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join(STATE_DB_FILE);
+        {
+            let old = Connection::open(&path).expect("create");
+            old.execute_batch(
+                "CREATE TABLE engine_state (engine TEXT NOT NULL, key TEXT NOT NULL,
+                     value BLOB NOT NULL, PRIMARY KEY (engine, key)) WITHOUT ROWID;
+                 CREATE TABLE engine_usage (engine TEXT PRIMARY KEY, bytes INTEGER NOT NULL)
+                     WITHOUT ROWID;
+                 INSERT INTO engine_state VALUES ('lossless', 'k1', x'0102'), ('lossless', 'ключ', x'03');
+                 INSERT INTO engine_usage VALUES ('lossless', 11);",
+            )
+            .expect("old layout");
+        }
+        let store = StateStore::open(&path, &StateConfig::default()).expect("migrates");
+        assert_eq!(store.get("lossless", "k1").expect("get"), Some(vec![1, 2]));
+        assert_eq!(store.get("lossless", "ключ").expect("get"), Some(vec![3]));
+        assert_eq!(
+            store.usage("lossless").expect("usage"),
+            (2 + 2) + (8 + 1) + 2 * ENTRY_OVERHEAD_BYTES,
+            "usage recounted in bytes, with the overhead"
+        );
+        drop(store);
+        let again = StateStore::open(&path, &StateConfig::default()).expect("reopens");
+        assert_eq!(again.get("lossless", "k1").expect("get"), Some(vec![1, 2]));
     }
 
     #[test]

@@ -14,7 +14,9 @@ use ctxbox_host::contract::types::{
 use ctxbox_host::sandbox::{Sandbox, SandboxConfig, WasmEngine};
 use ctxbox_host::services::compaction::{CompactionConfig, Compactor};
 use ctxbox_host::services::native::NativeServices;
-use ctxbox_host::services::state::{StateConfig, StateStore};
+use ctxbox_host::services::state::{
+    ENTRY_OVERHEAD_BYTES, StateConfig, StateStore, WAL_LIMIT_BYTES,
+};
 use ctxbox_host::services::summarize::ExtractiveSummarizer;
 use ctxbox_host::transcript::{NewSession, Transcript, TranscriptConfig, TranscriptStore};
 use ctxbox_tests::guests;
@@ -37,7 +39,10 @@ async fn host(quota_bytes: u64, compaction: CompactionConfig) -> Result<Host> {
     ));
     let state = Arc::new(StateStore::open_in(
         &dir.path().join("data"),
-        &StateConfig { quota_bytes },
+        &StateConfig {
+            quota_bytes,
+            ..StateConfig::default()
+        },
     )?);
     let services = NativeServices::new(compactor, state.clone());
     let sandbox = Sandbox::new(SandboxConfig::default())?;
@@ -150,6 +155,32 @@ async fn the_quota_is_enforced_across_the_boundary() -> Result<()> {
         .await?;
     ensure!(report.starts_with("quota-exceeded: "), "{report}");
     ensure!(host.state.get("services-probe", "big")?.is_none());
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tiny_keys_are_refused_before_they_fill_the_disk() -> Result<()> {
+    let quota = 32 * 1024;
+    let host = host(quota, CompactionConfig::default()).await?;
+    let transcript = host.session("hoard.jsonl")?;
+    let report = host
+        .probe("hoard", &transcript.session_ref(), Some(&transcript))
+        .await?;
+    let (count, why) = report
+        .strip_prefix("hoarded ")
+        .and_then(|rest| rest.split_once(": "))
+        .ok_or_else(|| anyhow::anyhow!("unexpected report {report}"))?;
+    let count: u64 = count.parse()?;
+    ensure!(count <= quota / ENTRY_OVERHEAD_BYTES, "{report}");
+    ensure!(why.contains("state.quotaBytes"), "{report}");
+    let on_disk: u64 = std::fs::read_dir(host.dir.join("data"))?
+        .flatten()
+        .map(|entry| entry.metadata().map_or(0, |meta| meta.len()))
+        .sum();
+    ensure!(
+        on_disk <= 8 * quota + WAL_LIMIT_BYTES,
+        "{on_disk} bytes on disk for a {quota}-byte quota"
+    );
     Ok(())
 }
 

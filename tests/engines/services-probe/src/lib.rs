@@ -35,6 +35,7 @@ impl Engine for Probe {
             Some("delta") => delta_probe()?,
             Some("summarize") => summarize_probe(history)?,
             Some("quota") => quota_probe()?,
+            Some("hoard") => hoard_probe()?,
             other => return Err(EngineError::internal(format!("no probe named {other:?}"))),
         };
         let len = history.len();
@@ -123,6 +124,21 @@ fn summarize_probe(history: &History) -> Result<String, EngineError> {
         .map(|entry| entry.message.text())
         .collect();
     Ok(host::summarize(&text.join("\n"), None, 200)?)
+}
+
+/// Hostile: stores empty values under tiny keys until the host refuses,
+/// trying to fill the disk with bookkeeping rather than bytes.
+fn hoard_probe() -> Result<String, EngineError> {
+    let mut stored = 0u64;
+    loop {
+        match host::state::set(&format!("{stored:x}"), &[]) {
+            Ok(()) => stored += 1,
+            Err(error) if matches!(error.kind, HostErrorKind::QuotaExceeded) => {
+                return Ok(format!("hoarded {stored}: {}", error.message));
+            }
+            Err(error) => return Err(error.into()),
+        }
+    }
 }
 
 fn quota_probe() -> Result<String, EngineError> {
