@@ -15,6 +15,7 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::contract::history::History;
+use crate::contract::tokens;
 use crate::contract::types::{
     AgentMessage, AssembleResult, AssembledItem, CompactResult, ContentBlock,
 };
@@ -60,6 +61,18 @@ pub enum Violation {
     /// `first-kept-entry-id` names no entry.
     #[error("first-kept-entry-id `{0}` names no entry of the session")]
     UnknownFirstKeptEntry(String),
+    /// The messages an `assemble` answer inserts are larger than the whole
+    /// budget: host compaction shrinks history, never what the engine
+    /// inserted, so no recovery could bring the prompt under the window.
+    #[error(
+        "the inserted messages alone are ~{tokens} tokens, over the whole budget of {budget}: no compaction can make such a prompt fit"
+    )]
+    InsertsOverBudget {
+        /// Estimated tokens of the inserted messages.
+        tokens: u64,
+        /// The budget the engine was given.
+        budget: u64,
+    },
     /// A `json` field that is not JSON, nests too deep or is too large.
     #[error("{field} is not usable JSON: {reason}")]
     InvalidJson {
@@ -113,6 +126,27 @@ pub fn check_assemble(history: &History, result: &AssembleResult) -> Result<(), 
     } else {
         Ok(())
     }
+}
+
+/// Checks that what an `assemble` answer inserts fits in `budget` (when the
+/// engine was given one), by the host's estimate. Kept history does not
+/// count: the host can compact it.
+pub fn check_inserts_fit(result: &AssembleResult, budget: Option<u64>) -> Result<(), Violation> {
+    let Some(budget) = budget else {
+        return Ok(());
+    };
+    let tokens: u64 = result
+        .items
+        .iter()
+        .filter_map(|item| match item {
+            AssembledItem::Insert(message) => Some(tokens::estimate_message(message)),
+            AssembledItem::Keep { .. } => None,
+        })
+        .fold(0, u64::saturating_add);
+    if tokens > budget {
+        return Err(Violation::InsertsOverBudget { tokens, budget });
+    }
+    Ok(())
 }
 
 /// Whether any run of consecutive kept entries starts or ends inside a pair.
@@ -295,6 +329,32 @@ pub fn check_compact(history: &History, result: &CompactResult) -> Result<(), Vi
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn inserted_messages_must_fit_the_whole_budget() {
+        let answer = |inserts: usize| AssembleResult {
+            items: std::iter::once(AssembledItem::Keep { start: 0, end: 0 })
+                .chain(
+                    (0..inserts)
+                        .map(|n| AssembledItem::Insert(AgentMessage::user_text(n.to_string()))),
+                )
+                .collect(),
+            estimated_tokens: 0,
+            system_prompt_addition: None,
+            context_projection: None,
+        };
+        assert_eq!(check_inserts_fit(&answer(10), Some(1_000)), Ok(()));
+        assert_eq!(
+            check_inserts_fit(&answer(10_000), None),
+            Ok(()),
+            "no budget, no rule"
+        );
+        let error = check_inserts_fit(&answer(10_000), Some(1_000)).expect_err("too many");
+        assert!(
+            matches!(error, Violation::InsertsOverBudget { budget: 1_000, .. }),
+            "{error}"
+        );
+    }
 
     #[test]
     fn json_fields_must_be_json_within_limits() {

@@ -556,7 +556,10 @@ impl ContextEngine for GuardedEngine {
                         .await
                 })
             },
-            |result| validate::check_assemble(history, result),
+            |result| {
+                validate::check_assemble(history, result)
+                    .and_then(|()| validate::check_inserts_fit(result, params.token_budget))
+            },
             fallback,
             OnFailure::Retry,
         )

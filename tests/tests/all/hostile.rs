@@ -616,6 +616,22 @@ async fn a_slow_dispose_has_its_own_deadline_and_counts_against_the_engine() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_no_compaction_could_fit_is_a_failure_of_the_engine() {
+    let record = expect_assemble_fallback(
+        SandboxConfig::default(),
+        "inflater",
+        FailureKind::InvalidOutput,
+        budget(16_000),
+    )
+    .await;
+    assert!(
+        record.reason.contains("over the whole budget of 16000"),
+        "{}",
+        record.reason
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_engine_calling_exit_is_reported_as_such() {
     let record = expect_assemble_fallback(
         SandboxConfig::default(),
