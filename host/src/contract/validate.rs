@@ -587,3 +587,112 @@ mod tests {
         );
     }
 }
+
+/// The promises the rules make, checked on random histories and answers.
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::contract::types::MessageEntry;
+
+    /// A history of `shape`: `true` is a tool call followed by its result,
+    /// `false` a user message.
+    fn history_of(shape: &[bool]) -> History {
+        let messages = shape.iter().enumerate().flat_map(|(n, &pair)| {
+            let call = format!("call-{n}");
+            if pair {
+                vec![
+                    AgentMessage::tool_call(&call, "exec", "{}"),
+                    AgentMessage::tool_result(&call, "exec", "ok"),
+                ]
+            } else {
+                vec![AgentMessage::user_text(format!("ask {n}"))]
+            }
+        });
+        History::new(
+            messages
+                .enumerate()
+                .map(|(index, message)| MessageEntry {
+                    id: format!("e{index}"),
+                    parent_id: None,
+                    timestamp_ms: 0,
+                    message,
+                })
+                .collect(),
+        )
+    }
+
+    fn answer(items: Vec<AssembledItem>) -> AssembleResult {
+        AssembleResult {
+            items,
+            estimated_tokens: 0,
+            system_prompt_addition: None,
+            context_projection: None,
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn an_accepted_answer_keeps_ranges_ordered_and_tool_pairs_whole(
+            shape in prop::collection::vec(any::<bool>(), 0..24),
+            ranges in prop::collection::vec((0u32..50, 0u32..50), 0..6),
+        ) {
+            let history = history_of(&shape);
+            let items: Vec<AssembledItem> = ranges
+                .iter()
+                .map(|&(a, b)| AssembledItem::Keep { start: a.min(b), end: a.max(b) })
+                .collect();
+            if check_assemble(&history, &answer(items.clone())).is_ok() {
+                let mut previous_end = 0;
+                for item in &items {
+                    if let AssembledItem::Keep { start, end } = *item {
+                        prop_assert!(end as usize <= history.len());
+                        prop_assert!(start >= previous_end, "ranges in history order");
+                        previous_end = end;
+                    }
+                }
+                let prompt = history.materialize(&items);
+                let mut open: HashSet<&str> = HashSet::new();
+                for message in &prompt {
+                    if let AgentMessage::ToolResult { tool_call_id, .. } = message {
+                        prop_assert!(open.remove(tool_call_id.as_str()), "{tool_call_id} answered before it was called");
+                    }
+                    open.extend(message.tool_call_ids());
+                }
+                prop_assert!(open.is_empty(), "calls left without their results: {open:?}");
+            }
+        }
+
+        #[test]
+        fn ranges_cut_between_pairs_are_accepted(
+            shape in prop::collection::vec(any::<bool>(), 1..24),
+            picks in prop::collection::vec(any::<prop::sample::Index>(), 0..8),
+        ) {
+            let history = history_of(&shape);
+            let boundaries: Vec<u32> = (0..=history.len())
+                .filter(|&at| !history.splits_pair(at))
+                .map(|at| at as u32)
+                .collect();
+            let mut cuts: Vec<u32> = picks.iter().map(|pick| *pick.get(&boundaries)).collect();
+            cuts.sort_unstable();
+            let items = cuts
+                .chunks_exact(2)
+                .map(|pair| AssembledItem::Keep { start: pair[0], end: pair[1] })
+                .collect();
+            prop_assert_eq!(check_assemble(&history, &answer(items)), Ok(()));
+        }
+
+        #[test]
+        fn json_within_the_limits_is_accepted_and_anything_else_refused_without_panicking(
+            text in ".{0,64}",
+            depth in 0usize..100,
+        ) {
+            let nested = format!("{}{}{}", "[".repeat(depth), serde_json::Value::String(text.clone()), "]".repeat(depth));
+            let verdict = check_json("details", &nested);
+            prop_assert_eq!(verdict.is_ok(), depth <= MAX_JSON_DEPTH);
+            // Arbitrary text: an answer either way, never a panic.
+            let _ = check_json("details", &text);
+        }
+    }
+}
