@@ -586,14 +586,12 @@ async fn a_slow_dispose_has_its_own_deadline_and_counts_against_the_engine() {
     let (_dir, host) = zoo_host(config, GuardPolicy::default());
     let engine = host.select(Some("slow-disposer")).await;
     let history = History::new(conversation(3));
-    let assemble = || {
-        engine.assemble(
-            &CallOptions::default(),
-            &session("victim"),
-            &history,
-            &AssembleParams::default(),
-        )
-    };
+    let (call, victim, params) = (
+        CallOptions::default(),
+        session("victim"),
+        AssembleParams::default(),
+    );
+    let assemble = || engine.assemble(&call, &victim, &history, &params);
 
     // Answered; the used-up instance is recycled, and its dispose stopped at
     // the dispose deadline, not the call deadline.

@@ -14,6 +14,7 @@ mod python_engine;
 mod replay;
 mod runner;
 mod sdk_defaults;
+mod soak;
 mod transcript_crash;
 mod transcript_fixtures;
 mod untrusted_output;
