@@ -216,6 +216,12 @@ impl GuardedEngine {
         }
     }
 
+    /// Why the selected engine could not be made, if it could not (every
+    /// call then goes to `legacy`, or fails in strict mode).
+    pub fn resolution_failure(&self) -> Option<&EngineFailure> {
+        self.unavailable.as_ref()
+    }
+
     /// Takes the decisions made since the last call.
     pub fn take_events(&self) -> Vec<GuardEvent> {
         std::mem::take(&mut *self.events.lock().unwrap_or_else(PoisonError::into_inner))

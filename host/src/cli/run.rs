@@ -44,6 +44,10 @@ pub struct Args {
     /// Print a JSON report instead of tables.
     #[arg(long)]
     json: bool,
+    /// Replay on `legacy` when the engine given with `--engine` cannot be
+    /// loaded, to exercise the guard (default: that is an error).
+    #[arg(long)]
+    fallback: bool,
     #[command(flatten)]
     host: HostArgs,
 }
@@ -82,6 +86,15 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let engine = runtime.select(engine_id.as_deref()).await;
     let selected = engine.selected_id().to_owned();
+    if let Some(failure) = engine.resolution_failure()
+        && args.engine.is_some()
+        && !args.fallback
+    {
+        bail!(
+            "cannot load engine `{selected}`: {} (pass --fallback to replay on legacy instead)",
+            failure.message
+        );
+    }
     let progress = progress_bar(script.turns.len(), args.json);
     let abort = CancellationToken::new();
     let cancel = abort.clone();
@@ -346,6 +359,54 @@ mod tests {
             body,
             "the recording is not changed"
         );
+    }
+
+    /// `ctxbox run` as parsed from `arguments`.
+    fn parsed(arguments: &[&str]) -> Args {
+        #[derive(clap::Parser)]
+        struct Command {
+            #[command(flatten)]
+            args: Args,
+        }
+        <Command as clap::Parser>::try_parse_from(
+            std::iter::once("run").chain(arguments.iter().copied()),
+        )
+        .expect("arguments parse")
+        .args
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_engine_named_on_the_command_line_that_cannot_load_is_an_error() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let bad = dir.path().join("bad.wasm");
+        std::fs::write(&bad, b"not a component").expect("write");
+        let data = dir.path().join("data");
+        let transcript = dir.path().join("rec.jsonl");
+        std::fs::write(&transcript, format!("{HEADER}\n{}\n", user("a", "none"))).expect("write");
+        let common = [
+            transcript.to_str().expect("utf-8"),
+            "--engine",
+            bad.to_str().expect("utf-8"),
+            "--data-dir",
+            data.to_str().expect("utf-8"),
+            "--json",
+        ];
+        let output = dir.path().join("out.jsonl");
+        let mut with_output = common.to_vec();
+        with_output.extend(["--output", output.to_str().expect("utf-8")]);
+
+        let error = run(parsed(&with_output)).await.expect_err("refused");
+        let line = super::super::error_line::error_line(&error);
+        assert!(
+            line.starts_with("cannot load engine `bad`: ") && line.contains("--fallback"),
+            "{line}"
+        );
+        assert!(!output.exists(), "nothing replayed");
+
+        with_output.push("--fallback");
+        let code = run(parsed(&with_output)).await.expect("replayed on legacy");
+        assert_eq!(code, ExitCode::SUCCESS);
+        assert!(output.exists());
     }
 
     #[test]
