@@ -288,13 +288,22 @@ fn print_summary(report: &RunReport, label: &str, engine: &str, window: u64, out
         report.model_calls
     );
     println!(
-        "largest prompt  {} tokens ({:.0}% of the window)",
+        "engine prompts  largest {} tokens ({:.0}% of the window), last {} tokens",
         report.largest_prompt_tokens,
-        report.largest_prompt_tokens as f64 * 100.0 / window as f64
+        report.largest_prompt_tokens as f64 * 100.0 / window as f64,
+        report.last_prompt_tokens
+    );
+    println!(
+        "transcript      {} messages, {} tokens; its active context {} tokens",
+        report.transcript_messages, report.transcript_tokens, report.transcript_context_tokens
+    );
+    println!(
+        "kept            the last prompt holds {:.0}% of the conversation's tokens",
+        report.share_kept() * 100.0
     );
     println!("compactions     {}", report.compactions);
     println!(
-        "fallbacks       {}; quarantined: {}",
+        "fallbacks       {} calls served by legacy; quarantined: {}",
         report.fallbacks,
         if report.quarantined.is_empty() {
             "none".to_owned()
@@ -303,13 +312,16 @@ fn print_summary(report: &RunReport, label: &str, engine: &str, window: u64, out
         }
     );
     println!(
-        "kept            {:.0}% of the conversation's {} tokens (final context: {} tokens)",
-        report.share_kept() * 100.0,
-        report.original_tokens,
-        report.final_context_tokens
+        "recorded        {} entries written without a model call ({} tool results without a call)",
+        report.recorded_entries, report.orphan_tool_results
     );
     for failed in &report.failed_turns {
-        println!("failed turn     {}: {}", failed.index + 1, failed.error);
+        println!(
+            "failed turn     {}: {} (after {} model calls; the rest of its recording is written as it was)",
+            failed.index + 1,
+            failed.error,
+            failed.done.model_calls
+        );
     }
     println!("session         {}", output.display());
 }

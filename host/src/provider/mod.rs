@@ -5,6 +5,7 @@
 //! host uses is `[provider]` in `ctxbox.toml` ([`ProviderConfig`]).
 
 mod openai;
+mod recorded;
 mod replay;
 
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 pub use self::openai::{DEFAULT_CALL_TIMEOUT, OpenAiCompatibleProvider};
+pub use self::recorded::{is_model_answer, runs_its_tool_calls};
 pub use self::replay::{Replay, ReplayScript, ScriptTurn};
 use crate::chat_api::ChatError;
 pub use crate::chat_api::OpenAiCompatibleConfig;
@@ -109,6 +111,15 @@ pub trait Provider: Send + Sync {
     /// several assistant messages in a row); live models answer `false`.
     fn continues_turn(&self) -> bool {
         false
+    }
+
+    /// Messages that arrived while the turn ran and go into the transcript
+    /// before the next model call, or at the turn's end: what a replay's
+    /// recording holds between answers besides the results of the calls it
+    /// ran (extension messages, OpenClaw's copies of delivered messages,
+    /// results of calls never run). Live models answer none.
+    fn arrived(&self) -> Vec<AgentMessage> {
+        Vec::new()
     }
 }
 
