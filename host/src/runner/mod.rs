@@ -154,7 +154,13 @@ impl TurnRunner {
         abort: &CancellationToken,
         progress: &mut TurnProgress,
     ) -> Result<(), TurnError> {
-        let outcome = self.turn(session, inputs, abort, progress).await;
+        let mut outcome = self.turn(session, inputs, abort, progress).await;
+        // Nothing the turn appended is acknowledged before it is durable.
+        if let Err(error) = session.commit()
+            && outcome.is_ok()
+        {
+            outcome = Err(error.into());
+        }
         let report = &mut progress.report;
         report.messages_appended = progress.inputs.len() + progress.answers.len();
         report.served_by = self.engine.serving_id().to_owned();
@@ -176,6 +182,7 @@ impl TurnRunner {
         self.bootstrap_once(session, &call).await?;
 
         progress.inputs = session.append(&inputs)?;
+        session.commit()?;
         self.ingest(session, &call, &progress.inputs).await?;
 
         // Overflow attempts are the turn's, not each model call's: a tool
@@ -355,6 +362,7 @@ impl TurnRunner {
         params: &CompactParams,
         report: &mut TurnReport,
     ) -> Result<CompactResult, TurnError> {
+        session.commit()?;
         let history = session.history();
         let result = self
             .engine
@@ -413,6 +421,7 @@ impl TurnRunner {
         inputs: &[MessageEntry],
         answers: &[MessageEntry],
     ) -> Result<(), TurnError> {
+        session.commit()?;
         let history = session.history();
         let params = AfterTurnParams {
             pre_prompt_message_count: pre_prompt_count(&history, inputs, answers) as u32,

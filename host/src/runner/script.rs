@@ -163,6 +163,7 @@ impl TurnRunner {
                 }
             }
         }
+        session.commit()?;
         // The last turn's background maintenance is part of the run.
         session.wait_for_maintenance().await;
         report.add_late_events(self.engine.take_events());

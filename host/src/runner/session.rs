@@ -113,13 +113,21 @@ impl Session {
         if messages.is_empty() {
             return Ok(Vec::new());
         }
-        let appended = self.transcript.append(messages)?;
+        let appended = self.transcript.append_uncommitted(messages)?;
         self.calls.extend(
             messages
                 .iter()
                 .flat_map(|message| message.tool_call_ids().map(str::to_owned)),
         );
         Ok(appended)
+    }
+
+    /// Makes the session's appends durable: the runner appends a turn's
+    /// messages uncommitted and commits them together before the engine is
+    /// told of them (`ingest`, `after-turn`, a compaction) and before the
+    /// turn returns, one sync each time instead of one per append.
+    pub(super) fn commit(&self) -> Result<(), TranscriptError> {
+        self.transcript.commit()
     }
 
     /// Whether a tool call `id` is on the session's branch.
