@@ -8,8 +8,9 @@
 //!
 //! Every small shape (`tests/fixtures/shapes`, and a parallel tool loop
 //! built here) and every real session (`tests/fixtures/sessions`) runs with
-//! every bundled engine at 4k, 16k and 64k: the whole matrix, about two and a
-//! half minutes in a debug build on two loaded cores.
+//! every bundled engine at 4k, 16k and 64k: the whole matrix, one test per
+//! engine for the real sessions so they run side by side (about two minutes
+//! of CPU in a debug build).
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -270,10 +271,32 @@ async fn every_shape_with_every_engine_at_every_window() {
     check_all(&recordings, &ENGINES, &runtime, dir.path()).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_real_session_with_every_engine_at_every_window() {
+/// Every real session with `engine` at every window.
+async fn real_sessions_with(engine: &str) {
     let dir = tempfile::tempdir().expect("temp dir");
     let runtime = runtime(dir.path());
     let recordings: Vec<PathBuf> = SESSIONS.iter().map(|name| fixture(name)).collect();
-    check_all(&recordings, &ENGINES, &runtime, dir.path()).await;
+    check_all(&recordings, &[engine], &runtime, dir.path()).await;
+}
+
+// One test per engine, so the test harness runs them side by side.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_real_session_with_legacy_at_every_window() {
+    real_sessions_with("legacy").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_real_session_with_keep_recent_at_every_window() {
+    real_sessions_with("keep-recent").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_real_session_with_lossless_at_every_window() {
+    real_sessions_with("lossless").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_real_session_with_delegating_at_every_window() {
+    real_sessions_with("delegating").await;
 }
