@@ -5,6 +5,7 @@ mod bench;
 mod check;
 mod compile;
 mod engine_source;
+mod error_line;
 mod health;
 mod inspect;
 mod new;
@@ -70,7 +71,7 @@ pub fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("error: {error:#}");
+            eprintln!("error: {}", error_line::error_line(&error));
             ExitCode::FAILURE
         }
     }

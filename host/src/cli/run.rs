@@ -44,6 +44,10 @@ pub struct Args {
     /// Print a JSON report instead of tables.
     #[arg(long)]
     json: bool,
+    /// Replay on `legacy` when the engine given with `--engine` cannot be
+    /// loaded, to exercise the guard (default: that is an error).
+    #[arg(long)]
+    fallback: bool,
     #[command(flatten)]
     host: HostArgs,
 }
@@ -82,6 +86,15 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let engine = runtime.select(engine_id.as_deref()).await;
     let selected = engine.selected_id().to_owned();
+    if let Some(failure) = engine.resolution_failure()
+        && args.engine.is_some()
+        && !args.fallback
+    {
+        bail!(
+            "cannot load engine `{selected}`: {} (pass --fallback to replay on legacy instead)",
+            failure.message
+        );
+    }
     let progress = progress_bar(script.turns.len(), args.json);
     let abort = CancellationToken::new();
     let cancel = abort.clone();
@@ -275,13 +288,22 @@ fn print_summary(report: &RunReport, label: &str, engine: &str, window: u64, out
         report.model_calls
     );
     println!(
-        "largest prompt  {} tokens ({:.0}% of the window)",
+        "engine prompts  largest {} tokens ({:.0}% of the window), last {} tokens",
         report.largest_prompt_tokens,
-        report.largest_prompt_tokens as f64 * 100.0 / window as f64
+        report.largest_prompt_tokens as f64 * 100.0 / window as f64,
+        report.last_prompt_tokens
+    );
+    println!(
+        "transcript      {} messages, {} tokens; its active context {} tokens",
+        report.transcript_messages, report.transcript_tokens, report.transcript_context_tokens
+    );
+    println!(
+        "kept            the last prompt holds {:.0}% of the conversation's tokens",
+        report.share_kept() * 100.0
     );
     println!("compactions     {}", report.compactions);
     println!(
-        "fallbacks       {}; quarantined: {}",
+        "fallbacks       {} calls served by legacy; quarantined: {}",
         report.fallbacks,
         if report.quarantined.is_empty() {
             "none".to_owned()
@@ -290,13 +312,16 @@ fn print_summary(report: &RunReport, label: &str, engine: &str, window: u64, out
         }
     );
     println!(
-        "kept            {:.0}% of the conversation's {} tokens (final context: {} tokens)",
-        report.share_kept() * 100.0,
-        report.original_tokens,
-        report.final_context_tokens
+        "recorded        {} entries written without a model call ({} tool results without a call)",
+        report.recorded_entries, report.orphan_tool_results
     );
     for failed in &report.failed_turns {
-        println!("failed turn     {}: {}", failed.index + 1, failed.error);
+        println!(
+            "failed turn     {}: {} (after {} model calls; the rest of its recording is written as it was)",
+            failed.index + 1,
+            failed.error,
+            failed.done.model_calls
+        );
     }
     println!("session         {}", output.display());
 }
@@ -346,6 +371,54 @@ mod tests {
             body,
             "the recording is not changed"
         );
+    }
+
+    /// `ctxbox run` as parsed from `arguments`.
+    fn parsed(arguments: &[&str]) -> Args {
+        #[derive(clap::Parser)]
+        struct Command {
+            #[command(flatten)]
+            args: Args,
+        }
+        <Command as clap::Parser>::try_parse_from(
+            std::iter::once("run").chain(arguments.iter().copied()),
+        )
+        .expect("arguments parse")
+        .args
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_engine_named_on_the_command_line_that_cannot_load_is_an_error() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let bad = dir.path().join("bad.wasm");
+        std::fs::write(&bad, b"not a component").expect("write");
+        let data = dir.path().join("data");
+        let transcript = dir.path().join("rec.jsonl");
+        std::fs::write(&transcript, format!("{HEADER}\n{}\n", user("a", "none"))).expect("write");
+        let common = [
+            transcript.to_str().expect("utf-8"),
+            "--engine",
+            bad.to_str().expect("utf-8"),
+            "--data-dir",
+            data.to_str().expect("utf-8"),
+            "--json",
+        ];
+        let output = dir.path().join("out.jsonl");
+        let mut with_output = common.to_vec();
+        with_output.extend(["--output", output.to_str().expect("utf-8")]);
+
+        let error = run(parsed(&with_output)).await.expect_err("refused");
+        let line = super::super::error_line::error_line(&error);
+        assert!(
+            line.starts_with("cannot load engine `bad`: ") && line.contains("--fallback"),
+            "{line}"
+        );
+        assert!(!output.exists(), "nothing replayed");
+
+        with_output.push("--fallback");
+        let code = run(parsed(&with_output)).await.expect("replayed on legacy");
+        assert_eq!(code, ExitCode::SUCCESS);
+        assert!(output.exists());
     }
 
     #[test]

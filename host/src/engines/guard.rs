@@ -17,7 +17,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
@@ -120,6 +120,8 @@ pub struct GuardedEngine {
     quarantine: Arc<QuarantineStore>,
     policy: GuardPolicy,
     events: Mutex<Vec<GuardEvent>>,
+    /// Calls `legacy` served in place of the selected engine.
+    served_by_legacy: AtomicU64,
 }
 
 type Pending<'a, T> = Pin<Box<dyn Future<Output = EngineResult<T>> + Send + 'a>>;
@@ -194,6 +196,7 @@ impl GuardedEngine {
             quarantine,
             policy,
             events: Mutex::new(Vec::new()),
+            served_by_legacy: AtomicU64::new(0),
         }
     }
 
@@ -214,6 +217,19 @@ impl GuardedEngine {
             Some(_) => &self.id,
             None => &self.legacy.info().id,
         }
+    }
+
+    /// Why the selected engine could not be made, if it could not (every
+    /// call then goes to `legacy`, or fails in strict mode).
+    pub fn resolution_failure(&self) -> Option<&EngineFailure> {
+        self.unavailable.as_ref()
+    }
+
+    /// How many calls `legacy` has served in place of the selected engine:
+    /// after its failure, while it was quarantined or could not be made, or
+    /// because no instance slot was free (none when `legacy` was selected).
+    pub fn calls_served_by_legacy(&self) -> u64 {
+        self.served_by_legacy.load(Ordering::Relaxed)
     }
 
     /// Takes the decisions made since the last call.
@@ -276,6 +292,9 @@ impl GuardedEngine {
             if strict {
                 return Err(self.strict_refusal(operation));
             }
+            if self.primary_was_wanted() {
+                self.served_by_legacy.fetch_add(1, Ordering::Relaxed);
+            }
             return legacy.await;
         };
         let retrying = self.quarantine.get(&self.id).is_some();
@@ -328,7 +347,10 @@ impl GuardedEngine {
         self.note(&failure, session, action);
         match on_failure {
             _ if self.policy.strict => Err(failure),
-            OnFailure::Retry => legacy.await,
+            OnFailure::Retry => {
+                self.served_by_legacy.fetch_add(1, Ordering::Relaxed);
+                legacy.await
+            }
             OnFailure::Answer(answer) => Ok(answer),
             OnFailure::Fail => Err(failure),
         }

@@ -9,6 +9,7 @@
 
 pub mod chat;
 mod openai;
+mod recorded;
 mod replay;
 mod scripted;
 
@@ -19,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 pub use self::openai::{DEFAULT_CALL_TIMEOUT, OpenAiCompatibleProvider};
+pub use self::recorded::{is_model_answer, runs_its_tool_calls};
 pub use self::replay::{Replay, ReplayScript, ScriptTurn};
 pub use self::scripted::{FixedToolResults, ScriptedProvider};
 use crate::contract::tokens;
@@ -115,6 +117,15 @@ pub trait Provider: Send + Sync {
     /// several assistant messages in a row); live models answer `false`.
     fn continues_turn(&self) -> bool {
         false
+    }
+
+    /// Messages that arrived while the turn ran and go into the transcript
+    /// before the next model call, or at the turn's end: what a replay's
+    /// recording holds between answers besides the results of the calls it
+    /// ran (extension messages, OpenClaw's copies of delivered messages,
+    /// results of calls never run). Live models answer none.
+    fn arrived(&self) -> Vec<AgentMessage> {
+        Vec::new()
     }
 }
 

@@ -4,15 +4,14 @@
 //! API, it refuses a prompt larger than its window with a context-overflow
 //! error carrying the prompt's token count.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashSet, VecDeque};
 use std::sync::{Mutex, PoisonError};
 
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    ModelReply, ModelRequest, Provider, ProviderError, ToolExecutor, prompt_tokens,
-    unavailable_tool_result,
+    ModelReply, ModelRequest, Provider, ProviderError, ToolExecutor, prompt_tokens, recorded,
 };
 use crate::contract::tokens;
 use crate::contract::types::{AgentMessage, ContentBlock, Usage};
@@ -39,15 +38,20 @@ pub struct ReplayScript {
 
 impl ReplayScript {
     /// Cuts `messages` (a recording's branch, oldest first) into turns.
-    /// Compaction and branch summaries are left out: the replayed session
-    /// makes its own.
+    /// Every message is kept, in order: extension messages and branch
+    /// summaries before a user message, and those right after it (before
+    /// any answer, e.g. OpenClaw's runtime context), are the turn's inputs;
+    /// everything after the first answer is its responses. Compaction
+    /// summaries are left out: the replayed session makes its own.
     pub fn from_messages(messages: impl IntoIterator<Item = AgentMessage>) -> Self {
         let mut script = Self::default();
         let mut inputs: Vec<AgentMessage> = Vec::new();
         for message in messages {
             match message {
-                AgentMessage::CompactionSummary { .. } | AgentMessage::BranchSummary { .. } => {}
-                AgentMessage::Custom { .. } => inputs.push(message),
+                AgentMessage::CompactionSummary { .. } => {}
+                AgentMessage::Custom { .. } | AgentMessage::BranchSummary { .. } => {
+                    inputs.push(message)
+                }
                 AgentMessage::User { .. } => {
                     inputs.push(message);
                     script.turns.push(ScriptTurn {
@@ -56,20 +60,27 @@ impl ReplayScript {
                     });
                 }
                 response => {
-                    // Extension messages no user message followed yet stay
-                    // where they were: before this response.
-                    let target = match script.turns.last_mut() {
-                        Some(turn) => &mut turn.responses,
-                        None => &mut script.preamble,
+                    // Extension messages no response followed yet stay where
+                    // they were: before this response (among the inputs when
+                    // it is the turn's first).
+                    let Some(turn) = script.turns.last_mut() else {
+                        script.preamble.append(&mut inputs);
+                        script.preamble.push(response);
+                        continue;
                     };
-                    target.append(&mut inputs);
-                    target.push(response);
+                    if turn.responses.is_empty() {
+                        turn.inputs.append(&mut inputs);
+                    } else {
+                        turn.responses.append(&mut inputs);
+                    }
+                    turn.responses.push(response);
                 }
             }
         }
-        if let Some(turn) = script.turns.last_mut() {
+        match script.turns.last_mut() {
             // Trailing extension messages with no user message after them.
-            turn.responses.append(&mut inputs);
+            Some(turn) => turn.responses.append(&mut inputs),
+            None => script.preamble.append(&mut inputs),
         }
         script
     }
@@ -91,12 +102,13 @@ impl ReplayScript {
         names
     }
 
-    /// Number of model calls the recording holds (its assistant messages).
+    /// Number of model calls the recording holds (its model answers;
+    /// OpenClaw's own copies of delivered messages are none).
     pub fn model_calls(&self) -> usize {
         self.turns
             .iter()
             .flat_map(|turn| &turn.responses)
-            .filter(|message| matches!(message, AgentMessage::Assistant { .. }))
+            .filter(|message| recorded::is_model_answer(message))
             .count()
     }
 }
@@ -109,10 +121,16 @@ pub struct Replay {
 
 #[derive(Default)]
 struct TurnState {
-    /// Recorded assistant messages still to give, in order.
-    answers: VecDeque<AgentMessage>,
-    /// Recorded tool results of the turn, by call id.
-    results: HashMap<String, AgentMessage>,
+    /// The turn's recorded responses not given yet, in order: the model's
+    /// answers, the results of the calls it ran, and what else arrived.
+    pending: VecDeque<AgentMessage>,
+}
+
+impl TurnState {
+    /// Position of the next model answer still to give.
+    fn next_answer(&self) -> Option<usize> {
+        self.pending.iter().position(recorded::is_model_answer)
+    }
 }
 
 impl Replay {
@@ -129,30 +147,29 @@ impl Replay {
         self.window
     }
 
-    /// Loads the recorded answers of `turn`.
+    fn state(&self) -> std::sync::MutexGuard<'_, TurnState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Loads the recorded responses of `turn`.
     pub fn begin_turn(&self, turn: &ScriptTurn) {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        state.answers.clear();
-        state.results.clear();
-        for response in &turn.responses {
-            match response {
-                AgentMessage::Assistant { .. } => state.answers.push_back(response.clone()),
-                AgentMessage::ToolResult { tool_call_id, .. } => {
-                    state.results.insert(tool_call_id.clone(), response.clone());
-                }
-                // Extension messages between answers are not the model's.
-                _ => {}
-            }
-        }
+        self.state().pending = turn.responses.iter().cloned().collect();
     }
 
     /// Recorded answers of the current turn not given yet.
     pub fn answers_left(&self) -> usize {
-        self.state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .answers
-            .len()
+        self.state()
+            .pending
+            .iter()
+            .filter(|message| recorded::is_model_answer(message))
+            .count()
+    }
+
+    /// Everything of the current turn's recording not given yet, in order,
+    /// and forgets it: what a replay writes as it is when the turn cannot go
+    /// on (its answers are then no model calls).
+    pub fn take_rest(&self) -> Vec<AgentMessage> {
+        self.state().pending.drain(..).collect()
     }
 }
 
@@ -173,13 +190,11 @@ impl Provider for Replay {
                 window: self.window,
             });
         }
-        let recorded = self
-            .state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .answers
-            .pop_front()
-            .ok_or(ProviderError::Exhausted)?;
+        let recorded = {
+            let mut state = self.state();
+            let next = state.next_answer().ok_or(ProviderError::Exhausted)?;
+            state.pending.remove(next).ok_or(ProviderError::Exhausted)?
+        };
         // Report what this prompt cost, not what the recording's model saw.
         let output = tokens::estimate_message(&recorded);
         let usage = Usage {
@@ -214,34 +229,50 @@ impl Provider for Replay {
     }
 
     fn continues_turn(&self) -> bool {
-        self.answers_left() > 0
+        self.state().next_answer().is_some()
+    }
+
+    /// The recorded entries before the next answer: extension messages,
+    /// OpenClaw's copies of delivered messages, results no call of this
+    /// replay asked for.
+    fn arrived(&self) -> Vec<AgentMessage> {
+        let mut state = self.state();
+        let end = state.next_answer().unwrap_or(state.pending.len());
+        state.pending.drain(..end).collect()
     }
 }
 
 #[async_trait]
 impl ToolExecutor for Replay {
+    /// The recorded results of the calls, in the recording's order, taken
+    /// from before the next answer. A call the recording has no result for
+    /// gets none here (a prompt shows it as unavailable); the calls of an
+    /// answer that failed or was aborted were never run.
     async fn execute(
         &self,
         assistant: &AgentMessage,
         _abort: &CancellationToken,
     ) -> Vec<AgentMessage> {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        assistant
-            .content()
-            .iter()
-            .filter_map(|block| match block {
-                ContentBlock::ToolCall { id, name, .. } => {
-                    Some(state.results.remove(id).unwrap_or_else(|| {
-                        unavailable_tool_result(
-                            id,
-                            name,
-                            "the recording has no result for this call",
-                        )
-                    }))
+        if !recorded::runs_its_tool_calls(assistant) {
+            return Vec::new();
+        }
+        let calls: HashSet<&str> = assistant.tool_call_ids().collect();
+        let mut state = self.state();
+        let end = state.next_answer().unwrap_or(state.pending.len());
+        let mut results = Vec::new();
+        let mut rest = VecDeque::with_capacity(state.pending.len());
+        for (index, message) in state.pending.drain(..).enumerate() {
+            match &message {
+                AgentMessage::ToolResult { tool_call_id, .. }
+                    if index < end && calls.contains(tool_call_id.as_str()) =>
+                {
+                    results.push(message)
                 }
-                _ => None,
-            })
-            .collect()
+                _ => rest.push_back(message),
+            }
+        }
+        state.pending = rest;
+        results
     }
 }
 
@@ -309,6 +340,34 @@ mod tests {
         assert_eq!(script.model_calls(), 3);
     }
 
+    #[test]
+    fn extension_messages_keep_their_place_in_the_turn() {
+        let script = ReplayScript::from_messages([
+            AgentMessage::user_text("hi"),
+            note(),
+            call("c1"),
+            result("c1"),
+            note(),
+            AgentMessage::assistant_text("done"),
+            note(),
+        ]);
+        assert_eq!(
+            script.turns[0].inputs,
+            vec![AgentMessage::user_text("hi"), note()],
+            "what came before the first answer is input"
+        );
+        assert_eq!(
+            script.turns[0].responses,
+            vec![
+                call("c1"),
+                result("c1"),
+                note(),
+                AgentMessage::assistant_text("done"),
+                note()
+            ]
+        );
+    }
+
     #[tokio::test]
     async fn answers_in_order_with_recorded_tool_results_and_fresh_usage() {
         let replay = Replay::new(10_000);
@@ -344,11 +403,8 @@ mod tests {
             replay.execute(&first.message, &abort).await,
             vec![result("c1")]
         );
-        // A call the recording never answered still gets a result.
-        let missing = replay.execute(&call("c9"), &abort).await;
-        assert!(
-            matches!(&missing[0], AgentMessage::ToolResult { is_error: true, tool_call_id, .. } if tool_call_id == "c9")
-        );
+        // A call the recording never answered gets no invented result.
+        assert!(replay.execute(&call("c9"), &abort).await.is_empty());
         let second = replay
             .complete(request, &abort)
             .await
@@ -362,6 +418,42 @@ mod tests {
             replay.complete(request, &abort).await,
             Err(ProviderError::Exhausted)
         );
+    }
+
+    #[tokio::test]
+    async fn what_is_no_answer_arrives_in_its_place() {
+        let replay = Replay::new(10_000);
+        replay.begin_turn(&ScriptTurn {
+            inputs: vec![AgentMessage::user_text("hi")],
+            responses: vec![
+                note(),
+                call("c1"),
+                result("c1"),
+                result("nobody-called-me"),
+                AgentMessage::assistant_text("done"),
+                note(),
+            ],
+        });
+        let abort = CancellationToken::new();
+        let prompt = [AgentMessage::user_text("hi")];
+        let request = ModelRequest {
+            system_prompt: "",
+            messages: &prompt,
+            model: None,
+            tools: &[],
+            tool_definitions: &[],
+        };
+        assert_eq!(replay.arrived(), vec![note()]);
+        let first = replay.complete(request, &abort).await.expect("answer");
+        assert_eq!(
+            replay.execute(&first.message, &abort).await,
+            vec![result("c1")]
+        );
+        assert_eq!(replay.arrived(), vec![result("nobody-called-me")]);
+        assert_eq!(replay.answers_left(), 1);
+        replay.complete(request, &abort).await.expect("answer");
+        assert_eq!(replay.arrived(), vec![note()]);
+        assert!(replay.take_rest().is_empty());
     }
 
     #[tokio::test]

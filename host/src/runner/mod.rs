@@ -31,10 +31,15 @@ pub use self::report::{TurnError, TurnReport};
 pub use self::script::{FailedTurn, RunReport};
 pub use self::session::Session;
 pub use self::subagent::SpawnOutcome;
-use crate::contract::engine::{CallOptions, ContextEngine};
-use crate::contract::history::History;
-use crate::contract::tokens::PRE_PROMPT_SAFETY_FACTOR;
-use crate::contract::types::{
+use crate::engine::{CallOptions, ContextEngine};
+use crate::guard::GuardedEngine;
+use crate::history::History;
+use crate::provider::{
+    ModelRequest, Provider, ProviderError, ToolDefinition, ToolExecutor, runs_its_tool_calls,
+};
+use crate::tokens::PRE_PROMPT_SAFETY_FACTOR;
+use crate::transcript::{TranscriptError, TranscriptStore};
+use crate::types::{
     AfterTurnParams, AgentMessage, CompactParams, CompactResult, CompactionTarget, MaintainReason,
     MessageEntry, TurnMaintenanceMode,
 };
@@ -137,26 +142,62 @@ impl TurnRunner {
         inputs: Vec<AgentMessage>,
         abort: &CancellationToken,
     ) -> Result<TurnReport, TurnError> {
+        let mut progress = TurnProgress::new(session.turns_run());
+        self.run_turn_into(session, inputs, abort, &mut progress)
+            .await?;
+        Ok(progress.report)
+    }
+
+    /// [`Self::run_turn`], keeping in `progress` what the turn did and
+    /// appended, so a failed turn still tells.
+    pub(super) async fn run_turn_into(
+        &self,
+        session: &mut Session,
+        inputs: Vec<AgentMessage>,
+        abort: &CancellationToken,
+        progress: &mut TurnProgress,
+    ) -> Result<(), TurnError> {
+        let mut outcome = self.turn(session, inputs, abort, progress).await;
+        // Nothing the turn appended is acknowledged before it is durable.
+        if let Err(error) = session.commit()
+            && outcome.is_ok()
+        {
+            outcome = Err(error.into());
+        }
+        let report = &mut progress.report;
+        report.messages_appended = progress.inputs.len() + progress.answers.len();
+        report.served_by = self.engine.serving_id().to_owned();
+        report.guard_events.extend(self.engine.take_events());
+        outcome
+    }
+
+    async fn turn(
+        &self,
+        session: &mut Session,
+        inputs: Vec<AgentMessage>,
+        abort: &CancellationToken,
+        progress: &mut TurnProgress,
+    ) -> Result<(), TurnError> {
         let call = CallOptions::with_abort(abort.clone());
-        let mut report = TurnReport::new(session.turns_run());
         // The last turn's background maintenance ends before the engine hears
         // of this one.
         session.wait_for_maintenance().await;
         self.bootstrap_once(session, &call).await?;
 
-        let appended = session.append(&inputs)?;
-        self.ingest(session, &call, &appended, &mut report).await?;
+        progress.inputs = session.append(&inputs)?;
+        session.commit()?;
+        self.ingest(session, &call, &progress.inputs).await?;
 
-        let mut answers: Vec<MessageEntry> = Vec::new();
         // Overflow attempts are the turn's, not each model call's: a tool
         // loop does not earn fresh compactions.
         let mut recovery = overflow::Recovery::new(MAX_OVERFLOW_COMPACTIONS);
         loop {
-            if report.model_calls >= MAX_MODEL_CALLS_PER_TURN {
+            self.append_arrived(session, progress)?;
+            if progress.report.model_calls >= MAX_MODEL_CALLS_PER_TURN {
                 return Err(TurnError::TooManyModelCalls(MAX_MODEL_CALLS_PER_TURN));
             }
             let reply = match self
-                .model_call(session, &call, &mut recovery, &mut report)
+                .model_call(session, &call, &mut recovery, &mut progress.report)
                 .await
             {
                 Ok(reply) => reply,
@@ -166,25 +207,57 @@ impl TurnRunner {
                 Err(TurnError::Provider(ProviderError::Exhausted)) => break,
                 Err(error) => return Err(error),
             };
-            let mut new = session.append(std::slice::from_ref(&reply))?;
-            let calls_tools = reply.tool_call_ids().next().is_some();
+            progress
+                .answers
+                .extend(session.append(std::slice::from_ref(&reply))?);
+            // The calls of an answer that failed or was aborted are not run.
+            let calls_tools = runs_its_tool_calls(&reply) && reply.tool_call_ids().next().is_some();
             if calls_tools {
                 let results = self.tools.execute(&reply, abort).await;
-                new.extend(session.append(&results)?);
+                progress.answers.extend(session.append(&results)?);
             }
-            answers.extend(new);
             if !calls_tools && !self.provider.continues_turn() {
                 break;
             }
         }
+        self.append_arrived(session, progress)?;
 
-        report.messages_appended += answers.len();
-        self.finish_turn(session, &call, &appended, &answers)
+        self.finish_turn(session, &call, &progress.inputs, &progress.answers)
             .await?;
         session.turn_done();
-        report.served_by = self.engine.serving_id().to_owned();
-        report.guard_events.extend(self.engine.take_events());
-        Ok(report)
+        Ok(())
+    }
+
+    /// Appends what arrived while the turn ran ([`Provider::arrived`]).
+    fn append_arrived(
+        &self,
+        session: &mut Session,
+        progress: &mut TurnProgress,
+    ) -> Result<(), TurnError> {
+        let arrived = self.provider.arrived();
+        self.append_recorded(session, &arrived, progress)?;
+        Ok(())
+    }
+
+    /// Appends `messages` as they are, no model call made for them, and
+    /// counts them (and the tool results among them whose call is nowhere).
+    pub(super) fn append_recorded(
+        &self,
+        session: &mut Session,
+        messages: &[AgentMessage],
+        progress: &mut TurnProgress,
+    ) -> Result<(), TranscriptError> {
+        let orphans = messages
+            .iter()
+            .filter(|message| match message {
+                AgentMessage::ToolResult { tool_call_id, .. } => !session.knows_call(tool_call_id),
+                _ => false,
+            })
+            .count();
+        progress.answers.extend(session.append(messages)?);
+        progress.report.recorded_entries += messages.len();
+        progress.report.orphan_tool_results += orphans;
+        Ok(())
     }
 
     async fn bootstrap_once(
@@ -217,14 +290,12 @@ impl TurnRunner {
         session: &Session,
         call: &CallOptions,
         entries: &[MessageEntry],
-        report: &mut TurnReport,
     ) -> Result<(), TurnError> {
         for entry in entries {
             self.engine
                 .ingest(call, session.session_ref(), entry, false)
                 .await?;
         }
-        report.messages_appended += entries.len();
         Ok(())
     }
 
@@ -294,6 +365,7 @@ impl TurnRunner {
         params: &CompactParams,
         report: &mut TurnReport,
     ) -> Result<CompactResult, TurnError> {
+        session.commit()?;
         let history = session.history();
         let result = self
             .engine
@@ -352,6 +424,7 @@ impl TurnRunner {
         inputs: &[MessageEntry],
         answers: &[MessageEntry],
     ) -> Result<(), TurnError> {
+        session.commit()?;
         let history = session.history();
         let params = AfterTurnParams {
             pre_prompt_message_count: pre_prompt_count(&history, inputs, answers) as u32,
@@ -387,6 +460,25 @@ impl TurnRunner {
             }
         }
         Ok(())
+    }
+}
+
+/// What a turn has done so far: its report, and the entries it appended.
+pub(super) struct TurnProgress {
+    pub(super) report: TurnReport,
+    /// The inputs as appended.
+    pub(super) inputs: Vec<MessageEntry>,
+    /// Everything appended after them: answers, results, what arrived.
+    pub(super) answers: Vec<MessageEntry>,
+}
+
+impl TurnProgress {
+    pub(super) fn new(index: usize) -> Self {
+        Self {
+            report: TurnReport::new(index),
+            inputs: Vec::new(),
+            answers: Vec::new(),
+        }
     }
 }
 

@@ -8,17 +8,17 @@
 use std::collections::HashSet;
 
 use super::{Session, TurnError, TurnRunner};
-use crate::contract::engine::{CallOptions, ContextEngine};
-use crate::contract::history::History;
-use crate::contract::tokens;
-use crate::contract::types::{AgentMessage, AssembleParams, ContentBlock, ContextProjection};
-use crate::provider::unavailable_tool_result;
+use crate::engine::{CallOptions, ContextEngine};
+use crate::history::History;
+use crate::provider::{runs_its_tool_calls, unavailable_tool_result};
+use crate::tokens;
+use crate::types::{AgentMessage, AssembleParams, ContentBlock, ContextProjection};
 
-/// Share of the prompt budget one block of tool traffic may take once
-/// truncation is on.
-const BLOCK_SHARE: f64 = 0.3;
-/// Smallest cap on a block, tokens.
-const MIN_BLOCK_TOKENS: u64 = 256;
+/// What the note on a cut block costs, tokens (an upper bound).
+const NOTE_TOKENS: u64 = 24;
+/// Rounds of fitting before the cut prompt is taken as it is (each round
+/// corrects the estimate of the one before).
+const FIT_ROUNDS: usize = 4;
 
 /// A prompt the engine asked to reuse for its thread until `epoch` changes,
 /// or until the context it was built from changes under it.
@@ -97,7 +97,7 @@ impl TurnRunner {
             _ => self.config.system_prompt.clone(),
         };
 
-        let (system_prompt, mut messages) = match assembled.context_projection {
+        let (system_prompt, messages) = match assembled.context_projection {
             Some(ContextProjection::ThreadBootstrap { epoch }) => {
                 let reusable = session.projection.as_ref().filter(|projection| {
                     projection.epoch == epoch && projection.extends_into(&history)
@@ -130,12 +130,14 @@ impl TurnRunner {
             }
         };
 
+        let mut messages = pair_tool_messages(messages);
         if session.truncate_tool_traffic {
-            let cap =
-                ((self.config.prompt_budget() as f64 * BLOCK_SHARE) as u64).max(MIN_BLOCK_TOKENS);
-            truncate_tool_traffic(&mut messages, cap);
+            let budget = self
+                .config
+                .prompt_budget()
+                .saturating_sub(tokens::estimate_text(&system_prompt));
+            fit_tool_traffic(&mut messages, budget);
         }
-        let messages = pair_tool_messages(messages);
         let estimated_tokens = tokens::estimate_text(&system_prompt)
             + messages.iter().map(tokens::estimate_message).sum::<u64>();
         Ok(Prompt {
@@ -163,6 +165,82 @@ fn latest_user_text<'a>(
         ),
         _ => None,
     })
+}
+
+/// Cuts tool traffic so `messages` take at most `budget` tokens, by as
+/// little as that takes: every block is capped at one size, the largest that
+/// removes the whole excess across all of them (so five large results share
+/// the cut instead of each keeping a fixed share that together still does
+/// not fit). The conversation's own text is never cut; when it alone is over
+/// the budget, tool traffic is cut to its notes and the prompt stays over.
+fn fit_tool_traffic(messages: &mut Vec<AgentMessage>, budget: u64) {
+    let total: u64 = messages.iter().map(tokens::estimate_message).sum();
+    if total <= budget {
+        return;
+    }
+    let sizes = tool_traffic_sizes(messages);
+    let mut excess = total - budget;
+    let mut cut = messages.clone();
+    for _ in 0..FIT_ROUNDS {
+        let cap = cap_removing(&sizes, excess);
+        cut.clone_from(messages);
+        truncate_tool_traffic(&mut cut, cap);
+        let now: u64 = cut.iter().map(tokens::estimate_message).sum();
+        if now <= budget || cap == 0 {
+            break;
+        }
+        // The estimate of the cut missed (escaping, per-message rounding):
+        // take off what is still over, too.
+        excess += now - budget;
+    }
+    *messages = cut;
+}
+
+/// Token sizes of the blocks [`truncate_tool_traffic`] may cut.
+fn tool_traffic_sizes(messages: &[AgentMessage]) -> Vec<u64> {
+    let mut sizes = Vec::new();
+    for message in messages {
+        let is_tool_result = matches!(message, AgentMessage::ToolResult { .. });
+        for block in message.content() {
+            match block {
+                ContentBlock::Text { text } if is_tool_result => {
+                    sizes.push(tokens::estimate_text(text))
+                }
+                ContentBlock::Thinking { text, .. } => sizes.push(tokens::estimate_text(text)),
+                ContentBlock::ToolCall { arguments_json, .. } => {
+                    sizes.push(tokens::estimate_text(arguments_json))
+                }
+                _ => {}
+            }
+        }
+    }
+    sizes
+}
+
+/// The largest cap on blocks of `sizes` that takes at least `excess` tokens
+/// off them (a cut block gains a note); 0 when no cap does.
+fn cap_removing(sizes: &[u64], excess: u64) -> u64 {
+    let removed = |cap: u64| -> u64 {
+        sizes
+            .iter()
+            .filter(|&&size| size > cap)
+            .map(|&size| (size - cap).saturating_sub(NOTE_TOKENS))
+            .sum()
+    };
+    let (mut low, mut high) = (0u64, sizes.iter().copied().max().unwrap_or(0));
+    if removed(low) < excess {
+        return 0;
+    }
+    // `removed` falls as the cap grows: the largest cap still removing enough.
+    while low < high {
+        let middle = low + (high - low).div_ceil(2);
+        if removed(middle) >= excess {
+            low = middle;
+        } else {
+            high = middle - 1;
+        }
+    }
+    low
 }
 
 /// Cuts every block of tool traffic down to about `max_tokens` tokens: tool
@@ -228,7 +306,8 @@ fn truncated(text: &str, max_tokens: u64) -> Option<String> {
 }
 
 /// Makes sure the provider never sees a tool call without its result or a
-/// result without its call: results whose call is not earlier are dropped,
+/// result without its call: answers that failed or were aborted are left
+/// out, results whose call is not earlier (orphans) are dropped,
 /// and calls left without a result get an "unavailable" one right after
 /// their assistant message's results. Engines are validated to keep pairs;
 /// this guards what the recording itself may lack (an interrupted call).
@@ -244,6 +323,12 @@ fn pair_tool_messages(messages: Vec<AgentMessage>) -> Vec<AgentMessage> {
     let mut paired = Vec::with_capacity(messages.len());
     let mut missing: Vec<AgentMessage> = Vec::new();
     for message in messages {
+        // An answer that failed or was aborted is left out, as in the
+        // reference; its calls were never run, so results recorded for them
+        // are dropped below like any result without a call.
+        if matches!(message, AgentMessage::Assistant { .. }) && !runs_its_tool_calls(&message) {
+            continue;
+        }
         let is_result_run = matches!(message, AgentMessage::ToolResult { .. });
         if !is_result_run {
             paired.append(&mut missing);
@@ -379,6 +464,83 @@ mod tests {
                 .as_str()
                 .is_some_and(|cut| cut.starts_with(r#"{"path":"bot.py""#))
         );
+    }
+
+    #[test]
+    fn parallel_results_share_a_cut_sized_to_the_excess() {
+        // Five whole-file reads of ~3,200 tokens each: each is under a fixed
+        // share of a 12k budget, together they are not.
+        let mut messages = vec![AgentMessage::user_text("read the five files")];
+        for id in ["c1", "c2", "c3", "c4", "c5"] {
+            messages.push(call(id));
+        }
+        for id in ["c1", "c2", "c3", "c4", "c5"] {
+            messages.push(result(id, &"x".repeat(12_800)));
+        }
+        let total: u64 = messages.iter().map(tokens::estimate_message).sum();
+        assert!(total > 16_000, "{total}");
+        fit_tool_traffic(&mut messages, 12_000);
+        let fitted: u64 = messages.iter().map(tokens::estimate_message).sum();
+        assert!(fitted <= 12_000, "{fitted}");
+        assert!(fitted > 11_000, "cut no more than needed: {fitted}");
+        let sizes: Vec<usize> = messages[6..]
+            .iter()
+            .map(|message| match &message.content()[0] {
+                ContentBlock::Text { text } => text.len(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert!(
+            sizes.windows(2).all(|pair| pair[0] == pair[1]),
+            "one cap for all: {sizes:?}"
+        );
+        assert_eq!(messages[0], AgentMessage::user_text("read the five files"));
+    }
+
+    #[test]
+    fn a_prompt_within_its_budget_is_not_cut() {
+        let mut messages = vec![result("c1", &"x".repeat(4_000))];
+        let before = messages.clone();
+        fit_tool_traffic(&mut messages, 2_000);
+        assert_eq!(messages, before);
+    }
+
+    #[test]
+    fn the_cap_removes_the_excess_and_no_more() {
+        let sizes = [1_000, 1_000, 100];
+        let cap = cap_removing(&sizes, 500);
+        let removed: u64 = sizes
+            .iter()
+            .filter(|&&size| size > cap)
+            .map(|&size| size - cap - NOTE_TOKENS)
+            .sum();
+        assert!(removed >= 500 && removed < 500 + 2 * 2, "{cap}: {removed}");
+        assert_eq!(cap_removing(&sizes, 10_000), 0, "no cap removes that much");
+    }
+
+    #[test]
+    fn failed_and_aborted_answers_and_their_results_stay_out_of_prompts() {
+        let failed = AgentMessage::Assistant {
+            content: vec![ContentBlock::ToolCall {
+                id: "cut-off".into(),
+                name: "exec".into(),
+                arguments_json: "{\"comm".into(),
+            }],
+            model: None,
+            provider: None,
+            usage: None,
+            stop_reason: StopReason::Error,
+            error_message: Some("stream ended".into()),
+        };
+        let user = AgentMessage::user_text("again");
+        let paired = pair_tool_messages(vec![
+            failed,
+            result("cut-off", "partial"),
+            user.clone(),
+            call("c1"),
+            result("c1", "ok"),
+        ]);
+        assert_eq!(paired, vec![user, call("c1"), result("c1", "ok")]);
     }
 
     #[test]

@@ -27,6 +27,16 @@ pub struct TurnReport {
     pub truncated_tool_traffic: bool,
     /// Messages appended to the transcript.
     pub messages_appended: usize,
+    /// Of those, recorded entries written as they were, without a model
+    /// call: extension messages, OpenClaw's copies of delivered messages,
+    /// results of calls that were never run, and what a failed turn's
+    /// recording still held.
+    pub recorded_entries: usize,
+    /// Tool results appended whose call is nowhere before them: kept in the
+    /// transcript, left out of every prompt.
+    pub orphan_tool_results: usize,
+    /// The last prompt the model accepted, by the host's estimate.
+    pub last_prompt_tokens: u64,
     /// The engine serving at the end of the turn.
     pub served_by: String,
     /// The guard's decisions during the turn (fallbacks, quarantines).
@@ -43,6 +53,7 @@ impl TurnReport {
 
     pub(super) fn note_prompt(&mut self, tokens: u64) {
         self.largest_prompt_tokens = self.largest_prompt_tokens.max(tokens);
+        self.last_prompt_tokens = tokens;
     }
 }
 

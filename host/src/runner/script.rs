@@ -4,54 +4,85 @@
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
-use super::{Session, TurnReport, TurnRunner};
-use crate::contract::failure::FailureKind;
-use crate::contract::tokens;
-use crate::engines::guard::{GuardAction, GuardEvent};
-use crate::provider::{Replay, ReplayScript};
+use super::{Session, TurnProgress, TurnReport, TurnRunner};
+use crate::engine::CallOptions;
+use crate::error::FailureKind;
+use crate::guard::{GuardAction, GuardEvent};
+use crate::provider::{Replay, ReplayScript, ScriptTurn};
+use crate::tokens;
 
-/// A replayed conversation, summed up.
+/// A replayed conversation, summed up. Prompt figures are what the engine
+/// assembled and the model accepted; transcript figures are what the written
+/// session holds.
 #[derive(Debug, Clone, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RunReport {
     /// Every turn that completed, in order.
     pub turns: Vec<TurnReport>,
-    /// Turns that failed, with why.
+    /// Turns that failed, with why and what they did before.
     pub failed_turns: Vec<FailedTurn>,
-    /// Model calls made.
+    /// Model calls made (failed turns' included).
     pub model_calls: u32,
-    /// The largest prompt sent.
+    /// The largest prompt the model accepted.
     pub largest_prompt_tokens: u64,
+    /// The last prompt the model accepted: the context the engine assembled
+    /// at the end.
+    pub last_prompt_tokens: u64,
     /// Compactions that compacted.
     pub compactions: u32,
-    /// Calls the guard served with legacy instead of the selected engine:
-    /// after a failure, or because no instance slot was free.
-    pub fallbacks: usize,
+    /// Engine calls `legacy` served in place of the selected engine: after a
+    /// failure, while it was quarantined, or because no instance slot was
+    /// free.
+    pub fallbacks: u64,
     /// Distinct engines quarantined during the run (an overloaded engine is
     /// not quarantined).
     pub quarantined: Vec<String>,
-    /// Tokens of every message the conversation produced.
-    pub original_tokens: u64,
-    /// Tokens of the session's active context at the end.
-    pub final_context_tokens: u64,
+    /// Recorded entries written as they were, without a model call.
+    pub recorded_entries: usize,
+    /// Tool results written whose call is nowhere before them (kept in the
+    /// transcript, out of every prompt).
+    pub orphan_tool_results: usize,
+    /// Messages on the written session's branch (compactions aside): the
+    /// conversation as replayed.
+    pub transcript_messages: usize,
+    /// Tokens of those messages.
+    pub transcript_tokens: u64,
+    /// Tokens of the written session's active context at the end (after
+    /// the compactions in the transcript).
+    pub transcript_context_tokens: u64,
 }
 
 impl RunReport {
-    /// Share of the conversation's tokens the final context keeps (0..=1).
+    /// Share of the conversation's tokens the last prompt held (0..=1): what
+    /// the engine kept of it for the model, whoever compacted.
     pub fn share_kept(&self) -> f64 {
-        if self.original_tokens == 0 {
+        if self.transcript_tokens == 0 {
             1.0
         } else {
-            self.final_context_tokens as f64 / self.original_tokens as f64
+            self.last_prompt_tokens as f64 / self.transcript_tokens as f64
         }
     }
 
-    fn add(&mut self, turn: TurnReport) {
+    fn sum(&mut self, turn: &TurnReport) {
         self.model_calls += turn.model_calls;
         self.largest_prompt_tokens = self.largest_prompt_tokens.max(turn.largest_prompt_tokens);
+        if turn.model_calls > 0 {
+            self.last_prompt_tokens = turn.last_prompt_tokens;
+        }
         self.compactions += turn.compactions;
+        self.recorded_entries += turn.recorded_entries;
+        self.orphan_tool_results += turn.orphan_tool_results;
         self.count(&turn.guard_events);
+    }
+
+    fn add(&mut self, turn: TurnReport) {
+        self.sum(&turn);
         self.turns.push(turn);
+    }
+
+    fn add_failed(&mut self, index: usize, error: String, done: TurnReport) {
+        self.sum(&done);
+        self.failed_turns.push(FailedTurn { index, error, done });
     }
 
     /// Guard decisions made after the last turn's report was taken (by its
@@ -65,12 +96,6 @@ impl RunReport {
 
     fn count(&mut self, events: &[GuardEvent]) {
         for event in events {
-            if matches!(
-                event.action,
-                GuardAction::FellBack | GuardAction::Overloaded
-            ) {
-                self.fallbacks += 1;
-            }
             let quarantined = matches!(event.action, GuardAction::FellBack | GuardAction::Reported)
                 && event.classification != FailureKind::Overloaded;
             if quarantined && !self.quarantined.contains(&event.engine_id) {
@@ -88,13 +113,18 @@ pub struct FailedTurn {
     pub index: usize,
     /// Why, in words.
     pub error: String,
+    /// What it did before it failed (its recording's rest is written as it
+    /// was, counted in `recorded_entries`).
+    pub done: TurnReport,
 }
 
 impl TurnRunner {
     /// Replays `script` into `session`: its preamble is appended as it is,
     /// then each turn's inputs are run with `replay` answering from the
-    /// recording. A failed turn is recorded and the replay goes on.
-    /// `on_turn` hears of each turn as it ends.
+    /// recording. A failed turn is recorded, the rest of its recording is
+    /// written as it was (the engine hears of it in `after-turn`, as of any
+    /// turn), and the replay goes on. `on_turn` hears of each turn as it
+    /// ends.
     pub async fn run_script(
         &self,
         session: &mut Session,
@@ -104,37 +134,82 @@ impl TurnRunner {
         on_turn: &mut dyn FnMut(usize, Option<&TurnReport>),
     ) -> Result<RunReport, crate::transcript::TranscriptError> {
         let mut report = RunReport::default();
-        session.append(&script.preamble)?;
+        let served_by_legacy = self.engine.calls_served_by_legacy();
+        // The preamble is written as it was, no model call made for it.
+        let mut preamble = TurnProgress::new(0);
+        self.append_recorded(session, &script.preamble, &mut preamble)?;
+        report.recorded_entries += preamble.report.recorded_entries;
+        report.orphan_tool_results += preamble.report.orphan_tool_results;
         for (index, turn) in script.turns.iter().enumerate() {
             if abort.is_cancelled() {
                 break;
             }
             replay.begin_turn(turn);
-            match self.run_turn(session, turn.inputs.clone(), abort).await {
-                Ok(turn_report) => {
-                    on_turn(index, Some(&turn_report));
-                    report.add(turn_report);
+            let mut progress = TurnProgress::new(session.turns_run());
+            match self
+                .run_turn_into(session, turn.inputs.clone(), abort, &mut progress)
+                .await
+            {
+                Ok(()) => {
+                    on_turn(index, Some(&progress.report));
+                    report.add(progress.report);
                 }
                 Err(error) => {
+                    let error = error.to_string();
+                    self.write_rest_of_failed_turn(session, replay, turn, abort, &mut progress)
+                        .await?;
                     on_turn(index, None);
-                    report.failed_turns.push(FailedTurn {
-                        index,
-                        error: error.to_string(),
-                    });
+                    report.add_failed(index, error, progress.report);
                 }
             }
         }
+        session.commit()?;
         // The last turn's background maintenance is part of the run.
         session.wait_for_maintenance().await;
         report.add_late_events(self.engine.take_events());
-        report.original_tokens = session
-            .transcript()
-            .active_branch()
+        report.fallbacks = self.engine.calls_served_by_legacy() - served_by_legacy;
+        let branch = session.transcript().active_branch();
+        report.transcript_messages = branch.len();
+        report.transcript_tokens = branch
             .iter()
             .map(|entry| tokens::estimate_message(&entry.message))
             .sum();
-        report.final_context_tokens = session.history().total_tokens();
+        report.transcript_context_tokens = session.history().total_tokens();
         Ok(report)
+    }
+
+    /// After a turn failed: writes what its recording still held (its inputs
+    /// too, if the turn failed before them) as it was, then lets the engine
+    /// hear of the turn as of any other (`after-turn`, `maintain`); a failure
+    /// there is logged, the turn is already failed.
+    async fn write_rest_of_failed_turn(
+        &self,
+        session: &mut Session,
+        replay: &Replay,
+        turn: &ScriptTurn,
+        abort: &CancellationToken,
+        progress: &mut TurnProgress,
+    ) -> Result<(), crate::transcript::TranscriptError> {
+        if progress.inputs.is_empty() && !turn.inputs.is_empty() {
+            progress.inputs = session.append(&turn.inputs)?;
+            progress.report.recorded_entries += progress.inputs.len();
+        }
+        let rest = replay.take_rest();
+        self.append_recorded(session, &rest, progress)?;
+        progress.report.messages_appended = progress.inputs.len() + progress.answers.len();
+        let call = CallOptions::with_abort(abort.clone());
+        if let Err(error) = self
+            .finish_turn(session, &call, &progress.inputs, &progress.answers)
+            .await
+        {
+            tracing::warn!(%error, "the engine was not told of a failed turn");
+        }
+        session.turn_done();
+        progress
+            .report
+            .guard_events
+            .extend(self.engine.take_events());
+        Ok(())
     }
 }
 
@@ -156,7 +231,7 @@ mod tests {
     }
 
     #[test]
-    fn calls_legacy_served_count_as_fallbacks_but_overload_quarantines_nothing() {
+    fn overload_quarantines_nothing_and_late_events_join_the_last_turn() {
         let mut report = RunReport::default();
         report.add(TurnReport {
             guard_events: vec![
@@ -166,7 +241,6 @@ mod tests {
             ],
             ..TurnReport::default()
         });
-        assert_eq!(report.fallbacks, 1, "the overloaded call legacy served");
         assert!(report.quarantined.is_empty(), "{:?}", report.quarantined);
 
         report.add(TurnReport {
@@ -177,12 +251,40 @@ mod tests {
             GuardAction::Overloaded,
             FailureKind::Overloaded,
         )]);
-        assert_eq!(report.fallbacks, 3);
         assert_eq!(report.quarantined, vec!["busy".to_owned()]);
         assert_eq!(
             report.turns[1].guard_events.len(),
             2,
             "late events join the last turn"
         );
+    }
+
+    #[test]
+    fn a_failed_turns_figures_count() {
+        let mut report = RunReport::default();
+        report.add(TurnReport {
+            model_calls: 2,
+            largest_prompt_tokens: 900,
+            last_prompt_tokens: 800,
+            ..TurnReport::default()
+        });
+        report.add_failed(
+            1,
+            "too big".into(),
+            TurnReport {
+                model_calls: 3,
+                largest_prompt_tokens: 1_200,
+                last_prompt_tokens: 1_100,
+                compactions: 1,
+                recorded_entries: 40,
+                ..TurnReport::default()
+            },
+        );
+        assert_eq!(report.model_calls, 5);
+        assert_eq!(report.largest_prompt_tokens, 1_200);
+        assert_eq!(report.last_prompt_tokens, 1_100);
+        assert_eq!(report.compactions, 1);
+        assert_eq!(report.recorded_entries, 40);
+        assert_eq!(report.failed_turns[0].done.model_calls, 3);
     }
 }

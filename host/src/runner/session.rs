@@ -2,6 +2,8 @@
 //! has bootstrapped it, the prompt state that outlives a single call, and the
 //! engine's background maintenance of the last turn.
 
+use std::collections::HashSet;
+
 use tokio::task::JoinHandle;
 
 use super::prompt::Projection;
@@ -24,6 +26,9 @@ pub struct Session {
     /// The last turn's `maintain(turn)`, when the engine runs it in the
     /// background.
     pub(super) maintenance: Option<JoinHandle<()>>,
+    /// Ids of every tool call on the session's branch, to tell a result
+    /// without a call.
+    calls: HashSet<String>,
 }
 
 impl Session {
@@ -34,9 +39,15 @@ impl Session {
             session_key,
             ..transcript.session_ref()
         };
+        let calls = transcript
+            .active_branch()
+            .iter()
+            .flat_map(|entry| entry.message.tool_call_ids().map(str::to_owned))
+            .collect();
         Self {
             transcript,
             session_ref,
+            calls,
             bootstrapped: false,
             turns: 0,
             projection: None,
@@ -102,7 +113,26 @@ impl Session {
         if messages.is_empty() {
             return Ok(Vec::new());
         }
-        self.transcript.append(messages)
+        let appended = self.transcript.append_uncommitted(messages)?;
+        self.calls.extend(
+            messages
+                .iter()
+                .flat_map(|message| message.tool_call_ids().map(str::to_owned)),
+        );
+        Ok(appended)
+    }
+
+    /// Makes the session's appends durable: the runner appends a turn's
+    /// messages uncommitted and commits them together before the engine is
+    /// told of them (`ingest`, `after-turn`, a compaction) and before the
+    /// turn returns, one sync each time instead of one per append.
+    pub(super) fn commit(&self) -> Result<(), TranscriptError> {
+        self.transcript.commit()
+    }
+
+    /// Whether a tool call `id` is on the session's branch.
+    pub(super) fn knows_call(&self, id: &str) -> bool {
+        self.calls.contains(id)
     }
 
     /// Follows a rotation into `rotated` (or the transcript's own record of

@@ -88,6 +88,8 @@ pub(crate) struct TranscriptFile {
     writable: bool,
     /// A write failed half-way and could not be rolled back.
     poisoned: bool,
+    /// Appends were written without a sync since the last one.
+    unsynced: bool,
 }
 
 /// What [`TranscriptFile::open`] found.
@@ -159,6 +161,7 @@ impl TranscriptFile {
             needs_newline,
             writable,
             poisoned: false,
+            unsynced: false,
         };
         let torn_tail = if complete < contents.len() {
             let tail = contents.split_off(complete);
@@ -241,6 +244,7 @@ impl TranscriptFile {
             Ok(()) => {
                 self.len += bytes.len() as u64;
                 self.needs_newline = false;
+                self.unsynced = policy == FsyncPolicy::Never;
                 Ok(())
             }
             Err(error) => {
@@ -250,6 +254,19 @@ impl TranscriptFile {
                 Err(TranscriptError::io(&self.path, "append to", error))
             }
         }
+    }
+
+    /// Flushes appends written without a sync to stable storage
+    /// (`fdatasync`); nothing to do when there are none.
+    pub fn sync(&mut self) -> Result<(), TranscriptError> {
+        if !self.unsynced {
+            return Ok(());
+        }
+        self.file
+            .sync_data()
+            .map_err(|error| TranscriptError::io(&self.path, "sync", error))?;
+        self.unsynced = false;
+        Ok(())
     }
 
     /// Saves `tail` (file line `line`) to a new side file and cuts it off the

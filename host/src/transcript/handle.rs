@@ -17,7 +17,7 @@ use super::TranscriptConfig;
 use super::context::{self, ActiveContext};
 use super::delta::{self, DeltaSource, PageLimits};
 use super::error::{CorruptLine, TranscriptError};
-use super::file::{Access, Opened, TornTail, TranscriptFile, write_atomically};
+use super::file::{Access, FsyncPolicy, Opened, TornTail, TranscriptFile, write_atomically};
 use super::record::{self, NodeKind, ROTATION_MARKER, Record};
 use super::wire::{self, SESSION_VERSION, SessionHeader};
 use crate::contract::history::History;
@@ -348,6 +348,35 @@ impl Transcript {
     /// writes them), and so is any append once the transcript has rotated
     /// into another file ([`TranscriptError::Rotated`] names it).
     pub fn append(&self, messages: &[AgentMessage]) -> Result<Vec<MessageEntry>, TranscriptError> {
+        self.append_messages(messages, true)
+    }
+
+    /// Appends like [`Self::append`], but leaves the write to the page cache:
+    /// it is durable (per the fsync policy) once [`Self::commit`] or a
+    /// durable append returns. A crash of the process loses nothing; a crash
+    /// of the machine may lose what was not committed yet. For appends that
+    /// are acknowledged together (a turn's): one sync for all of them.
+    pub fn append_uncommitted(
+        &self,
+        messages: &[AgentMessage],
+    ) -> Result<Vec<MessageEntry>, TranscriptError> {
+        self.append_messages(messages, false)
+    }
+
+    /// Makes every append so far durable, per the fsync policy: one
+    /// `fdatasync` when an uncommitted append is waiting, else nothing.
+    pub fn commit(&self) -> Result<(), TranscriptError> {
+        if self.shared.config.fsync == FsyncPolicy::Never {
+            return Ok(());
+        }
+        self.state().file.sync()
+    }
+
+    fn append_messages(
+        &self,
+        messages: &[AgentMessage],
+        durable: bool,
+    ) -> Result<Vec<MessageEntry>, TranscriptError> {
         if messages.is_empty() {
             return Ok(Vec::new());
         }
@@ -377,7 +406,12 @@ impl Transcript {
             taken.push(id);
             lines.push(line);
         }
-        self.write_lines(&mut state, lines)?;
+        let policy = if durable {
+            self.shared.config.fsync
+        } else {
+            FsyncPolicy::Never
+        };
+        self.write_lines_with(&mut state, lines, policy)?;
         Ok(entries)
     }
 
@@ -530,13 +564,22 @@ impl Transcript {
     /// Appends whole entry lines and records them (refused once the
     /// transcript has rotated).
     fn write_lines(&self, state: &mut State, lines: Vec<String>) -> Result<(), TranscriptError> {
+        self.write_lines_with(state, lines, self.shared.config.fsync)
+    }
+
+    fn write_lines_with(
+        &self,
+        state: &mut State,
+        lines: Vec<String>,
+        policy: FsyncPolicy,
+    ) -> Result<(), TranscriptError> {
         self.check_not_rotated(state)?;
         let mut bytes = Vec::with_capacity(lines.iter().map(|line| line.len() + 1).sum());
         for line in &lines {
             bytes.extend_from_slice(line.as_bytes());
             bytes.push(b'\n');
         }
-        state.file.append(&bytes, self.shared.config.fsync)?;
+        state.file.append(&bytes, policy)?;
         for line in lines {
             // Lines this module encoded always parse.
             let node = record::parse(&line, self.shared.config.tokenizer)

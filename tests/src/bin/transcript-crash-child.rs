@@ -1,5 +1,6 @@
 //! Crash-test child: appends to a transcript and compacts it, forever, until
-//! the test kills it. After every durable write it prints `ack <entry id>`;
+//! the test kills it. After every durable write (an append, or an
+//! uncommitted append once its commit returned) it prints `ack <entry id>`;
 //! when a compaction rotates the transcript it prints `file <new path>` (the
 //! acks after it belong to that file; a kill can come before this line, so
 //! the test also follows the rotation chain on disk).
@@ -110,7 +111,16 @@ fn main() -> Result<()> {
                     },
                 ]
             };
-            for entry in transcript.append(&messages)? {
+            let entries = if rng.bool() {
+                transcript.append(&messages)?
+            } else {
+                // A turn's way: written uncommitted, acknowledged once the
+                // commit returns.
+                let entries = transcript.append_uncommitted(&messages)?;
+                transcript.commit()?;
+                entries
+            };
+            for entry in entries {
                 writeln!(out, "ack {}", entry.id)?;
             }
         }

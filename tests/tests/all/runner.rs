@@ -642,7 +642,7 @@ async fn after_turn_is_told_the_turns_messages_after_a_compaction_moved_them() {
     let spy = Spy::new(false, vec![]);
     let provider = Scripted::new(vec![answer(), overflow(), answer()]);
     let mut harness = harness(spy.clone(), provider, false);
-    harness.turn("first").await.expect("first turn");
+    harness.turn(&long_ask()).await.expect("first turn");
     // The second turn's overflow compacts the transcript in place: the
     // context is rebuilt (a summary, then the kept tail) mid-turn.
     *spy.compactor.lock().expect("lock") = Some(small_compactor(&harness.store));
@@ -656,6 +656,12 @@ async fn after_turn_is_told_the_turns_messages_after_a_compaction_moved_them() {
             AgentMessage::assistant_text("done")
         ]
     );
+}
+
+/// A first message long enough that a summary of it is smaller (native
+/// compaction writes none that would grow the context).
+fn long_ask() -> String {
+    "Please look at the cache layer and the retry loop around it. ".repeat(40)
 }
 
 /// Native compaction that keeps almost nothing verbatim, so a forced one
@@ -753,7 +759,7 @@ async fn a_compaction_under_a_projection_invalidates_it() {
     *spy.projection_epoch.lock().expect("lock") = Some(1);
     let provider = Scripted::new(vec![answer(), answer(), answer()]);
     let mut harness = harness(spy.clone(), provider.clone(), false);
-    harness.turn("hi").await.expect("first turn");
+    harness.turn(&long_ask()).await.expect("first turn");
     // The engine compacts in place in the second turn's after-turn, keeping
     // its epoch.
     *spy.after_turn_compactor.lock().expect("lock") = Some(small_compactor(&harness.store));

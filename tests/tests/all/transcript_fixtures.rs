@@ -231,6 +231,8 @@ fn every_fixture_compacts_to_16k_and_32k_budgets() -> Result<()> {
             std::fs::copy(fixture(expected.file), &path)?;
             let store = TranscriptStore::new(TranscriptConfig::default());
             let transcript = store.open(&path)?;
+            let estimate_before = transcript.history().total_tokens();
+            let lines_before = transcript.line_count();
             let compactor = Compactor::new(
                 store.clone(),
                 Arc::new(ExtractiveSummarizer),
@@ -249,6 +251,19 @@ fn every_fixture_compacts_to_16k_and_32k_budgets() -> Result<()> {
                 &CancellationToken::new(),
             ))?;
             let name = format!("{} at {budget}", expected.file);
+            // A context whose summary would be no smaller is left alone (it
+            // already fits: the cut keeps what the budget allows).
+            if result.ok
+                && !result.compacted
+                && result
+                    .reason
+                    .as_deref()
+                    .is_some_and(|reason| reason.starts_with("nothing to compact"))
+            {
+                ensure!(estimate_before <= budget, "{name}: {result:?}");
+                ensure!(transcript.line_count() == lines_before, "{name}: written");
+                continue;
+            }
             ensure!(result.ok && result.compacted, "{name}: {result:?}");
 
             let history = transcript.history();
@@ -257,7 +272,10 @@ fn every_fixture_compacts_to_16k_and_32k_budgets() -> Result<()> {
                 after == history.total_tokens() && after <= budget,
                 "{name}: {after} tokens after"
             );
-            ensure!(after <= result.tokens_before, "{name}: grew");
+            ensure!(
+                after < estimate_before,
+                "{name}: grew from {estimate_before}"
+            );
             ensure!(history.kind(0) == Some(MessageKind::CompactionSummary));
             ensure!(history.entry(1).map(|entry| entry.id.clone()) == result.first_kept_entry_id);
             check_paired(&history).with_context(|| name.clone())?;

@@ -29,7 +29,11 @@ use crate::services::summarize::{
     ExtractiveSummarizer, MergeRequest, SummarizeError, Summarizer, SummaryRequest,
     identifiers as identifiers_of,
 };
+use crate::tokens;
 use crate::transcript::{ActiveContext, Transcript, TranscriptError, TranscriptStore};
+use crate::types::{
+    AgentMessage, CompactParams, CompactResult, CompactionTarget, RotatedSession, SessionRef,
+};
 
 /// When no token budget is given, chunks are sized for a window this large
 /// (the reference's default context window).
@@ -236,6 +240,21 @@ impl Compactor {
         }
 
         let (summary, first_kept) = (finalized.text, first_kept_entry_id);
+        // A summary no smaller than what it replaces would grow the context:
+        // nothing is written then.
+        let rebuilt = tokens::estimate_message(&AgentMessage::CompactionSummary {
+            summary: summary.clone(),
+            tokens_before,
+        }) + history.tokens(cut.first_kept..history.len());
+        let current = history.total_tokens();
+        if rebuilt >= current {
+            return Ok(not_compacted(
+                format!(
+                    "nothing to compact: a summary would leave {rebuilt} tokens of the context's {current}"
+                ),
+                tokens_before,
+            ));
+        }
         let tokens_after = {
             let transcript = transcript.clone();
             let (summary, first_kept, details) =

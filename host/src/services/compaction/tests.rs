@@ -462,6 +462,50 @@ fn rotates_into_a_new_transcript_when_configured() {
     assert_eq!(transcript.successor(), Some(rotated));
 }
 
+#[test]
+fn a_summary_that_would_grow_the_context_is_not_written() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = TranscriptStore::new(TranscriptConfig::default());
+    let transcript = store
+        .create(&dir.path().join("session.jsonl"), NewSession::default())
+        .expect("create");
+    // Two tiny turns: a summary's sections alone outweigh what it would
+    // replace.
+    for turn in 0..2 {
+        transcript
+            .append(&[
+                AgentMessage::user_text(format!("q{turn}")),
+                AgentMessage::assistant_text(format!("a{turn}")),
+            ])
+            .expect("append");
+    }
+    let lines = transcript.line_count();
+    let before = transcript.history().total_tokens();
+    let compactor = compactor(
+        &store,
+        Arc::new(crate::summarize::ExtractiveSummarizer),
+        CompactionConfig::default(),
+    );
+    let result = runtime()
+        .block_on(compactor.compact(
+            &transcript,
+            &params(before / 2, CompactionTarget::Budget, true),
+            &NoProgress,
+            &CancellationToken::new(),
+        ))
+        .expect("compaction runs");
+    assert!(result.ok && !result.compacted, "{result:?}");
+    assert!(
+        result
+            .reason
+            .as_deref()
+            .is_some_and(|reason| reason.starts_with("nothing to compact")),
+        "{result:?}"
+    );
+    assert_eq!(transcript.line_count(), lines, "nothing written");
+    assert_eq!(transcript.history().total_tokens(), before);
+}
+
 #[derive(Default)]
 struct CountingProgress(AtomicUsize);
 
