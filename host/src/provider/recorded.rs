@@ -11,7 +11,7 @@
 //! later prompts (`session-transcript-repair.ts`, and pi-ai's message
 //! transform).
 
-use crate::types::{AgentMessage, StopReason};
+use crate::contract::types::{AgentMessage, StopReason};
 
 /// `provider` of the assistant messages OpenClaw itself writes.
 const OPENCLAW_PROVIDER: &str = "openclaw";

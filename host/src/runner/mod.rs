@@ -31,21 +31,18 @@ pub use self::report::{TurnError, TurnReport};
 pub use self::script::{FailedTurn, RunReport};
 pub use self::session::Session;
 pub use self::subagent::SpawnOutcome;
-use crate::engine::{CallOptions, ContextEngine};
-use crate::guard::GuardedEngine;
-use crate::history::History;
-use crate::provider::{
-    ModelRequest, Provider, ProviderError, ToolDefinition, ToolExecutor, runs_its_tool_calls,
-};
-use crate::tokens::PRE_PROMPT_SAFETY_FACTOR;
-use crate::transcript::{TranscriptError, TranscriptStore};
-use crate::types::{
+use crate::contract::engine::{CallOptions, ContextEngine};
+use crate::contract::history::History;
+use crate::contract::tokens::PRE_PROMPT_SAFETY_FACTOR;
+use crate::contract::types::{
     AfterTurnParams, AgentMessage, CompactParams, CompactResult, CompactionTarget, MaintainReason,
     MessageEntry, TurnMaintenanceMode,
 };
 use crate::engines::guard::GuardedEngine;
-use crate::provider::{ModelRequest, Provider, ProviderError, ToolDefinition, ToolExecutor};
-use crate::transcript::TranscriptStore;
+use crate::provider::{
+    ModelRequest, Provider, ProviderError, ToolDefinition, ToolExecutor, runs_its_tool_calls,
+};
+use crate::transcript::{TranscriptError, TranscriptStore};
 
 /// Most model calls one turn may make (a tool loop that never ends is cut).
 const MAX_MODEL_CALLS_PER_TURN: u32 = 64;

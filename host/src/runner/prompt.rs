@@ -8,11 +8,11 @@
 use std::collections::HashSet;
 
 use super::{Session, TurnError, TurnRunner};
-use crate::engine::{CallOptions, ContextEngine};
-use crate::history::History;
+use crate::contract::engine::{CallOptions, ContextEngine};
+use crate::contract::history::History;
+use crate::contract::tokens;
+use crate::contract::types::{AgentMessage, AssembleParams, ContentBlock, ContextProjection};
 use crate::provider::{runs_its_tool_calls, unavailable_tool_result};
-use crate::tokens;
-use crate::types::{AgentMessage, AssembleParams, ContentBlock, ContextProjection};
 
 /// What the note on a cut block costs, tokens (an upper bound).
 const NOTE_TOKENS: u64 = 24;

@@ -5,11 +5,11 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use super::{Session, TurnProgress, TurnReport, TurnRunner};
-use crate::engine::CallOptions;
-use crate::error::FailureKind;
-use crate::guard::{GuardAction, GuardEvent};
+use crate::contract::engine::CallOptions;
+use crate::contract::failure::FailureKind;
+use crate::contract::tokens;
+use crate::engines::guard::{GuardAction, GuardEvent};
 use crate::provider::{Replay, ReplayScript, ScriptTurn};
-use crate::tokens;
 
 /// A replayed conversation, summed up. Prompt figures are what the engine
 /// assembled and the model accepted; transcript figures are what the written

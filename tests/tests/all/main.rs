@@ -12,6 +12,7 @@ mod limits;
 mod provider_openai;
 mod python_engine;
 mod replay;
+mod replay_fidelity;
 mod runner;
 mod sdk_defaults;
 mod soak;

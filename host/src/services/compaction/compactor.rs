@@ -22,18 +22,15 @@ use super::finalize;
 use super::prompts;
 use super::serialize;
 use crate::contract::services::ProgressSink;
+use crate::contract::tokens;
 use crate::contract::types::{
-    CompactParams, CompactResult, CompactionTarget, RotatedSession, SessionRef,
+    AgentMessage, CompactParams, CompactResult, CompactionTarget, RotatedSession, SessionRef,
 };
 use crate::services::summarize::{
     ExtractiveSummarizer, MergeRequest, SummarizeError, Summarizer, SummaryRequest,
     identifiers as identifiers_of,
 };
-use crate::tokens;
 use crate::transcript::{ActiveContext, Transcript, TranscriptError, TranscriptStore};
-use crate::types::{
-    AgentMessage, CompactParams, CompactResult, CompactionTarget, RotatedSession, SessionRef,
-};
 
 /// When no token budget is given, chunks are sized for a window this large
 /// (the reference's default context window).

@@ -483,7 +483,7 @@ fn a_summary_that_would_grow_the_context_is_not_written() {
     let before = transcript.history().total_tokens();
     let compactor = compactor(
         &store,
-        Arc::new(crate::summarize::ExtractiveSummarizer),
+        Arc::new(crate::services::summarize::ExtractiveSummarizer),
         CompactionConfig::default(),
     );
     let result = runtime()

@@ -15,13 +15,13 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use ctxbox_host::config::Config;
+use ctxbox_host::contract::tokens;
+use ctxbox_host::contract::types::{AgentMessage, ContentBlock, StopReason};
 use ctxbox_host::provider::{ReplayScript, is_model_answer};
 use ctxbox_host::runner::RunReport;
 use ctxbox_host::runtime::Runtime;
-use ctxbox_host::tokens;
+use ctxbox_host::runtime::config::Config;
 use ctxbox_host::transcript::NewSession;
-use ctxbox_host::types::{AgentMessage, ContentBlock, StopReason};
 use ctxbox_tests::fixture;
 use tokio_util::sync::CancellationToken;
 
