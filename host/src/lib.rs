@@ -25,6 +25,7 @@ pub mod runner;
 pub mod runtime;
 pub mod sandbox;
 pub mod scaffold;
+pub mod serve;
 pub mod services;
 pub mod state_store;
 pub mod summarize;

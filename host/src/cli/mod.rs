@@ -9,6 +9,7 @@ mod health;
 mod inspect;
 mod new;
 mod run;
+mod serve;
 mod settings;
 
 use std::process::ExitCode;
@@ -39,6 +40,8 @@ enum Command {
     Health(health::Args),
     /// Create a new engine crate to build, check and run.
     New(new::Args),
+    /// Serve engines to another process over stdio (newline-delimited JSON).
+    Serve(serve::Args),
 }
 
 /// Parses the command line, runs the command, and turns an error into one
@@ -65,6 +68,7 @@ pub fn main() -> ExitCode {
             Command::Compile(args) => compile::run(args).await,
             Command::Health(args) => health::run(args).await,
             Command::New(args) => new::run(args).await,
+            Command::Serve(args) => serve::run(args).await,
         }
     });
     match result {
