@@ -77,7 +77,10 @@ impl CommitStore {
     ) -> Result<CommitStatus, CommitError> {
         let json = Value::Array(messages.to_vec()).to_string();
         let now = crate::transcript::unix_millis(std::time::SystemTime::now());
-        let connection = self.connection.lock().unwrap_or_else(PoisonError::into_inner);
+        let connection = self
+            .connection
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         let inserted = connection
             .execute(
                 "INSERT OR IGNORE INTO turn_commits
@@ -95,12 +98,20 @@ impl CommitStore {
 
     /// The session and message count recorded for `key`, if any.
     pub fn get(&self, key: &str) -> Result<Option<(String, u64)>, CommitError> {
-        let connection = self.connection.lock().unwrap_or_else(PoisonError::into_inner);
+        let connection = self
+            .connection
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         connection
             .query_row(
                 "SELECT session_id, message_count FROM turn_commits WHERE advancement_key = ?1",
                 params![key],
-                |row| Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?.max(0) as u64)),
+                |row| {
+                    Ok((
+                        row.get::<_, String>(0)?,
+                        row.get::<_, i64>(1)?.max(0) as u64,
+                    ))
+                },
             )
             .optional()
             .map_err(|source| self.error(source))
@@ -108,7 +119,10 @@ impl CommitStore {
 
     /// How many turns of `session_id` are recorded.
     pub fn count(&self, session_id: &str) -> Result<u64, CommitError> {
-        let connection = self.connection.lock().unwrap_or_else(PoisonError::into_inner);
+        let connection = self
+            .connection
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         connection
             .query_row(
                 "SELECT COUNT(*) FROM turn_commits WHERE session_id = ?1",

@@ -21,8 +21,8 @@ use crate::guard::GuardedEngine;
 use crate::registry::{EngineFactory, RegisterOptions};
 use crate::runtime::Runtime;
 use crate::types::{
-    AfterTurnParams, AssembleParams, CompactParams, CompactionTarget, ContextMode,
-    MaintainReason, SessionRef, SubagentEndReason, SubagentSpawn,
+    AfterTurnParams, AssembleParams, CompactParams, CompactionTarget, ContextMode, MaintainReason,
+    SessionRef, SubagentEndReason, SubagentSpawn,
 };
 
 /// The plugin name `.wasm` engines named by clients are registered under.
@@ -367,11 +367,7 @@ impl Service {
         Ok(session)
     }
 
-    async fn bootstrap(
-        &self,
-        call: &CallOptions,
-        target: Target,
-    ) -> Result<Value, ProtocolError> {
+    async fn bootstrap(&self, call: &CallOptions, target: Target) -> Result<Value, ProtocolError> {
         let engine = self.engine(target.engine.as_deref()).await?;
         let mut session = self.open(&target).await?;
         let history = session.history();
@@ -397,7 +393,12 @@ impl Service {
         let mut session = self.open(&args.target).await?;
         let entries = session.append(&args.own.messages, args.own.digests.as_deref())?;
         let result = engine
-            .ingest_batch(call, &args.target.session(), &entries, args.own.is_heartbeat)
+            .ingest_batch(
+                call,
+                &args.target.session(),
+                &entries,
+                args.own.is_heartbeat,
+            )
             .await
             .map_err(|failure| engine_error(call, failure))?;
         Ok(json!({

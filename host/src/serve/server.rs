@@ -197,7 +197,10 @@ fn deadline(service: &Service, request: &Request) -> Duration {
         return Duration::from_millis(ms);
     }
     let sandbox = &service.runtime().config().sandbox;
-    let may_compact = matches!(request.method.as_str(), "compact" | "afterTurn" | "commitTurn");
+    let may_compact = matches!(
+        request.method.as_str(),
+        "compact" | "afterTurn" | "commitTurn"
+    );
     let engine_deadline = if may_compact {
         sandbox.compaction_window()
     } else {

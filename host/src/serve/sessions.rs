@@ -143,7 +143,12 @@ impl SessionHistory {
     pub fn history(&mut self) -> History {
         self.snapshot
             .get_or_insert_with(|| {
-                History::new(self.entries.iter().map(|(_, entry)| entry.clone()).collect())
+                History::new(
+                    self.entries
+                        .iter()
+                        .map(|(_, entry)| entry.clone())
+                        .collect(),
+                )
             })
             .clone()
     }
@@ -240,7 +245,10 @@ impl Sessions {
 
     /// How many sessions are held.
     pub fn len(&self) -> usize {
-        self.map.lock().unwrap_or_else(PoisonError::into_inner).len()
+        self.map
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
     }
 
     /// Whether no session is held.
@@ -272,7 +280,9 @@ mod tests {
         session.sync(&sync(0, None, &["a", "b"])).expect("first");
         session.sync(&sync(2, Some("d-b"), &["c"])).expect("append");
         assert_eq!(session.len(), 3);
-        session.sync(&sync(1, Some("d-a"), &["x"])).expect("replace");
+        session
+            .sync(&sync(1, Some("d-a"), &["x"]))
+            .expect("replace");
         assert_eq!(session.raw(), &[user("a"), user("x")]);
         assert_eq!(session.history().len(), 2);
 
