@@ -261,6 +261,26 @@ async fn keep_recent_assembles_from_synced_history_and_keeps_messages_intact() {
         "{trimmed}"
     );
 
+    // The same answer by reference: runs of the client's own positions.
+    let by_reference = client
+        .result(
+            "assemble",
+            json!({"sessionId": "s", "tokenBudget": 600, "answer": "ranges"}),
+        )
+        .await;
+    let items = by_reference["items"].as_array().expect("items");
+    assert!(
+        items[0]["insert"]["customType"] == "keep-recent",
+        "{by_reference}"
+    );
+    let last = items.last().expect("a kept run");
+    assert_eq!(last["keep"][1], 40, "{by_reference}");
+    assert!(by_reference.get("messages").is_none());
+    let bad = client
+        .call("assemble", json!({"sessionId": "s", "answer": "poem"}))
+        .await;
+    assert_eq!(bad["error"]["code"], "invalid-params");
+
     let gap = client
         .call(
             "assemble",

@@ -82,6 +82,9 @@ struct AssembleArgs {
     citations_mode: Option<String>,
     model: Option<String>,
     prompt: Option<String>,
+    /// `"ranges"`: answer with [`SessionHistory::ranges`] instead of the
+    /// messages themselves.
+    answer: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -417,6 +420,15 @@ impl Service {
         let mut session = self.open(&args.target).await?;
         let history = session.history();
         let own = args.own;
+        let by_reference = match own.answer.as_deref() {
+            None | Some("messages") => false,
+            Some("ranges") => true,
+            Some(other) => {
+                return Err(ProtocolError::invalid(format!(
+                    "`answer` is `messages` or `ranges`, not `{other}`"
+                )));
+            }
+        };
         let assemble = AssembleParams {
             token_budget: own.token_budget,
             available_tools: own.available_tools,
@@ -428,20 +440,32 @@ impl Service {
             .assemble(call, &args.target.session(), &history, &assemble)
             .await
             .map_err(|failure| engine_error(call, failure))?;
-        let (messages, served_by) = match session.materialize(&result.items) {
-            Ok(messages) => (messages, engine.serving_id().to_owned()),
+        let prompt = if by_reference {
+            session.ranges(&result.items)
+        } else {
+            session.materialize(&result.items)
+        };
+        let (prompt, served_by) = match prompt {
+            Ok(prompt) => (prompt, engine.serving_id().to_owned()),
             Err(why) => {
                 tracing::warn!(engine = engine.selected_id(), %why, "assembled prompt cannot be encoded; passing history through");
-                (session.raw().to_vec(), "pass-through".to_owned())
+                let all = if by_reference {
+                    vec![json!({ "keep": [0, session.len()] })]
+                } else {
+                    session.raw().to_vec()
+                };
+                (all, "pass-through".to_owned())
             }
         };
-        Ok(json!({
-            "messages": messages,
+        let mut answer = json!({
             "estimatedTokens": result.estimated_tokens,
             "systemPromptAddition": result.system_prompt_addition,
             "length": session.len(),
             "servedBy": served_by,
-        }))
+        });
+        let key = if by_reference { "items" } else { "messages" };
+        answer[key] = Value::Array(prompt);
+        Ok(answer)
     }
 
     async fn commit_turn(

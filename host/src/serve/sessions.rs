@@ -44,6 +44,8 @@ pub struct SessionHistory {
     /// The engine's view: entries visible to the model, with the position
     /// in `raw` each stands for.
     entries: Vec<(usize, MessageEntry)>,
+    /// The token estimate of each entry, computed once.
+    estimates: Vec<u64>,
     /// Entry ids are never reused, even after the client replaced a suffix.
     next_id: u64,
     snapshot: Option<History>,
@@ -91,6 +93,7 @@ impl SessionHistory {
         self.raw.truncate(sync.base);
         self.digests.truncate(sync.base);
         self.entries.retain(|(position, _)| *position < sync.base);
+        self.estimates.truncate(self.entries.len());
         self.push(&sync.messages, digests, views);
         Ok(())
     }
@@ -131,6 +134,8 @@ impl SessionHistory {
                         .map_or(0, |t| t as i64),
                     message,
                 };
+                self.estimates
+                    .push(crate::tokens::estimate_message(&entry.message));
                 self.entries.push((self.raw.len(), entry));
             }
             self.raw.push(raw.clone());
@@ -175,6 +180,44 @@ impl SessionHistory {
             }
         }
         Ok(messages)
+    }
+
+    /// The same prompt told by reference: `{"keep": [start, end]}` for a run
+    /// of the client's own messages (positions in what it sent, end
+    /// exclusive), `{"insert": message}` for an engine-made one. The answer
+    /// stays small however long the session is.
+    pub fn ranges(&self, items: &[AssembledItem]) -> Result<Vec<Value>, String> {
+        let now = SystemTime::now();
+        let mut ranges: Vec<Value> = Vec::new();
+        let mut open: Option<(usize, usize)> = None;
+        let close = |open: &mut Option<(usize, usize)>, ranges: &mut Vec<Value>| {
+            if let Some((start, end)) = open.take() {
+                ranges.push(json!({ "keep": [start, end] }));
+            }
+        };
+        for item in items {
+            match item {
+                AssembledItem::Keep { start, end } => {
+                    let end = (*end as usize).min(self.entries.len());
+                    let start = (*start as usize).min(end);
+                    for (position, _) in &self.entries[start..end] {
+                        open = match open {
+                            Some((first, last)) if last == *position => Some((first, position + 1)),
+                            _ => {
+                                close(&mut open, &mut ranges);
+                                Some((*position, position + 1))
+                            }
+                        };
+                    }
+                }
+                AssembledItem::Insert(inserted) => {
+                    close(&mut open, &mut ranges);
+                    ranges.push(json!({ "insert": message::to_openclaw(inserted, now)? }));
+                }
+            }
+        }
+        close(&mut open, &mut ranges);
+        Ok(ranges)
     }
 
     /// Every message held, as the client sent it (the pass-through prompt).
@@ -318,5 +361,14 @@ mod tests {
             .expect("materializes");
         assert_eq!(prompt[1], user("b"));
         assert_eq!(prompt[0]["content"][0]["text"], "note");
+        // By reference: the hidden message between the two is skipped, so
+        // keeping both visible ones is two runs of the client's positions.
+        let ranges = session
+            .ranges(&[AssembledItem::Keep { start: 0, end: 2 }])
+            .expect("ranges");
+        assert_eq!(
+            ranges,
+            vec![json!({"keep": [0, 1]}), json!({"keep": [2, 3]})]
+        );
     }
 }

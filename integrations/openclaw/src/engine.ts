@@ -93,6 +93,29 @@ export class SessionTracker {
   }
 }
 
+/** A piece of an assembled prompt as the sidecar tells it: a run of the session's own messages, or an engine-made one. */
+export type PromptItem = { keep: [number, number] } | { insert: AgentMessage };
+
+/**
+ * The prompt `items` describe, taken from `messages` (what the sidecar holds,
+ * as the sync made sure). Throws on a range outside them.
+ */
+export function materialize(items: PromptItem[], messages: AgentMessage[]): AgentMessage[] {
+  const prompt: AgentMessage[] = [];
+  for (const item of items) {
+    if ("keep" in item) {
+      const [start, end] = item.keep;
+      if (!(Number.isInteger(start) && Number.isInteger(end) && 0 <= start && start <= end && end <= messages.length)) {
+        throw new Error(`the sidecar kept messages ${start}..${end} of ${messages.length}`);
+      }
+      for (let index = start; index < end; index++) prompt.push(messages[index]);
+    } else {
+      prompt.push(item.insert);
+    }
+  }
+  return prompt;
+}
+
 /** A rough token count of `messages` for a pass-through answer (4 characters a token). */
 export function roughTokens(messages: AgentMessage[]): number {
   let chars = 0;
@@ -200,7 +223,7 @@ export function createEngine(sidecar: Sidecar, tracker: SessionTracker, options:
         "assemble",
         async () => {
           const result = await synced<{
-            messages: AgentMessage[];
+            items: PromptItem[];
             estimatedTokens: number;
             systemPromptAddition?: string | null;
           }>("assemble", params.sessionId, params.messages, {
@@ -210,8 +233,12 @@ export function createEngine(sidecar: Sidecar, tracker: SessionTracker, options:
             citationsMode: params.citationsMode,
             model: params.model,
             prompt: params.prompt,
+            answer: "ranges",
           });
-          const answer: AssembleResult = { messages: result.messages, estimatedTokens: result.estimatedTokens };
+          const answer: AssembleResult = {
+            messages: materialize(result.items, params.messages),
+            estimatedTokens: result.estimatedTokens,
+          };
           if (result.systemPromptAddition) answer.systemPromptAddition = result.systemPromptAddition;
           return answer;
         },

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { test } from "node:test";
 
 import { readConfig, serveArgs } from "../src/config.js";
-import { SessionTracker, createEngine, digest } from "../src/engine.js";
+import { SessionTracker, createEngine, digest, materialize } from "../src/engine.js";
 import { Sidecar } from "../src/sidecar.js";
 import type { AgentMessage, ContextEngine } from "../src/types.js";
 
@@ -87,6 +87,15 @@ test("only what changed is sent, and a changed prefix sends everything again", (
   assert.equal((tracker.syncFor(sidecar, "s", rewritten) as { base: number }).base, 0);
   sidecar.generation += 1;
   assert.equal((tracker.syncFor(sidecar, "s", grown) as { base: number }).base, 0, "a new sidecar holds nothing");
+});
+
+test("a prompt told by reference is rebuilt from OpenClaw's own messages, and checked", () => {
+  const messages = conversation(2);
+  const note = { role: "custom", customType: "keep-recent", content: "left out", display: false };
+  const prompt = materialize([{ insert: note }, { keep: [4, 6] }], messages);
+  assert.deepEqual(prompt, [note, messages[4], messages[5]]);
+  assert.equal(prompt[1], messages[4], "the very objects OpenClaw gave, not copies");
+  assert.throws(() => materialize([{ keep: [0, 7] }], messages), /kept messages 0\.\.7 of 6/);
 });
 
 test("a missing ctxbox binary gives legacy answers at once", async () => {
