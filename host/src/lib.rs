@@ -18,6 +18,7 @@ pub mod guest_view;
 pub mod history;
 pub mod legacy;
 pub mod native_services;
+pub mod openclaw_store;
 pub mod provider;
 pub mod quarantine;
 pub mod registry;

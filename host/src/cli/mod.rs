@@ -8,6 +8,7 @@ mod engine_source;
 mod health;
 mod inspect;
 mod new;
+mod openclaw_source;
 mod run;
 mod serve;
 mod settings;
