@@ -144,11 +144,12 @@ impl Response {
     }
 }
 
-/// Parses one request line, or says what is wrong with it (with the id when
-/// one could be read, so the client can match the error).
-pub fn parse_request(line: &str) -> Result<Request, (Value, ProtocolError)> {
+/// Parses one request line, or answers what is wrong with it (with the
+/// request's id when one could be read, so the client can match the error).
+pub fn parse_request(line: &str) -> Result<Request, Box<Response>> {
+    let refuse = |id: Value, error: ProtocolError| Box::new(Response::to(id, Err(error)));
     let value: Value = serde_json::from_str(line).map_err(|error| {
-        (
+        refuse(
             Value::Null,
             ProtocolError::new(
                 ErrorCode::ParseError,
@@ -158,13 +159,13 @@ pub fn parse_request(line: &str) -> Result<Request, (Value, ProtocolError)> {
     })?;
     let id = value.get("id").cloned().unwrap_or(Value::Null);
     if !value.is_object() {
-        return Err((
+        return Err(refuse(
             Value::Null,
             ProtocolError::new(ErrorCode::ParseError, "a request must be a JSON object"),
         ));
     }
     if !(id.is_string() || id.is_number()) {
-        return Err((
+        return Err(refuse(
             Value::Null,
             ProtocolError::new(
                 ErrorCode::ParseError,
@@ -173,7 +174,7 @@ pub fn parse_request(line: &str) -> Result<Request, (Value, ProtocolError)> {
         ));
     }
     let request: Request = serde_json::from_value(value).map_err(|error| {
-        (
+        refuse(
             id.clone(),
             ProtocolError::new(
                 ErrorCode::ParseError,
@@ -182,7 +183,10 @@ pub fn parse_request(line: &str) -> Result<Request, (Value, ProtocolError)> {
         )
     })?;
     if !(request.params.is_object() || request.params.is_null()) {
-        return Err((id, ProtocolError::invalid("`params` must be an object")));
+        return Err(refuse(
+            id,
+            ProtocolError::invalid("`params` must be an object"),
+        ));
     }
     Ok(request)
 }
@@ -207,15 +211,20 @@ mod tests {
         assert_eq!(request.id, Value::from(3));
         assert_eq!(request.method, "health");
 
-        let (id, error) = parse_request("{nope").expect_err("not JSON");
-        assert_eq!((id, error.code), (Value::Null, ErrorCode::ParseError));
-        let (_, error) = parse_request(r#"{"method":"health"}"#).expect_err("no id");
-        assert!(error.message.contains("`id`"), "{}", error.message);
-        let (id, error) = parse_request(r#"{"id":"a","method":7}"#).expect_err("bad method");
-        assert_eq!(id, Value::from("a"));
-        assert_eq!(error.code, ErrorCode::ParseError);
-        let (_, error) =
+        let code = |answer: &Response| answer.error.as_ref().map(|error| error.code);
+        let answer = parse_request("{nope").expect_err("not JSON");
+        assert_eq!(
+            (&answer.id, code(&answer)),
+            (&Value::Null, Some(ErrorCode::ParseError))
+        );
+        let answer = parse_request(r#"{"method":"health"}"#).expect_err("no id");
+        let message = &answer.error.as_ref().expect("an error").message;
+        assert!(message.contains("`id`"), "{message}");
+        let answer = parse_request(r#"{"id":"a","method":7}"#).expect_err("bad method");
+        assert_eq!(answer.id, Value::from("a"));
+        assert_eq!(code(&answer), Some(ErrorCode::ParseError));
+        let answer =
             parse_request(r#"{"id":1,"method":"x","params":[1]}"#).expect_err("bad params");
-        assert_eq!(error.code, ErrorCode::InvalidParams);
+        assert_eq!(code(&answer), Some(ErrorCode::InvalidParams));
     }
 }

@@ -92,8 +92,8 @@ where
         }
         let request = match parse_request(line) {
             Ok(request) => request,
-            Err((id, error)) => {
-                let _ = answers.send(Response::to(id, Err(error)).to_line());
+            Err(answer) => {
+                let _ = answers.send(answer.to_line());
                 continue;
             }
         };
