@@ -11,7 +11,7 @@
 
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, readdirSync, writeFileSync, existsSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -45,6 +45,9 @@ const root = mkdtempSync(join(tmpdir(), "ctxbox-openclaw-e2e-"));
 const started = new Set();
 after(() => {
   for (const child of started) if (child.exitCode === null) child.kill("SIGKILL");
+  // The OpenClaw homes (logs, stores, model requests) stay for a look with CTXBOX_E2E_KEEP=1.
+  if (process.env.CTXBOX_E2E_KEEP) console.log(`# kept ${root}`);
+  else rmSync(root, { recursive: true, force: true });
 });
 
 /** Runs a command to its end; resolves with status, stdout, stderr, ms. */
