@@ -63,13 +63,24 @@
 #![warn(missing_docs)]
 
 pub mod check;
-pub mod contract;
-pub mod engines;
+pub mod compaction;
+pub mod config;
+pub mod engine;
+pub mod engine_host;
+pub mod error;
+pub mod guard;
+#[cfg(feature = "guest-view")]
+pub mod guest_view;
+pub mod history;
+pub mod legacy;
+pub mod native_services;
+pub mod openclaw_store;
 pub mod provider;
 pub mod runner;
 pub mod runtime;
 pub mod sandbox;
 pub mod scaffold;
+pub mod serve;
 pub mod services;
 pub mod transcript;
 

@@ -9,7 +9,9 @@ mod error_line;
 mod health;
 mod inspect;
 mod new;
+mod openclaw_source;
 mod run;
+mod serve;
 mod settings;
 
 use std::process::ExitCode;
@@ -40,6 +42,8 @@ enum Command {
     Health(health::Args),
     /// Create a new engine crate to build, check and run.
     New(new::Args),
+    /// Serve engines to another process over stdio (newline-delimited JSON).
+    Serve(serve::Args),
 }
 
 /// Parses the command line, runs the command, and turns an error into one
@@ -66,6 +70,7 @@ pub fn main() -> ExitCode {
             Command::Compile(args) => compile::run(args).await,
             Command::Health(args) => health::run(args).await,
             Command::New(args) => new::run(args).await,
+            Command::Serve(args) => serve::run(args).await,
         }
     });
     match result {

@@ -29,8 +29,12 @@ const CLI_OWNER: &str = "cli";
 /// Arguments of `ctxbox run`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// A session transcript (OpenClaw/pi JSONL) to replay (default: a built-in sample).
+    /// A session transcript (OpenClaw/pi JSONL) to replay, or OpenClaw's
+    /// SQLite session store (default: a built-in sample).
     transcript: Option<PathBuf>,
+    /// The session of an OpenClaw SQLite store to replay (none: list them).
+    #[arg(long, value_name = "ID")]
+    session: Option<String>,
     /// The engine: a registered id (e.g. `keep-recent`) or a path to a `.wasm`
     /// component (default: `plugins.slots.contextEngine`, else `legacy`).
     #[arg(long, value_name = "ID|PATH.wasm")]
@@ -62,7 +66,15 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         bail!("--window {window} is too small: a model window has at least 1024 tokens");
     }
     let engine_id = engine_id(&runtime, args.engine.as_deref())?;
-    let (recording, label) = recording(&runtime, args.transcript.as_deref())?;
+    let transcript = match super::openclaw_source::resolve(
+        &runtime,
+        args.transcript.as_deref(),
+        args.session.as_deref(),
+    )? {
+        super::openclaw_source::Recording::Transcript(path) => path,
+        super::openclaw_source::Recording::Listed => return Ok(ExitCode::SUCCESS),
+    };
+    let (recording, label) = recording(&runtime, transcript.as_deref())?;
     let recording_problems = recording.open_report().problems();
     for line in problem_lines(&recording_problems) {
         eprintln!("{line}");

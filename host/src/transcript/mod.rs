@@ -57,6 +57,7 @@ pub use self::file::{FsyncPolicy, TornTail};
 pub use self::handle::{OpenReport, Transcript};
 pub use self::store::{NewSession, TranscriptStore};
 pub use self::wire::{SESSION_VERSION, SessionHeader};
+pub(crate) use self::wire::{WireMessage, encode_message_entry, unix_millis};
 
 /// How transcripts are written.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,0 +1,638 @@
+//! What each `ctxbox serve` method does: resolve the engine, bring the
+//! session's history up to date, and make the call through the guarded
+//! engine, which enforces the sandbox limits, quarantines a misbehaving
+//! engine and lets `legacy` answer instead.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::commits::{CommitStatus, CommitStore};
+use super::protocol::{ErrorCode, PROTOCOL_VERSION, ProtocolError, params};
+use super::sessions::{SessionHistory, Sessions, Sync};
+use crate::engine::{CallOptions, ContextEngine};
+use crate::error::EngineFailure;
+use crate::guard::GuardedEngine;
+use crate::registry::{EngineFactory, RegisterOptions};
+use crate::runtime::Runtime;
+use crate::types::{
+    AfterTurnParams, AssembleParams, CompactParams, CompactionTarget, ContextMode, MaintainReason,
+    SessionRef, SubagentEndReason, SubagentSpawn,
+};
+
+/// The plugin name `.wasm` engines named by clients are registered under.
+pub const SERVE_OWNER: &str = "serve";
+
+/// The state behind a server: the host, the sessions, the commit store.
+pub struct Service {
+    runtime: Runtime,
+    sessions: Sessions,
+    commits: CommitStore,
+    default_engine: Option<String>,
+    /// Engine ids of the `.wasm` paths clients named, by path.
+    wasm_ids: Mutex<HashMap<String, String>>,
+    started: Instant,
+}
+
+/// Which session a call is about, and with which engine.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Target {
+    session_id: String,
+    #[serde(default)]
+    session_key: Option<String>,
+    #[serde(default)]
+    session_file: Option<String>,
+    #[serde(default)]
+    engine: Option<String>,
+    #[serde(default)]
+    sync: Option<Sync>,
+}
+
+impl Target {
+    fn session(&self) -> SessionRef {
+        SessionRef {
+            session_id: self.session_id.clone(),
+            session_key: self.session_key.clone(),
+            session_file: self.session_file.clone().unwrap_or_default(),
+        }
+    }
+}
+
+/// A method's own parameters plus its [`Target`].
+#[derive(Debug, Deserialize)]
+struct With<T> {
+    #[serde(flatten)]
+    target: Target,
+    #[serde(flatten)]
+    own: T,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct AssembleArgs {
+    token_budget: Option<u64>,
+    #[serde(default)]
+    available_tools: Vec<String>,
+    citations_mode: Option<String>,
+    model: Option<String>,
+    prompt: Option<String>,
+    /// `"ranges"`: answer with [`SessionHistory::ranges`] instead of the
+    /// messages themselves.
+    answer: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CommitArgs {
+    advancement_key: String,
+    messages: Vec<Value>,
+    #[serde(default)]
+    digests: Option<Vec<String>>,
+    #[serde(default)]
+    is_heartbeat: bool,
+    token_budget: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct IngestArgs {
+    #[serde(default)]
+    messages: Vec<Value>,
+    #[serde(default)]
+    digests: Option<Vec<String>>,
+    #[serde(default)]
+    is_heartbeat: bool,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct AfterTurnArgs {
+    #[serde(default)]
+    pre_prompt_message_count: u32,
+    token_budget: Option<u64>,
+    #[serde(default)]
+    is_heartbeat: bool,
+    runtime_context: Option<Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct MaintainArgs {
+    reason: Option<MaintainReason>,
+    runtime_context: Option<Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CompactArgs {
+    token_budget: Option<u64>,
+    #[serde(default)]
+    force: bool,
+    current_token_count: Option<u64>,
+    compaction_target: Option<CompactionTarget>,
+    custom_instructions: Option<String>,
+    runtime_settings: Option<Value>,
+    runtime_context: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SpawnArgs {
+    engine: Option<String>,
+    parent_session_key: String,
+    child_session_key: String,
+    context_mode: Option<ContextMode>,
+    ttl_ms: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RollbackArgs {
+    engine: Option<String>,
+    preparation_id: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct EndedArgs {
+    engine: Option<String>,
+    child_session_key: String,
+    reason: SubagentEndReason,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct EngineArg {
+    engine: Option<String>,
+}
+
+impl Service {
+    /// A service over `runtime`, its commit store under the data directory;
+    /// `default_engine` serves requests that name none.
+    pub fn new(
+        runtime: Runtime,
+        default_engine: Option<String>,
+    ) -> Result<Self, super::commits::CommitError> {
+        let commits = CommitStore::open(&runtime.data_dir().join(super::commits::COMMITS_FILE))?;
+        Ok(Self {
+            runtime,
+            sessions: Sessions::default(),
+            commits,
+            default_engine,
+            wasm_ids: Mutex::new(HashMap::new()),
+            started: Instant::now(),
+        })
+    }
+
+    /// Loads the default engine in the background, so the first call does
+    /// not wait for it to be compiled.
+    pub fn warm_up(self: &Arc<Self>) {
+        let Some(spec) = self.default_engine.clone() else {
+            return;
+        };
+        let service = self.clone();
+        tokio::spawn(async move {
+            if let Err(error) = service.engine(Some(&spec)).await {
+                tracing::warn!(engine = %spec, reason = %error.message, "cannot load the default engine");
+            }
+        });
+    }
+
+    /// The host.
+    pub fn runtime(&self) -> &Runtime {
+        &self.runtime
+    }
+
+    /// The answer to `hello`'s handshake.
+    pub fn hello(&self) -> Value {
+        json!({
+            "protocol": PROTOCOL_VERSION,
+            "server": "ctxbox",
+            "version": env!("CARGO_PKG_VERSION"),
+            "defaultEngine": self.default_engine,
+            "engines": self.engine_ids(),
+            "callTimeoutMs": self.runtime.config().sandbox.call_timeout_ms,
+        })
+    }
+
+    fn engine_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self
+            .runtime
+            .engines()
+            .registry()
+            .ids()
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
+        ids.sort();
+        ids
+    }
+
+    /// Runs `method` with `params`; `abort` is cancelled when the client
+    /// cancels the request or its deadline passes.
+    pub async fn call(
+        &self,
+        method: &str,
+        params_value: &Value,
+        abort: CancellationToken,
+    ) -> Result<Value, ProtocolError> {
+        let call = CallOptions::with_abort(abort);
+        match method {
+            "health" => self.health(),
+            "info" => {
+                let args: EngineArg = params(params_value)?;
+                let engine = self.engine(args.engine.as_deref()).await?;
+                Ok(json!({
+                    "selected": engine.selected_id(),
+                    "serving": engine.serving_id(),
+                    "info": engine.info(),
+                }))
+            }
+            "bootstrap" => self.bootstrap(&call, params(params_value)?).await,
+            "ingest" | "ingestBatch" => self.ingest(&call, params(params_value)?).await,
+            "assemble" => self.assemble(&call, params(params_value)?).await,
+            "commitTurn" => self.commit_turn(&call, params(params_value)?).await,
+            "afterTurn" => self.after_turn(&call, params(params_value)?).await,
+            "maintain" => self.maintain(&call, params(params_value)?).await,
+            "compact" => self.compact(&call, params(params_value)?).await,
+            "prepareSubagentSpawn" => self.prepare_spawn(&call, params(params_value)?).await,
+            "rollbackSubagentSpawn" => {
+                let args: RollbackArgs = params(params_value)?;
+                let engine = self.engine(args.engine.as_deref()).await?;
+                engine
+                    .rollback_subagent_spawn(&call, &args.preparation_id)
+                    .await
+                    .map_err(|failure| engine_error(&call, failure))?;
+                Ok(json!({}))
+            }
+            "subagentEnded" => {
+                let args: EndedArgs = params(params_value)?;
+                let engine = self.engine(args.engine.as_deref()).await?;
+                engine
+                    .on_subagent_ended(&call, &args.child_session_key, args.reason)
+                    .await
+                    .map_err(|failure| engine_error(&call, failure))?;
+                Ok(json!({}))
+            }
+            "closeSession" => {
+                let target: Target = params(params_value)?;
+                let engine = self.engine(target.engine.as_deref()).await?;
+                engine.close_session(&target.session_id).await;
+                Ok(json!({ "closed": self.sessions.remove(&target.session_id) }))
+            }
+            other => Err(ProtocolError::new(
+                ErrorCode::UnknownMethod,
+                format!("no method `{other}`"),
+            )),
+        }
+    }
+
+    fn health(&self) -> Result<Value, ProtocolError> {
+        Ok(json!({
+            "protocol": PROTOCOL_VERSION,
+            "uptimeMs": self.started.elapsed().as_millis() as u64,
+            "sessions": self.sessions.len(),
+            "engines": self.engine_ids(),
+            "quarantined": self.runtime.engines().quarantine().list(),
+        }))
+    }
+
+    /// The guarded engine `spec` names (a registered id or a `.wasm` file,
+    /// registered on first use), or the default.
+    async fn engine(&self, spec: Option<&str>) -> Result<Arc<GuardedEngine>, ProtocolError> {
+        let Some(spec) = spec.or(self.default_engine.as_deref()) else {
+            return Err(ProtocolError::invalid(
+                "no `engine` given and the server has no default (`ctxbox serve --engine`)",
+            ));
+        };
+        let id = self.engine_id(spec)?;
+        Ok(self.runtime.select(Some(&id)).await)
+    }
+
+    fn engine_id(&self, spec: &str) -> Result<String, ProtocolError> {
+        let registry = self.runtime.engines().registry();
+        if spec == crate::registry::LEGACY_ID || registry.get(spec).is_some() {
+            return Ok(spec.to_owned());
+        }
+        let mut known = self.wasm_ids.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(id) = known.get(spec) {
+            return Ok(id.clone());
+        }
+        let path = Path::new(spec);
+        if !(spec.ends_with(".wasm") && path.is_file()) {
+            return Err(ProtocolError::new(
+                ErrorCode::UnknownEngine,
+                format!(
+                    "no engine `{spec}`: not registered ({}) and not a .wasm file",
+                    self.engine_ids().join(", ")
+                ),
+            ));
+        }
+        let id = path
+            .file_stem()
+            .map(|stem| stem.to_string_lossy().replace('_', "-"))
+            .unwrap_or_else(|| spec.to_owned());
+        registry
+            .plugin(SERVE_OWNER)
+            .register(
+                &id,
+                EngineFactory::WasmFile(path.to_owned()),
+                RegisterOptions::default(),
+            )
+            .map_err(|error| {
+                ProtocolError::new(
+                    ErrorCode::UnknownEngine,
+                    format!("cannot register `{spec}` as `{id}`: {error}"),
+                )
+            })?;
+        known.insert(spec.to_owned(), id.clone());
+        Ok(id)
+    }
+
+    /// Locks the target's session and applies its `sync`.
+    async fn open(
+        &self,
+        target: &Target,
+    ) -> Result<tokio::sync::OwnedMutexGuard<SessionHistory>, ProtocolError> {
+        if target.session_id.trim().is_empty() {
+            return Err(ProtocolError::invalid("`sessionId` is empty"));
+        }
+        let mut session = self.sessions.get(&target.session_id).lock_owned().await;
+        if let Some(sync) = &target.sync {
+            session.sync(sync)?;
+        }
+        Ok(session)
+    }
+
+    async fn bootstrap(&self, call: &CallOptions, target: Target) -> Result<Value, ProtocolError> {
+        let engine = self.engine(target.engine.as_deref()).await?;
+        let mut session = self.open(&target).await?;
+        let history = session.history();
+        let result = engine
+            .bootstrap(call, &target.session(), &history)
+            .await
+            .map_err(|failure| engine_error(call, failure))?;
+        Ok(json!({
+            "bootstrapped": result.bootstrapped,
+            "importedMessages": result.imported_messages,
+            "reason": result.reason,
+            "length": session.len(),
+            "servedBy": engine.serving_id(),
+        }))
+    }
+
+    async fn ingest(
+        &self,
+        call: &CallOptions,
+        args: With<IngestArgs>,
+    ) -> Result<Value, ProtocolError> {
+        let engine = self.engine(args.target.engine.as_deref()).await?;
+        let mut session = self.open(&args.target).await?;
+        let entries = session.append(&args.own.messages, args.own.digests.as_deref())?;
+        let result = engine
+            .ingest_batch(
+                call,
+                &args.target.session(),
+                &entries,
+                args.own.is_heartbeat,
+            )
+            .await
+            .map_err(|failure| engine_error(call, failure))?;
+        Ok(json!({
+            "ingestedCount": result.ingested_count,
+            "length": session.len(),
+            "servedBy": engine.serving_id(),
+        }))
+    }
+
+    async fn assemble(
+        &self,
+        call: &CallOptions,
+        args: With<AssembleArgs>,
+    ) -> Result<Value, ProtocolError> {
+        let engine = self.engine(args.target.engine.as_deref()).await?;
+        let mut session = self.open(&args.target).await?;
+        let history = session.history();
+        let own = args.own;
+        let by_reference = match own.answer.as_deref() {
+            None | Some("messages") => false,
+            Some("ranges") => true,
+            Some(other) => {
+                return Err(ProtocolError::invalid(format!(
+                    "`answer` is `messages` or `ranges`, not `{other}`"
+                )));
+            }
+        };
+        let assemble = AssembleParams {
+            token_budget: own.token_budget,
+            available_tools: own.available_tools,
+            citations_mode: own.citations_mode,
+            model: own.model,
+            prompt: own.prompt,
+        };
+        let result = engine
+            .assemble(call, &args.target.session(), &history, &assemble)
+            .await
+            .map_err(|failure| engine_error(call, failure))?;
+        let prompt = if by_reference {
+            session.ranges(&result.items)
+        } else {
+            session.materialize(&result.items)
+        };
+        let (prompt, served_by) = match prompt {
+            Ok(prompt) => (prompt, engine.serving_id().to_owned()),
+            Err(why) => {
+                tracing::warn!(engine = engine.selected_id(), %why, "assembled prompt cannot be encoded; passing history through");
+                let all = if by_reference {
+                    vec![json!({ "keep": [0, session.len()] })]
+                } else {
+                    session.raw().to_vec()
+                };
+                (all, "pass-through".to_owned())
+            }
+        };
+        let mut answer = json!({
+            "estimatedTokens": result.estimated_tokens,
+            "systemPromptAddition": result.system_prompt_addition,
+            "length": session.len(),
+            "servedBy": served_by,
+        });
+        let key = if by_reference { "items" } else { "messages" };
+        answer[key] = Value::Array(prompt);
+        Ok(answer)
+    }
+
+    async fn commit_turn(
+        &self,
+        call: &CallOptions,
+        args: With<CommitArgs>,
+    ) -> Result<Value, ProtocolError> {
+        let own = args.own;
+        if own.advancement_key.trim().is_empty() {
+            return Err(ProtocolError::invalid("`advancementKey` is empty"));
+        }
+        let engine = self.engine(args.target.engine.as_deref()).await?;
+        let mut session = self.open(&args.target).await?;
+        // Checked before anything is stored, so a bad message is not committed.
+        let mut staged = SessionHistory::default();
+        staged.append(&own.messages, own.digests.as_deref())?;
+        let status = self
+            .commits
+            .commit(&own.advancement_key, &args.target.session_id, &own.messages)
+            .map_err(|error| ProtocolError::new(ErrorCode::Storage, error.to_string()))?;
+        if status == CommitStatus::Duplicate {
+            return Ok(json!({ "status": status, "length": session.len() }));
+        }
+        let before = session.history().len() as u32;
+        let entries = session.append(&own.messages, own.digests.as_deref())?;
+        let reference = args.target.session();
+        let history = session.history();
+        // The turn is durable now; the engine's hearing of it goes through
+        // the guard like every call, so it cannot undo the commit.
+        if let Err(failure) = engine
+            .ingest_batch(call, &reference, &entries, own.is_heartbeat)
+            .await
+        {
+            tracing::warn!(%failure, "a committed turn's ingest failed");
+        }
+        let after = AfterTurnParams {
+            pre_prompt_message_count: before,
+            token_budget: own.token_budget,
+            is_heartbeat: own.is_heartbeat,
+            runtime_context: None,
+        };
+        if let Err(failure) = engine.after_turn(call, &reference, &history, &after).await {
+            tracing::warn!(%failure, "a committed turn's after-turn failed");
+        }
+        Ok(json!({
+            "status": status,
+            "length": session.len(),
+            "servedBy": engine.serving_id(),
+        }))
+    }
+
+    async fn after_turn(
+        &self,
+        call: &CallOptions,
+        args: With<AfterTurnArgs>,
+    ) -> Result<Value, ProtocolError> {
+        let engine = self.engine(args.target.engine.as_deref()).await?;
+        let mut session = self.open(&args.target).await?;
+        let history = session.history();
+        let own = args.own;
+        let after = AfterTurnParams {
+            pre_prompt_message_count: own.pre_prompt_message_count,
+            token_budget: own.token_budget,
+            is_heartbeat: own.is_heartbeat,
+            runtime_context: own.runtime_context.map(|context| context.to_string()),
+        };
+        engine
+            .after_turn(call, &args.target.session(), &history, &after)
+            .await
+            .map_err(|failure| engine_error(call, failure))?;
+        Ok(json!({ "length": session.len(), "servedBy": engine.serving_id() }))
+    }
+
+    async fn maintain(
+        &self,
+        call: &CallOptions,
+        args: With<MaintainArgs>,
+    ) -> Result<Value, ProtocolError> {
+        let engine = self.engine(args.target.engine.as_deref()).await?;
+        let mut session = self.open(&args.target).await?;
+        let history = session.history();
+        let context = args.own.runtime_context.map(|context| context.to_string());
+        let result = engine
+            .maintain(
+                call,
+                &args.target.session(),
+                &history,
+                args.own.reason.unwrap_or(MaintainReason::Turn),
+                context.as_deref(),
+            )
+            .await
+            .map_err(|failure| engine_error(call, failure))?;
+        Ok(json!({
+            "changed": result.changed,
+            "bytesFreed": 0,
+            "rewrittenEntries": result.rewritten_entries,
+            "reason": result.reason,
+            "servedBy": engine.serving_id(),
+        }))
+    }
+
+    async fn compact(
+        &self,
+        call: &CallOptions,
+        args: With<CompactArgs>,
+    ) -> Result<Value, ProtocolError> {
+        let engine = self.engine(args.target.engine.as_deref()).await?;
+        let mut session = self.open(&args.target).await?;
+        let history = session.history();
+        let own = args.own;
+        let compact = CompactParams {
+            token_budget: own.token_budget,
+            force: own.force,
+            current_token_count: own.current_token_count,
+            compaction_target: own.compaction_target.unwrap_or_default(),
+            custom_instructions: own.custom_instructions,
+            runtime_settings: own.runtime_settings.map(|value| value.to_string()),
+            runtime_context: own.runtime_context.map(|value| value.to_string()),
+        };
+        let result = engine
+            .compact(call, &args.target.session(), &history, &compact)
+            .await
+            .map_err(|failure| engine_error(call, failure))?;
+        let details = result
+            .details
+            .as_deref()
+            .and_then(|text| serde_json::from_str::<Value>(text).ok());
+        Ok(json!({
+            "ok": result.ok,
+            "compacted": result.compacted,
+            "reason": result.reason,
+            "result": {
+                "summary": result.summary,
+                "firstKeptEntryId": result.first_kept_entry_id,
+                "tokensBefore": result.tokens_before,
+                "tokensAfter": result.tokens_after,
+                "details": details,
+            },
+            "servedBy": engine.serving_id(),
+        }))
+    }
+
+    async fn prepare_spawn(
+        &self,
+        call: &CallOptions,
+        args: SpawnArgs,
+    ) -> Result<Value, ProtocolError> {
+        let engine = self.engine(args.engine.as_deref()).await?;
+        let spawn = SubagentSpawn {
+            parent_session_key: args.parent_session_key,
+            child_session_key: args.child_session_key,
+            context_mode: args.context_mode.unwrap_or(ContextMode::Isolated),
+            ttl_ms: args.ttl_ms,
+        };
+        let preparation = engine
+            .prepare_subagent_spawn(call, &spawn)
+            .await
+            .map_err(|failure| engine_error(call, failure))?;
+        Ok(json!({ "preparationId": preparation }))
+    }
+}
+
+/// A failed engine call as the protocol reports it: a cancelled call as
+/// `cancelled`, anything else the guard reported as `engine-failed`.
+fn engine_error(call: &CallOptions, failure: EngineFailure) -> ProtocolError {
+    if call.abort.is_cancelled() {
+        return ProtocolError::new(ErrorCode::Cancelled, failure.to_string());
+    }
+    ProtocolError::new(ErrorCode::EngineFailed, failure.to_string())
+}

@@ -1,0 +1,263 @@
+//! The request loop: reads request lines, runs each request in its own task
+//! under its deadline, and writes each answer as one line as soon as it is
+//! ready (answers may come out of order; ids match them up).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use super::methods::Service;
+use super::protocol::{
+    ErrorCode, MAX_LINE_BYTES, PROTOCOL_VERSION, ProtocolError, Request, Response, params,
+    parse_request,
+};
+
+/// Extra time a request gets beyond the sandbox's own deadline, so a hung
+/// engine is stopped (and quarantined) by the sandbox and answered by
+/// `legacy` before the request itself gives up.
+const DEADLINE_MARGIN: Duration = Duration::from_secs(2);
+
+#[derive(Debug, Deserialize)]
+struct HelloArgs {
+    protocol: u64,
+}
+
+#[derive(Debug, Deserialize)]
+struct CancelArgs {
+    target: Value,
+}
+
+/// The requests still running, by id, with the token that cancels each.
+type InFlight = Arc<Mutex<HashMap<String, CancellationToken>>>;
+
+/// Serves requests from `input` until it ends, answering on `output`; then
+/// waits for the requests still running (each ends by its deadline).
+pub async fn serve<R, W>(service: Arc<Service>, input: R, output: W) -> std::io::Result<()>
+where
+    R: AsyncBufRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (answers, mut outbox) = mpsc::unbounded_channel::<String>();
+    let writer = tokio::spawn(async move {
+        let mut output = output;
+        while let Some(line) = outbox.recv().await {
+            output.write_all(line.as_bytes()).await?;
+            output.write_all(b"\n").await?;
+            output.flush().await?;
+        }
+        Ok::<_, std::io::Error>(())
+    });
+    let in_flight: InFlight = Arc::default();
+    let mut running = JoinSet::new();
+    let mut greeted = false;
+    let mut input = input;
+    let mut buffer = Vec::new();
+    loop {
+        buffer.clear();
+        let read = (&mut input)
+            .take(MAX_LINE_BYTES as u64 + 1)
+            .read_until(b'\n', &mut buffer)
+            .await?;
+        if read == 0 {
+            break;
+        }
+        if buffer.len() > MAX_LINE_BYTES {
+            let _ = answers.send(error_line(
+                Value::Null,
+                ErrorCode::ParseError,
+                format!("a request line is longer than {MAX_LINE_BYTES} bytes"),
+            ));
+            // Skip the rest of the oversized line.
+            skip_line(&mut input).await?;
+            continue;
+        }
+        let Ok(line) = std::str::from_utf8(&buffer) else {
+            let _ = answers.send(error_line(
+                Value::Null,
+                ErrorCode::ParseError,
+                "the line is not UTF-8".into(),
+            ));
+            continue;
+        };
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let request = match parse_request(line) {
+            Ok(request) => request,
+            Err(answer) => {
+                let _ = answers.send(answer.to_line());
+                continue;
+            }
+        };
+        match request.method.as_str() {
+            "hello" => {
+                let outcome = hello(&service, &request);
+                greeted |= outcome.is_ok();
+                let _ = answers.send(Response::to(request.id, outcome).to_line());
+            }
+            _ if !greeted => {
+                let _ = answers.send(error_line(
+                    request.id,
+                    ErrorCode::HandshakeRequired,
+                    format!(
+                        "send `hello` with \"protocol\": {PROTOCOL_VERSION} before `{}`",
+                        request.method
+                    ),
+                ));
+            }
+            "cancel" => {
+                let outcome = cancel(&in_flight, &request);
+                let _ = answers.send(Response::to(request.id, outcome).to_line());
+            }
+            _ => {
+                let key = request.id.to_string();
+                let token = CancellationToken::new();
+                let duplicate = {
+                    let mut map = in_flight.lock().unwrap_or_else(PoisonError::into_inner);
+                    let duplicate = map.contains_key(&key);
+                    if !duplicate {
+                        map.insert(key.clone(), token.clone());
+                    }
+                    duplicate
+                };
+                if duplicate {
+                    let _ = answers.send(error_line(
+                        request.id,
+                        ErrorCode::DuplicateId,
+                        format!("request {key} is still running; use a new id"),
+                    ));
+                    continue;
+                }
+                let deadline = deadline(&service, &request);
+                let service = service.clone();
+                let answers = answers.clone();
+                let in_flight = in_flight.clone();
+                running.spawn(async move {
+                    let outcome = run(service, &request, token, deadline).await;
+                    in_flight
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .remove(&key);
+                    let _ = answers.send(Response::to(request.id, outcome).to_line());
+                });
+            }
+        }
+        // Reap finished request tasks as we go.
+        while running.try_join_next().is_some() {}
+    }
+    while running.join_next().await.is_some() {}
+    drop(answers);
+    writer
+        .await
+        .unwrap_or_else(|error| Err(std::io::Error::other(error)))
+}
+
+fn hello(service: &Service, request: &Request) -> Result<Value, ProtocolError> {
+    let args: HelloArgs = params(&request.params)?;
+    if args.protocol != PROTOCOL_VERSION {
+        return Err(ProtocolError::new(
+            ErrorCode::UnsupportedProtocol,
+            format!(
+                "protocol {} is not spoken here; this server speaks {PROTOCOL_VERSION}",
+                args.protocol
+            ),
+        )
+        .with_data(json!({ "supported": [PROTOCOL_VERSION] })));
+    }
+    Ok(service.hello())
+}
+
+fn cancel(in_flight: &InFlight, request: &Request) -> Result<Value, ProtocolError> {
+    let args: CancelArgs = params(&request.params)?;
+    let token = in_flight
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(&args.target.to_string())
+        .cloned();
+    if let Some(token) = &token {
+        token.cancel();
+    }
+    Ok(json!({ "cancelled": token.is_some() }))
+}
+
+/// How long `request` may take: what it asked for, else the sandbox's call
+/// deadline plus a margin; the methods whose engine calls may compact
+/// (`compact`, `afterTurn`, `commitTurn`, which runs after-turn) get the
+/// compaction window instead.
+fn deadline(service: &Service, request: &Request) -> Duration {
+    if let Some(ms) = request.deadline_ms {
+        return Duration::from_millis(ms);
+    }
+    let sandbox = &service.runtime().config().sandbox;
+    let may_compact = matches!(
+        request.method.as_str(),
+        "compact" | "afterTurn" | "commitTurn"
+    );
+    let engine_deadline = if may_compact {
+        sandbox.compaction_window()
+    } else {
+        sandbox.call_timeout()
+    };
+    engine_deadline + DEADLINE_MARGIN
+}
+
+/// Runs one request in its own task, answering by `deadline` or on
+/// cancellation whatever the task is doing (it is told to stop and finishes
+/// in the background).
+async fn run(
+    service: Arc<Service>,
+    request: &Request,
+    token: CancellationToken,
+    deadline: Duration,
+) -> Result<Value, ProtocolError> {
+    let method = request.method.clone();
+    let params = request.params.clone();
+    let abort = token.clone();
+    let mut work = tokio::spawn(async move { service.call(&method, &params, abort).await });
+    tokio::select! {
+        joined = &mut work => joined.unwrap_or_else(|error| {
+            Err(ProtocolError::new(
+                ErrorCode::Internal,
+                format!("the `{}` handler failed: {error}", request.method),
+            ))
+        }),
+        () = tokio::time::sleep(deadline) => {
+            token.cancel();
+            Err(ProtocolError::new(
+                ErrorCode::DeadlineExceeded,
+                format!("`{}` did not finish within {} ms", request.method, deadline.as_millis()),
+            ))
+        }
+        () = token.cancelled() => Err(ProtocolError::new(
+            ErrorCode::Cancelled,
+            format!("`{}` was cancelled", request.method),
+        )),
+    }
+}
+
+fn error_line(id: Value, code: ErrorCode, message: String) -> String {
+    Response::to(id, Err(ProtocolError::new(code, message))).to_line()
+}
+
+async fn skip_line<R: AsyncBufRead + Unpin>(input: &mut R) -> std::io::Result<()> {
+    loop {
+        let chunk = input.fill_buf().await?;
+        if chunk.is_empty() {
+            return Ok(());
+        }
+        if let Some(end) = chunk.iter().position(|&byte| byte == b'\n') {
+            input.consume(end + 1);
+            return Ok(());
+        }
+        let len = chunk.len();
+        input.consume(len);
+    }
+}

@@ -1,0 +1,374 @@
+//! The server's copy of each session's history: the client sends only what
+//! changed (a `sync`: "from position `base` on, the messages are these"),
+//! the server keeps every message's original JSON for the answer and the
+//! host view for the engine.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::SystemTime;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::message;
+use super::protocol::{ErrorCode, ProtocolError};
+use crate::history::History;
+use crate::types::{AssembledItem, MessageEntry};
+
+/// "The session's messages from position `base` on are `messages`": what a
+/// client sends instead of the whole history.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Sync {
+    /// How many messages the client believes the server already has.
+    pub base: usize,
+    /// The client's digest of message `base - 1`, checked against the one it
+    /// sent with that message; `null` skips the check.
+    #[serde(default)]
+    pub base_digest: Option<String>,
+    /// The messages from `base` on, as OpenClaw has them.
+    #[serde(default)]
+    pub messages: Vec<Value>,
+    /// One client-computed digest per message (opaque to the server).
+    #[serde(default)]
+    pub digests: Option<Vec<String>>,
+}
+
+/// One session's history.
+#[derive(Default)]
+pub struct SessionHistory {
+    /// Every message as the client sent it.
+    raw: Vec<Value>,
+    /// The client's digest of each message, if it sent one.
+    digests: Vec<Option<String>>,
+    /// The engine's view: entries visible to the model, with the position
+    /// in `raw` each stands for.
+    entries: Vec<(usize, MessageEntry)>,
+    /// The token estimate of each entry, computed once.
+    estimates: Vec<u64>,
+    /// Entry ids are never reused, even after the client replaced a suffix.
+    next_id: u64,
+    snapshot: Option<History>,
+}
+
+impl SessionHistory {
+    /// Number of messages held.
+    pub fn len(&self) -> usize {
+        self.raw.len()
+    }
+
+    /// Whether no message is held.
+    pub fn is_empty(&self) -> bool {
+        self.raw.is_empty()
+    }
+
+    /// Applies `sync`: keeps the first `base` messages, replaces the rest.
+    /// Refused with `history-mismatch` (and this session's length) when the
+    /// server holds fewer than `base` messages or message `base - 1` is not
+    /// the one the client means; refused with `invalid-params` when a
+    /// message cannot be read. Nothing changes when refused.
+    pub fn sync(&mut self, sync: &Sync) -> Result<(), ProtocolError> {
+        let mismatch = |why: &str| {
+            ProtocolError::new(ErrorCode::HistoryMismatch, why.to_owned())
+                .with_data(json!({ "length": self.raw.len() }))
+        };
+        if sync.base > self.raw.len() {
+            return Err(mismatch(&format!(
+                "`sync.base` is {} but the server holds {} messages of this session",
+                sync.base,
+                self.raw.len()
+            )));
+        }
+        if sync.base > 0
+            && sync.base_digest.is_some()
+            && self.digests[sync.base - 1] != sync.base_digest
+        {
+            return Err(mismatch(&format!(
+                "message {} is not the one the client has (`sync.baseDigest` differs)",
+                sync.base - 1
+            )));
+        }
+        let digests = check_digests(sync.digests.as_deref(), sync.messages.len())?;
+        let views = read_all(&sync.messages, sync.base)?;
+        self.raw.truncate(sync.base);
+        self.digests.truncate(sync.base);
+        self.entries.retain(|(position, _)| *position < sync.base);
+        self.estimates.truncate(self.entries.len());
+        self.push(&sync.messages, digests, views);
+        Ok(())
+    }
+
+    /// Appends `messages` (a committed turn, ingested messages) and returns
+    /// the engine's view of the visible ones.
+    pub fn append(
+        &mut self,
+        messages: &[Value],
+        digests: Option<&[String]>,
+    ) -> Result<Vec<MessageEntry>, ProtocolError> {
+        let digests = check_digests(digests, messages.len())?;
+        let views = read_all(messages, self.raw.len())?;
+        let first_new = self.entries.len();
+        self.push(messages, digests, views);
+        Ok(self.entries[first_new..]
+            .iter()
+            .map(|(_, entry)| entry.clone())
+            .collect())
+    }
+
+    fn push(
+        &mut self,
+        messages: &[Value],
+        digests: Vec<Option<String>>,
+        views: Vec<Option<crate::types::AgentMessage>>,
+    ) {
+        for ((raw, digest), view) in messages.iter().zip(digests).zip(views) {
+            if let Some(message) = view {
+                self.next_id += 1;
+                let entry = MessageEntry {
+                    id: format!("m{}", self.next_id),
+                    parent_id: self.entries.last().map(|(_, entry)| entry.id.clone()),
+                    timestamp_ms: raw
+                        .get("timestamp")
+                        .and_then(Value::as_f64)
+                        .filter(|t| t.is_finite())
+                        .map_or(0, |t| t as i64),
+                    message,
+                };
+                self.estimates
+                    .push(crate::tokens::estimate_message(&entry.message));
+                self.entries.push((self.raw.len(), entry));
+            }
+            self.raw.push(raw.clone());
+            self.digests.push(digest);
+        }
+        self.snapshot = None;
+    }
+
+    /// The engine's view, as a history snapshot (rebuilt only after a change).
+    pub fn history(&mut self) -> History {
+        self.snapshot
+            .get_or_insert_with(|| {
+                History::new(
+                    self.entries
+                        .iter()
+                        .map(|(_, entry)| entry.clone())
+                        .collect(),
+                )
+            })
+            .clone()
+    }
+
+    /// The prompt an `assemble` answer describes, as OpenClaw messages: kept
+    /// ranges are the original JSON, inserted messages are encoded.
+    pub fn materialize(&self, items: &[AssembledItem]) -> Result<Vec<Value>, String> {
+        let now = SystemTime::now();
+        let mut messages = Vec::new();
+        for item in items {
+            match item {
+                AssembledItem::Keep { start, end } => {
+                    let end = (*end as usize).min(self.entries.len());
+                    let start = (*start as usize).min(end);
+                    messages.extend(
+                        self.entries[start..end]
+                            .iter()
+                            .map(|(position, _)| self.raw[*position].clone()),
+                    );
+                }
+                AssembledItem::Insert(inserted) => {
+                    messages.push(message::to_openclaw(inserted, now)?);
+                }
+            }
+        }
+        Ok(messages)
+    }
+
+    /// The same prompt told by reference: `{"keep": [start, end]}` for a run
+    /// of the client's own messages (positions in what it sent, end
+    /// exclusive), `{"insert": message}` for an engine-made one. The answer
+    /// stays small however long the session is.
+    pub fn ranges(&self, items: &[AssembledItem]) -> Result<Vec<Value>, String> {
+        let now = SystemTime::now();
+        let mut ranges: Vec<Value> = Vec::new();
+        let mut open: Option<(usize, usize)> = None;
+        let close = |open: &mut Option<(usize, usize)>, ranges: &mut Vec<Value>| {
+            if let Some((start, end)) = open.take() {
+                ranges.push(json!({ "keep": [start, end] }));
+            }
+        };
+        for item in items {
+            match item {
+                AssembledItem::Keep { start, end } => {
+                    let end = (*end as usize).min(self.entries.len());
+                    let start = (*start as usize).min(end);
+                    for (position, _) in &self.entries[start..end] {
+                        open = match open {
+                            Some((first, last)) if last == *position => Some((first, position + 1)),
+                            _ => {
+                                close(&mut open, &mut ranges);
+                                Some((*position, position + 1))
+                            }
+                        };
+                    }
+                }
+                AssembledItem::Insert(inserted) => {
+                    close(&mut open, &mut ranges);
+                    ranges.push(json!({ "insert": message::to_openclaw(inserted, now)? }));
+                }
+            }
+        }
+        close(&mut open, &mut ranges);
+        Ok(ranges)
+    }
+
+    /// Every message held, as the client sent it (the pass-through prompt).
+    pub fn raw(&self) -> &[Value] {
+        &self.raw
+    }
+}
+
+fn check_digests(
+    digests: Option<&[String]>,
+    messages: usize,
+) -> Result<Vec<Option<String>>, ProtocolError> {
+    match digests {
+        None => Ok(vec![None; messages]),
+        Some(digests) if digests.len() == messages => {
+            Ok(digests.iter().cloned().map(Some).collect())
+        }
+        Some(digests) => Err(ProtocolError::invalid(format!(
+            "{} digests for {messages} messages: send one per message or none",
+            digests.len()
+        ))),
+    }
+}
+
+/// The host view of each message, or the first that cannot be read, named
+/// by its position in the session.
+fn read_all(
+    messages: &[Value],
+    first_position: usize,
+) -> Result<Vec<Option<crate::types::AgentMessage>>, ProtocolError> {
+    messages
+        .iter()
+        .enumerate()
+        .map(|(offset, raw)| {
+            message::to_host(raw).map_err(|why| {
+                ProtocolError::invalid(format!("message {}: {why}", first_position + offset))
+            })
+        })
+        .collect()
+}
+
+/// Every session the server holds, by session id. Each is locked for the
+/// whole of a call, so one session's calls run one at a time, in order.
+#[derive(Default)]
+pub struct Sessions {
+    map: Mutex<HashMap<String, Arc<tokio::sync::Mutex<SessionHistory>>>>,
+}
+
+impl Sessions {
+    /// The session `id`, created empty on first use.
+    pub fn get(&self, id: &str) -> Arc<tokio::sync::Mutex<SessionHistory>> {
+        self.map
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(id.to_owned())
+            .or_default()
+            .clone()
+    }
+
+    /// Forgets the session `id`; whether it was held.
+    pub fn remove(&self, id: &str) -> bool {
+        self.map
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(id)
+            .is_some()
+    }
+
+    /// How many sessions are held.
+    pub fn len(&self) -> usize {
+        self.map
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    /// Whether no session is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn user(text: &str) -> Value {
+        json!({"role": "user", "content": text, "timestamp": 1, "extra": {"kept": true}})
+    }
+
+    fn sync(base: usize, digest: Option<&str>, texts: &[&str]) -> Sync {
+        Sync {
+            base,
+            base_digest: digest.map(str::to_owned),
+            messages: texts.iter().map(|text| user(text)).collect(),
+            digests: Some(texts.iter().map(|text| format!("d-{text}")).collect()),
+        }
+    }
+
+    #[test]
+    fn a_sync_replaces_the_suffix_and_checks_the_anchor() {
+        let mut session = SessionHistory::default();
+        session.sync(&sync(0, None, &["a", "b"])).expect("first");
+        session.sync(&sync(2, Some("d-b"), &["c"])).expect("append");
+        assert_eq!(session.len(), 3);
+        session
+            .sync(&sync(1, Some("d-a"), &["x"]))
+            .expect("replace");
+        assert_eq!(session.raw(), &[user("a"), user("x")]);
+        assert_eq!(session.history().len(), 2);
+
+        let error = session.sync(&sync(5, None, &[])).expect_err("gap");
+        assert_eq!(error.code, ErrorCode::HistoryMismatch);
+        assert_eq!(error.data, Some(json!({"length": 2})));
+        let error = session.sync(&sync(2, Some("d-b"), &[])).expect_err("stale");
+        assert_eq!(error.code, ErrorCode::HistoryMismatch);
+        let bad = Sync {
+            base: 2,
+            messages: vec![json!({"role": "user"})],
+            ..Sync::default()
+        };
+        let error = session.sync(&bad).expect_err("unreadable");
+        assert!(error.message.starts_with("message 2:"), "{}", error.message);
+        assert_eq!(session.len(), 2, "a refused sync changes nothing");
+    }
+
+    #[test]
+    fn kept_messages_come_back_byte_for_byte_and_hidden_ones_keep_positions() {
+        let mut session = SessionHistory::default();
+        let hidden = json!({"role": "bashExecution", "command": "ls", "output": "",
+            "excludeFromContext": true, "timestamp": 2});
+        session
+            .append(&[user("a"), hidden, user("b")], None)
+            .expect("appends");
+        assert_eq!(session.history().len(), 2);
+        let prompt = session
+            .materialize(&[
+                AssembledItem::Insert(crate::types::AgentMessage::user_text("note")),
+                AssembledItem::Keep { start: 1, end: 2 },
+            ])
+            .expect("materializes");
+        assert_eq!(prompt[1], user("b"));
+        assert_eq!(prompt[0]["content"][0]["text"], "note");
+        // By reference: the hidden message between the two is skipped, so
+        // keeping both visible ones is two runs of the client's positions.
+        let ranges = session
+            .ranges(&[AssembledItem::Keep { start: 0, end: 2 }])
+            .expect("ranges");
+        assert_eq!(
+            ranges,
+            vec![json!({"keep": [0, 1]}), json!({"keep": [2, 3]})]
+        );
+    }
+}

@@ -1,0 +1,55 @@
+// The plugin's configuration (`plugins.entries.ctxbox.config`), checked and
+// given its defaults.
+
+import { homedir } from "node:os";
+import { join } from "node:path";
+
+/** The checked configuration. */
+export interface PluginConfig {
+  /** Bundled engine name or .wasm path. */
+  engine: string;
+  /** The ctxbox binary. */
+  ctxboxBin: string;
+  /** ctxbox's data directory. */
+  dataDir: string;
+  /** Optional ctxbox.toml. */
+  configFile?: string;
+  /** Longest any call may take, ms. */
+  callTimeoutMs: number;
+}
+
+/** The default call timeout: above the sandbox's default 10 s call deadline. */
+export const DEFAULT_CALL_TIMEOUT_MS = 15_000;
+
+/** Reads `raw`, throwing an error naming the bad key. */
+export function readConfig(raw: Record<string, unknown> | undefined): PluginConfig {
+  const config = raw ?? {};
+  const text = (key: string): string | undefined => {
+    const value = config[key];
+    if (value === undefined) return undefined;
+    if (typeof value !== "string" || value.trim() === "") {
+      throw new Error(`plugins.entries.ctxbox.config.${key} must be a non-empty string`);
+    }
+    return value;
+  };
+  const engine = text("engine");
+  if (!engine) throw new Error("plugins.entries.ctxbox.config.engine is required (e.g. \"keep-recent\" or a .wasm path)");
+  const timeout = config.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS;
+  if (typeof timeout !== "number" || !Number.isFinite(timeout) || timeout < 100) {
+    throw new Error("plugins.entries.ctxbox.config.callTimeoutMs must be a number of milliseconds ≥ 100");
+  }
+  return {
+    engine,
+    ctxboxBin: text("ctxboxBin") ?? "ctxbox",
+    dataDir: text("dataDir") ?? join(homedir(), ".local", "share", "ctxbox"),
+    configFile: text("configFile"),
+    callTimeoutMs: timeout,
+  };
+}
+
+/** The sidecar's command line for `config`. */
+export function serveArgs(config: PluginConfig): string[] {
+  const args = ["serve", "--engine", config.engine, "--data-dir", config.dataDir];
+  if (config.configFile) args.push("--config", config.configFile);
+  return args;
+}

@@ -1,0 +1,69 @@
+// A loopback OpenAI-compatible chat-completions server for the end-to-end
+// test: records every request body, answers each with a streamed reply
+// (SSE chunks, a usage chunk, [DONE]), binds 127.0.0.1 only, and closes
+// itself after `idleMs` without requests.
+
+import { createServer } from "node:http";
+
+/**
+ * Starts the server. `reply(body, index)` gives the text of answer `index`.
+ * Resolves with { url, requests, close }.
+ */
+export function startFakeModel({ reply, idleMs = 120_000 } = {}) {
+  const requests = [];
+  let idle;
+  const server = createServer((req, res) => {
+    clearTimeout(idle);
+    idle = setTimeout(() => server.close(), idleMs);
+    idle.unref();
+    let body = "";
+    req.on("data", (chunk) => (body += chunk));
+    req.on("end", () => {
+      if (req.method === "GET" && req.url?.endsWith("/models")) {
+        res.writeHead(200, { "content-type": "application/json" });
+        res.end(JSON.stringify({ object: "list", data: [{ id: "fake-1", object: "model" }] }));
+        return;
+      }
+      if (req.method !== "POST" || !req.url?.endsWith("/chat/completions")) {
+        res.writeHead(404).end();
+        return;
+      }
+      let parsed;
+      try {
+        parsed = JSON.parse(body);
+      } catch {
+        res.writeHead(400).end("not JSON");
+        return;
+      }
+      const index = requests.length;
+      requests.push(parsed);
+      const text = reply ? reply(parsed, index) : `reply ${index}`;
+      const id = `chatcmpl-${index}`;
+      const chunk = (delta, finish = null, extra = {}) =>
+        `data: ${JSON.stringify({ id, object: "chat.completion.chunk", created: 0, model: "fake-1", choices: [{ index: 0, delta, finish_reason: finish }], ...extra })}\n\n`;
+      res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+      res.write(chunk({ role: "assistant", content: "" }));
+      for (let at = 0; at < text.length; at += 400) res.write(chunk({ content: text.slice(at, at + 400) }));
+      res.write(chunk({}, "stop"));
+      const promptTokens = Math.ceil(body.length / 4);
+      const completionTokens = Math.ceil(text.length / 4);
+      res.write(
+        `data: ${JSON.stringify({ id, object: "chat.completion.chunk", created: 0, model: "fake-1", choices: [], usage: { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens } })}\n\n`,
+      );
+      res.end("data: [DONE]\n\n");
+    });
+  });
+  return new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address();
+      idle = setTimeout(() => server.close(), idleMs);
+      idle.unref();
+      resolve({
+        url: `http://127.0.0.1:${port}/v1`,
+        requests,
+        close: () => new Promise((done) => server.close(() => done())),
+      });
+    });
+  });
+}

@@ -1,0 +1,456 @@
+//! `ctxbox serve`'s protocol, driven in-process over an in-memory pipe: the
+//! handshake, bad requests, assembling with a bundled engine from synced
+//! history, idempotent commits that survive a restart, a hanging and a
+//! panicking engine answered by `legacy` within the deadline, and
+//! cancellation.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ctxbox_host::config::Config;
+use ctxbox_host::runtime::Runtime;
+use ctxbox_host::sandbox::SandboxConfig;
+use ctxbox_host::serve::{Service, serve};
+use ctxbox_tests::guests;
+use serde_json::{Value, json};
+use tokio::io::{
+    AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines, ReadHalf, WriteHalf,
+};
+use tokio::task::JoinHandle;
+
+/// A client connected to a server running in this process.
+struct Client {
+    writer: WriteHalf<DuplexStream>,
+    lines: Lines<BufReader<ReadHalf<DuplexStream>>>,
+    /// Answers read while waiting for another one.
+    early: Vec<Value>,
+    next_id: u64,
+    server: JoinHandle<std::io::Result<()>>,
+}
+
+impl Client {
+    fn start(data_dir: &Path, call_timeout_ms: u64, engine: Option<&str>) -> Self {
+        let runtime = Runtime::new(Config {
+            data_dir: Some(data_dir.to_owned()),
+            sandbox: SandboxConfig {
+                call_timeout_ms,
+                max_instances: 8,
+                ..SandboxConfig::default()
+            },
+            ..Config::default()
+        })
+        .expect("host");
+        let service = Arc::new(Service::new(runtime, engine.map(str::to_owned)).expect("service"));
+        let (client, server) = tokio::io::duplex(1 << 20);
+        let (server_read, server_write) = tokio::io::split(server);
+        let server = tokio::spawn(serve(service, BufReader::new(server_read), server_write));
+        let (read, writer) = tokio::io::split(client);
+        Self {
+            writer,
+            lines: BufReader::new(read).lines(),
+            early: Vec::new(),
+            next_id: 1,
+            server,
+        }
+    }
+
+    async fn greeted(data_dir: &Path, call_timeout_ms: u64, engine: Option<&str>) -> Self {
+        let mut client = Self::start(data_dir, call_timeout_ms, engine);
+        let hello = client.call("hello", json!({"protocol": 1})).await;
+        assert_eq!(hello["result"]["protocol"], 1, "{hello}");
+        client
+    }
+
+    async fn send_line(&mut self, line: &str) {
+        self.writer.write_all(line.as_bytes()).await.expect("write");
+        self.writer.write_all(b"\n").await.expect("write");
+    }
+
+    /// Sends a request; returns its id.
+    async fn send(&mut self, method: &str, params: Value) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        let line = json!({"id": id, "method": method, "params": params}).to_string();
+        self.send_line(&line).await;
+        id
+    }
+
+    /// The answer to request `id` (the whole response object).
+    async fn answer(&mut self, id: u64) -> Value {
+        if let Some(index) = self.early.iter().position(|a| a["id"] == json!(id)) {
+            return self.early.remove(index);
+        }
+        loop {
+            let line = tokio::time::timeout(Duration::from_secs(60), self.lines.next_line())
+                .await
+                .expect("an answer within a minute")
+                .expect("read")
+                .expect("the server is still answering");
+            let answer: Value = serde_json::from_str(&line).expect("every answer is JSON");
+            if answer["id"] == json!(id) {
+                return answer;
+            }
+            self.early.push(answer);
+        }
+    }
+
+    async fn next_answer(&mut self) -> Value {
+        let line = self.lines.next_line().await.expect("read").expect("a line");
+        serde_json::from_str(&line).expect("JSON")
+    }
+
+    async fn call(&mut self, method: &str, params: Value) -> Value {
+        let id = self.send(method, params).await;
+        self.answer(id).await
+    }
+
+    async fn result(&mut self, method: &str, params: Value) -> Value {
+        let answer = self.call(method, params).await;
+        assert!(answer["error"].is_null(), "{method} failed: {answer}");
+        answer["result"].clone()
+    }
+
+    /// Closes the channel and waits for the server to finish.
+    async fn stop(mut self) {
+        self.writer.shutdown().await.expect("shutdown");
+        drop(self.writer);
+        tokio::time::timeout(Duration::from_secs(30), self.server)
+            .await
+            .expect("the server ends when its input does")
+            .expect("joins")
+            .expect("served cleanly");
+    }
+}
+
+/// `turns` user/assistant pairs, with fields the host does not know.
+fn conversation(turns: usize) -> Vec<Value> {
+    (0..turns)
+        .flat_map(|turn| {
+            [
+                json!({"role": "user", "content": format!("question {turn} {}", "word ".repeat(60)),
+                       "timestamp": turn * 10, "futureField": {"turn": turn}}),
+                json!({"role": "assistant",
+                       "content": [{"type": "thinking", "thinking": "hm", "thinkingSignature": format!("s{turn}")},
+                                   {"type": "text", "text": format!("answer {turn} {}", "word ".repeat(60))}],
+                       "api": "openai-completions", "provider": "p", "model": "m",
+                       "usage": {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 2,
+                                 "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}},
+                       "stopReason": "stop", "timestamp": turn * 10 + 1, "providerReplay": {"v": 1, "data": "x"}}),
+            ]
+        })
+        .collect()
+}
+
+fn full_sync(messages: &[Value]) -> Value {
+    json!({"base": 0, "messages": messages})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_handshake_comes_first_and_bad_requests_are_named() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut client = Client::start(dir.path(), 10_000, None);
+
+    let early = client.call("health", json!({})).await;
+    assert_eq!(early["error"]["code"], "handshake-required", "{early}");
+    let wrong = client.call("hello", json!({"protocol": 2})).await;
+    assert_eq!(wrong["error"]["code"], "unsupported-protocol");
+    assert_eq!(wrong["error"]["data"]["supported"], json!([1]));
+    let hello = client.result("hello", json!({"protocol": 1})).await;
+    assert_eq!(hello["server"], "ctxbox");
+    assert!(
+        hello["engines"]
+            .as_array()
+            .expect("engine list")
+            .contains(&json!("keep-recent")),
+        "{hello}"
+    );
+
+    client.send_line("this is not json").await;
+    let garbage = client.next_answer().await;
+    assert_eq!(
+        (&garbage["id"], &garbage["error"]["code"]),
+        (&Value::Null, &json!("parse-error"))
+    );
+    client.send_line(r#"{"method": "health"}"#).await;
+    let no_id = client.next_answer().await;
+    assert!(
+        no_id["error"]["message"]
+            .as_str()
+            .expect("message")
+            .contains("`id`")
+    );
+
+    let unknown = client.call("explode", json!({})).await;
+    assert_eq!(unknown["error"]["code"], "unknown-method");
+    let missing = client
+        .call("assemble", json!({"engine": "keep-recent"}))
+        .await;
+    assert_eq!(missing["error"]["code"], "invalid-params");
+    assert!(
+        missing["error"]["message"]
+            .as_str()
+            .expect("message")
+            .contains("sessionId"),
+        "{missing}"
+    );
+    let no_engine = client
+        .call("assemble", json!({"sessionId": "s", "engine": "nope"}))
+        .await;
+    assert_eq!(no_engine["error"]["code"], "unknown-engine");
+    let bad_message = client
+        .call(
+            "assemble",
+            json!({"sessionId": "s", "engine": "keep-recent",
+                   "sync": {"base": 0, "messages": [{"role": "user"}]}}),
+        )
+        .await;
+    assert_eq!(bad_message["error"]["code"], "invalid-params");
+    assert!(
+        bad_message["error"]["message"]
+            .as_str()
+            .expect("message")
+            .starts_with("message 0:"),
+        "{bad_message}"
+    );
+    // The server is still there after all of that.
+    let health = client.result("health", json!({})).await;
+    assert_eq!(health["quarantined"], json!([]));
+    client.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keep_recent_assembles_from_synced_history_and_keeps_messages_intact() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut client = Client::greeted(dir.path(), 10_000, Some("keep-recent")).await;
+    let messages = conversation(20);
+
+    let all = client
+        .result(
+            "assemble",
+            json!({"sessionId": "s", "sync": full_sync(&messages[..30])}),
+        )
+        .await;
+    assert_eq!(
+        all["messages"],
+        json!(messages[..30]),
+        "under no budget everything is kept verbatim"
+    );
+    assert_eq!(all["servedBy"], "keep-recent");
+
+    // Only the new messages travel; the server already has the first 30.
+    let trimmed = client
+        .result(
+            "assemble",
+            json!({"sessionId": "s", "tokenBudget": 600,
+                   "sync": {"base": 30, "messages": messages[30..]}}),
+        )
+        .await;
+    assert_eq!(trimmed["length"], 40);
+    let prompt = trimmed["messages"].as_array().expect("messages");
+    assert!(prompt.len() < 40, "kept {} of 40", prompt.len());
+    assert_eq!(
+        prompt.last(),
+        messages.last(),
+        "the newest message, unknown fields and all"
+    );
+    assert!(
+        prompt
+            .iter()
+            .any(|message| message["role"] == "custom" && message["customType"] == "keep-recent"),
+        "{trimmed}"
+    );
+
+    // The same answer by reference: runs of the client's own positions.
+    let by_reference = client
+        .result(
+            "assemble",
+            json!({"sessionId": "s", "tokenBudget": 600, "answer": "ranges"}),
+        )
+        .await;
+    let items = by_reference["items"].as_array().expect("items");
+    assert!(
+        items[0]["insert"]["customType"] == "keep-recent",
+        "{by_reference}"
+    );
+    let last = items.last().expect("a kept run");
+    assert_eq!(last["keep"][1], 40, "{by_reference}");
+    assert!(by_reference.get("messages").is_none());
+    let bad = client
+        .call("assemble", json!({"sessionId": "s", "answer": "poem"}))
+        .await;
+    assert_eq!(bad["error"]["code"], "invalid-params");
+
+    let gap = client
+        .call(
+            "assemble",
+            json!({"sessionId": "s", "sync": {"base": 99, "messages": []}}),
+        )
+        .await;
+    assert_eq!(gap["error"]["code"], "history-mismatch");
+    assert_eq!(gap["error"]["data"]["length"], 40);
+    client.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_commits_once_even_across_a_restart() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let turn = conversation(1);
+    let commit = json!({"sessionId": "s", "advancementKey": "run-1:turn-1", "messages": turn});
+
+    let mut client = Client::greeted(dir.path(), 10_000, Some("keep-recent")).await;
+    let first = client.result("commitTurn", commit.clone()).await;
+    assert_eq!(
+        (&first["status"], &first["length"]),
+        (&json!("committed"), &json!(2))
+    );
+    let again = client.result("commitTurn", commit.clone()).await;
+    assert_eq!(
+        (&again["status"], &again["length"]),
+        (&json!("duplicate"), &json!(2))
+    );
+    let empty = client
+        .call(
+            "commitTurn",
+            json!({"sessionId": "s", "advancementKey": " ", "messages": []}),
+        )
+        .await;
+    assert_eq!(empty["error"]["code"], "invalid-params");
+    client.stop().await;
+
+    let mut restarted = Client::greeted(dir.path(), 10_000, Some("keep-recent")).await;
+    let replay = restarted.result("commitTurn", commit).await;
+    assert_eq!(replay["status"], "duplicate", "the key is durable");
+    assert_eq!(replay["length"], 0, "a replay adds nothing to the session");
+    restarted.stop().await;
+}
+
+/// Loads `engine` with a generous deadline (a debug build compiles slowly).
+async fn load(client: &mut Client, engine: &str) {
+    let id = client.next_id;
+    client.next_id += 1;
+    let line =
+        json!({"id": id, "method": "info", "deadlineMs": 120_000, "params": {"engine": engine}});
+    client.send_line(&line.to_string()).await;
+    let answer = client.answer(id).await;
+    assert!(answer["error"].is_null(), "{answer}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_engine_is_answered_by_legacy_within_the_deadline_and_quarantined() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut client = Client::greeted(dir.path(), 1_000, None).await;
+    let messages = conversation(3);
+    let request = json!({"sessionId": "s", "engine": guests::SPIN, "sync": full_sync(&messages)});
+    // Loading (compiling) an engine is not part of a call's deadline here.
+    for engine in [guests::SPIN, guests::PANICKER] {
+        load(&mut client, engine).await;
+    }
+
+    let started = Instant::now();
+    let answer = client.result("assemble", request.clone()).await;
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(3), "answered after {took:?}");
+    assert_eq!(
+        answer["messages"],
+        json!(messages),
+        "legacy passes the history through"
+    );
+    assert_eq!(answer["servedBy"], "legacy");
+
+    let health = client.result("health", json!({})).await;
+    let quarantined = health["quarantined"].as_array().expect("list");
+    assert_eq!(quarantined.len(), 1, "{health}");
+    assert_eq!(quarantined[0]["engineId"], "spin");
+    assert!(
+        ["timeout", "out-of-fuel"].contains(
+            &quarantined[0]["classification"]
+                .as_str()
+                .unwrap_or_default()
+        ),
+        "{health}"
+    );
+
+    // The next call does not wait for the engine at all.
+    let started = Instant::now();
+    let next = client.result("assemble", request).await;
+    assert!(started.elapsed() < Duration::from_millis(500));
+    assert_eq!(next["servedBy"], "legacy");
+
+    // A panicking engine (this one panics when the prompt is "panic") is
+    // caught the same way, with its reason.
+    let panicked = client
+        .result(
+            "assemble",
+            json!({"sessionId": "p", "engine": guests::PANICKER, "prompt": "panic",
+                   "sync": full_sync(&messages)}),
+        )
+        .await;
+    assert_eq!(panicked["messages"], json!(messages));
+    let health = client.result("health", json!({})).await;
+    let record = health["quarantined"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .find(|record| record["engineId"] == "panicker")
+        .cloned()
+        .expect("panicker quarantined");
+    assert_eq!(record["classification"], "panic", "{record}");
+    assert!(
+        record["stderrTail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("engine exploded"),
+        "{record}"
+    );
+    client.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_request_is_answered_at_once_and_quarantines_nothing() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut client = Client::greeted(dir.path(), 30_000, None).await;
+    let messages = conversation(2);
+    load(&mut client, guests::SPIN).await;
+    let started = Instant::now();
+    let hanging = client
+        .send(
+            "assemble",
+            json!({"sessionId": "s", "engine": guests::SPIN, "sync": full_sync(&messages)}),
+        )
+        .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let cancel = client.result("cancel", json!({"target": hanging})).await;
+    assert_eq!(cancel["cancelled"], true);
+    let answer = client.answer(hanging).await;
+    assert_eq!(answer["error"]["code"], "cancelled", "{answer}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let unknown = client.result("cancel", json!({"target": 999})).await;
+    assert_eq!(unknown["cancelled"], false);
+
+    // A deadline of the request's own works the same way.
+    let deadline = client
+        .send_line(
+            &json!({"id": "late", "method": "assemble", "deadlineMs": 300,
+                    "params": {"sessionId": "t", "engine": guests::SPIN, "sync": full_sync(&messages)}})
+            .to_string(),
+        )
+        .await;
+    let () = deadline;
+    let late = loop {
+        let answer = client.next_answer().await;
+        if answer["id"] == "late" {
+            break answer;
+        }
+    };
+    assert_eq!(late["error"]["code"], "deadline-exceeded", "{late}");
+
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let health = client.result("health", json!({})).await;
+    assert_eq!(
+        health["quarantined"],
+        json!([]),
+        "a caller's abort is not the engine's fault"
+    );
+    client.stop().await;
+}
