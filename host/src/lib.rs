@@ -56,6 +56,7 @@
 //! | [`runner`] | the turn runner: prompt, model calls, overflow recovery |
 //! | [`runtime`] | a whole host from `ctxbox.toml` |
 //! | [`check`], [`scaffold`] | for engine authors: the conformance checker, `ctxbox new` |
+//! | [`serve`] | `ctxbox serve`: the sidecar agent runtimes (the OpenClaw plugin) call |
 //!
 //! `docs/ARCHITECTURE.md` in the repository describes the layers, the data
 //! flow of a turn and the sandbox policy.
@@ -63,18 +64,8 @@
 #![warn(missing_docs)]
 
 pub mod check;
-pub mod compaction;
-pub mod config;
-pub mod engine;
-pub mod engine_host;
-pub mod error;
-pub mod guard;
-#[cfg(feature = "guest-view")]
-pub mod guest_view;
-pub mod history;
-pub mod legacy;
-pub mod native_services;
-pub mod openclaw_store;
+pub mod contract;
+pub mod engines;
 pub mod provider;
 pub mod runner;
 pub mod runtime;

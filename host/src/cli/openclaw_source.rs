@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
-use ctxbox_host::openclaw_store;
 use ctxbox_host::runtime::Runtime;
+use ctxbox_host::transcript::openclaw;
 
 /// What to replay.
 pub enum Recording {
@@ -23,7 +23,7 @@ pub fn resolve(
     path: Option<&Path>,
     session: Option<&str>,
 ) -> anyhow::Result<Recording> {
-    let Some(path) = path.filter(|path| openclaw_store::is_sqlite(path)) else {
+    let Some(path) = path.filter(|path| openclaw::is_sqlite(path)) else {
         if session.is_some() {
             bail!(
                 "--session names a session of an OpenClaw SQLite store; the transcript given is not one"
@@ -32,7 +32,7 @@ pub fn resolve(
         return Ok(Recording::Transcript(path.map(Path::to_owned)));
     };
     let Some(session) = session else {
-        let sessions = openclaw_store::list_sessions(path)?;
+        let sessions = openclaw::list_sessions(path)?;
         if sessions.is_empty() {
             println!("no sessions in {}", path.display());
         }
@@ -58,6 +58,6 @@ pub fn resolve(
         })
         .collect();
     let output = dir.join(format!("{file_name}.jsonl"));
-    openclaw_store::export_session(path, session, &output)?;
+    openclaw::export_session(path, session, &output)?;
     Ok(Recording::Transcript(Some(output)))
 }

@@ -9,8 +9,8 @@ use std::time::SystemTime;
 
 use serde_json::{Map, Value};
 
+use crate::contract::types::{AgentMessage, ContentBlock};
 use crate::transcript::{WireMessage, encode_message_entry};
-use crate::types::{AgentMessage, ContentBlock};
 
 /// The host view of an OpenClaw message, or `None` when the message stays
 /// out of the model's context (e.g. a `bashExecution` with
@@ -139,7 +139,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::types::StopReason;
+    use crate::contract::types::StopReason;
 
     #[test]
     fn reads_every_block_kind_of_an_openclaw_turn() {

@@ -15,15 +15,15 @@ use tokio_util::sync::CancellationToken;
 use super::commits::{CommitStatus, CommitStore};
 use super::protocol::{ErrorCode, PROTOCOL_VERSION, ProtocolError, params};
 use super::sessions::{SessionHistory, Sessions, Sync};
-use crate::engine::{CallOptions, ContextEngine};
-use crate::error::EngineFailure;
-use crate::guard::GuardedEngine;
-use crate::registry::{EngineFactory, RegisterOptions};
-use crate::runtime::Runtime;
-use crate::types::{
+use crate::contract::engine::{CallOptions, ContextEngine};
+use crate::contract::failure::EngineFailure;
+use crate::contract::types::{
     AfterTurnParams, AssembleParams, CompactParams, CompactionTarget, ContextMode, MaintainReason,
     SessionRef, SubagentEndReason, SubagentSpawn,
 };
+use crate::engines::guard::GuardedEngine;
+use crate::engines::registry::{EngineFactory, RegisterOptions};
+use crate::runtime::Runtime;
 
 /// The plugin name `.wasm` engines named by clients are registered under.
 pub const SERVE_OWNER: &str = "serve";
@@ -317,7 +317,7 @@ impl Service {
 
     fn engine_id(&self, spec: &str) -> Result<String, ProtocolError> {
         let registry = self.runtime.engines().registry();
-        if spec == crate::registry::LEGACY_ID || registry.get(spec).is_some() {
+        if spec == crate::engines::registry::LEGACY_ID || registry.get(spec).is_some() {
             return Ok(spec.to_owned());
         }
         let mut known = self.wasm_ids.lock().unwrap_or_else(PoisonError::into_inner);

@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 
 use super::message;
 use super::protocol::{ErrorCode, ProtocolError};
-use crate::history::History;
-use crate::types::{AssembledItem, MessageEntry};
+use crate::contract::history::History;
+use crate::contract::types::{AssembledItem, MessageEntry};
 
 /// "The session's messages from position `base` on are `messages`": what a
 /// client sends instead of the whole history.
@@ -119,7 +119,7 @@ impl SessionHistory {
         &mut self,
         messages: &[Value],
         digests: Vec<Option<String>>,
-        views: Vec<Option<crate::types::AgentMessage>>,
+        views: Vec<Option<crate::contract::types::AgentMessage>>,
     ) {
         for ((raw, digest), view) in messages.iter().zip(digests).zip(views) {
             if let Some(message) = view {
@@ -135,7 +135,7 @@ impl SessionHistory {
                     message,
                 };
                 self.estimates
-                    .push(crate::tokens::estimate_message(&entry.message));
+                    .push(crate::contract::tokens::estimate_message(&entry.message));
                 self.entries.push((self.raw.len(), entry));
             }
             self.raw.push(raw.clone());
@@ -247,7 +247,7 @@ fn check_digests(
 fn read_all(
     messages: &[Value],
     first_position: usize,
-) -> Result<Vec<Option<crate::types::AgentMessage>>, ProtocolError> {
+) -> Result<Vec<Option<crate::contract::types::AgentMessage>>, ProtocolError> {
     messages
         .iter()
         .enumerate()
@@ -355,7 +355,7 @@ mod tests {
         assert_eq!(session.history().len(), 2);
         let prompt = session
             .materialize(&[
-                AssembledItem::Insert(crate::types::AgentMessage::user_text("note")),
+                AssembledItem::Insert(crate::contract::types::AgentMessage::user_text("note")),
                 AssembledItem::Keep { start: 1, end: 2 },
             ])
             .expect("materializes");

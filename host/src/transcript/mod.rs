@@ -41,6 +41,7 @@ mod delta;
 mod error;
 mod file;
 mod handle;
+pub mod openclaw;
 mod record;
 mod rotate;
 mod store;

@@ -16,7 +16,7 @@ const LAYERS: &[&[&str]] = &[
     &["engines"],
     &["runner"],
     &["runtime"],
-    &["check", "scaffold"],
+    &["check", "scaffold", "serve"],
 ];
 
 fn repo_root() -> PathBuf {

@@ -15,6 +15,7 @@ mod replay;
 mod replay_fidelity;
 mod runner;
 mod sdk_defaults;
+mod serve;
 mod soak;
 mod transcript_crash;
 mod transcript_fixtures;

@@ -8,8 +8,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ctxbox_host::config::Config;
 use ctxbox_host::runtime::Runtime;
+use ctxbox_host::runtime::config::Config;
 use ctxbox_host::sandbox::SandboxConfig;
 use ctxbox_host::serve::{Service, serve};
 use ctxbox_tests::guests;
