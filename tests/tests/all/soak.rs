@@ -65,6 +65,7 @@ async fn every_turn_completes_and_every_entry_is_kept_under_random_engine_faults
                 .create(&path, NewSession::default())
                 .expect("new session file");
             let mut session = Session::new(transcript, None);
+            let mut events = Vec::new();
             for turn in 0..TURNS {
                 let ask = AgentMessage::user_text(format!("question {turn} of {number}"));
                 let report = runner
@@ -72,15 +73,18 @@ async fn every_turn_completes_and_every_entry_is_kept_under_random_engine_faults
                     .await
                     .unwrap_or_else(|error| panic!("session {number} turn {turn}: {error}"));
                 assert_eq!(report.model_calls, 1, "session {number} turn {turn}");
+                events.extend(report.guard_events);
             }
-            path
+            (path, events)
         }));
     }
 
     // A store of its own: the transcripts are read back from disk.
     let reader = TranscriptStore::new(TranscriptConfig::default());
+    let mut events = engine.take_events();
     for task in tasks {
-        let path = task.await.expect("session task");
+        let (path, reported) = task.await.expect("session task");
+        events.extend(reported);
         let number: usize = path
             .file_stem()
             .and_then(|stem| stem.to_str())
@@ -105,8 +109,9 @@ async fn every_turn_completes_and_every_entry_is_kept_under_random_engine_faults
         assert_eq!(kept, expected, "{}", path.display());
     }
 
-    // The faults happened, and the engine served again after each back-off.
-    let events = engine.take_events();
+    // The faults happened (each turn reports the guard's decisions), and the
+    // engine served again after its back-offs.
+    events.extend(engine.take_events());
     let count = |action: GuardAction| events.iter().filter(|e| e.action == action).count();
     assert!(
         count(GuardAction::FellBack) > 0,

@@ -67,10 +67,18 @@ async fn an_injecting_engine_is_quarantined_with_its_text_escaped_and_capped() {
         "the clipboard write is visible, not performed: {:?}",
         record.stderr_tail
     );
-    // What `ctxbox health --json` prints is the record serialized: no raw
-    // control character survives JSON escaping either.
+    // What `ctxbox health --json` prints is the record serialized: read back
+    // by a JSON consumer, no field holds a raw control character either.
     let json = serde_json::to_string(&record).expect("record serializes");
-    assert!(!json.contains("\\u001b") && !json.contains("\\r"), "{json}");
+    let decoded: serde_json::Value = serde_json::from_str(&json).expect("valid JSON");
+    for (field, value) in decoded.as_object().expect("an object") {
+        if let Some(text) = value.as_str() {
+            assert!(
+                !has_raw_controls(text, field == "stderrTail"),
+                "{field}: {text:?}"
+            );
+        }
+    }
 
     let events = engine.take_events();
     assert_eq!(events.len(), 1, "{events:?}");

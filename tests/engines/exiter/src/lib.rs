@@ -1,4 +1,5 @@
-//! Hostile engine: `assemble` calls `exit(3)` instead of answering.
+//! Hostile engine: `assemble` calls `exit(3)` instead of answering (WASI
+//! 0.2 passes it on as a failure status, 1).
 
 use ctxbox_guest::prelude::*;
 
