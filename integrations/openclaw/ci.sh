@@ -4,7 +4,7 @@
 #      outside the clone ($CTXBOX_OPENCLAW_CACHE, default
 #      ~/.cache/ctxbox/openclaw); quick when already there.
 #   2. ctxbox (debug) and the test engines (`cargo build -p ctxbox-host`,
-#      `cargo test -p ctxbox-tests --test serve --no-run` builds spin/panicker).
+#      `cargo test -p ctxbox-tests --test all --no-run` builds spin/panicker).
 #   3. The plugin (tsc), its unit tests, then the end-to-end test.
 # Uses $CARGO_TARGET_DIR when set (default: <clone>/target).
 set -euo pipefail
@@ -31,7 +31,7 @@ if [[ "$(node -p "require('$cache/node_modules/openclaw/package.json').version" 
 fi
 
 echo "ci.sh: building ctxbox and the test engines"
-(cd "$repo" && cargo build -p ctxbox-host --bin ctxbox && cargo test -p ctxbox-tests --test serve --no-run)
+(cd "$repo" && cargo build -p ctxbox-host --bin ctxbox && cargo test -p ctxbox-tests --test all --no-run)
 ctxbox_bin="$target/debug/ctxbox"
 # The test engines' components: <target>/wasm-guests/<clone folder name>/… (see guest-build).
 find_engine() {

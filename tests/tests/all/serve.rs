@@ -411,12 +411,14 @@ async fn a_cancelled_request_is_answered_at_once_and_quarantines_nothing() {
     let dir = tempfile::tempdir().expect("temp dir");
     let mut client = Client::greeted(dir.path(), 30_000, None).await;
     let messages = conversation(2);
-    load(&mut client, guests::SPIN).await;
+    // The sleeper blocks in a WASI clock wait until its call's deadline (30 s
+    // here): still running when the cancel arrives, however fast the machine.
+    load(&mut client, guests::SLEEPER).await;
     let started = Instant::now();
     let hanging = client
         .send(
             "assemble",
-            json!({"sessionId": "s", "engine": guests::SPIN, "sync": full_sync(&messages)}),
+            json!({"sessionId": "s", "engine": guests::SLEEPER, "sync": full_sync(&messages)}),
         )
         .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -432,7 +434,7 @@ async fn a_cancelled_request_is_answered_at_once_and_quarantines_nothing() {
     let deadline = client
         .send_line(
             &json!({"id": "late", "method": "assemble", "deadlineMs": 300,
-                    "params": {"sessionId": "t", "engine": guests::SPIN, "sync": full_sync(&messages)}})
+                    "params": {"sessionId": "t", "engine": guests::SLEEPER, "sync": full_sync(&messages)}})
             .to_string(),
         )
         .await;
