@@ -21,9 +21,7 @@ use ctxbox_host::engines::guard::{GuardPolicy, GuardedEngine, Selected};
 use ctxbox_host::engines::legacy::LegacyEngine;
 use ctxbox_host::engines::quarantine::QuarantineStore;
 use ctxbox_host::engines::registry::Owner;
-use ctxbox_host::provider::{
-    ModelReply, ModelRequest, Provider, ProviderError, Replay, ReplayScript, ToolExecutor,
-};
+use ctxbox_host::provider::{ProviderError, Replay, ReplayScript, ScriptedProvider, ToolExecutor};
 use ctxbox_host::runner::{RunnerConfig, Session, SpawnOutcome, TurnError, TurnRunner};
 use ctxbox_host::services::compaction::{CompactionConfig, Compactor, NoProgress};
 use ctxbox_host::transcript::{NewSession, TranscriptStore};
@@ -305,42 +303,8 @@ impl ContextEngine for Spy {
 }
 
 /// A provider answering from a script of results, recording the prompts.
-struct Scripted {
-    answers: Mutex<VecDeque<Result<AgentMessage, ProviderError>>>,
-    prompts: Mutex<Vec<Vec<AgentMessage>>>,
-}
-
-impl Scripted {
-    fn new(answers: Vec<Result<AgentMessage, ProviderError>>) -> Arc<Self> {
-        Arc::new(Self {
-            answers: Mutex::new(answers.into()),
-            prompts: Mutex::new(Vec::new()),
-        })
-    }
-}
-
-#[async_trait]
-impl Provider for Scripted {
-    async fn complete(
-        &self,
-        request: ModelRequest<'_>,
-        _: &CancellationToken,
-    ) -> Result<ModelReply, ProviderError> {
-        self.prompts
-            .lock()
-            .expect("lock")
-            .push(request.messages.to_vec());
-        let answer = self
-            .answers
-            .lock()
-            .expect("lock")
-            .pop_front()
-            .unwrap_or(Err(ProviderError::Exhausted))?;
-        Ok(ModelReply {
-            message: answer,
-            usage: None,
-        })
-    }
+fn scripted(answers: Vec<Result<AgentMessage, ProviderError>>) -> Arc<ScriptedProvider> {
+    Arc::new(ScriptedProvider::new(answers))
 }
 
 /// Tools that answer every call with "ok".
@@ -399,7 +363,7 @@ struct Harness {
     session: Session,
 }
 
-fn harness(spy: Arc<Spy>, provider: Arc<Scripted>, proactive: bool) -> Harness {
+fn harness(spy: Arc<Spy>, provider: Arc<ScriptedProvider>, proactive: bool) -> Harness {
     let dir = tempfile::tempdir().expect("temp dir");
     let store = TranscriptStore::new(Default::default());
     let transcript = store
@@ -465,7 +429,7 @@ impl Harness {
 #[tokio::test]
 async fn an_overflow_is_compacted_with_the_providers_count_and_retried() {
     let spy = Spy::new(false, vec![compacted()]);
-    let provider = Scripted::new(vec![overflow(), answer()]);
+    let provider = scripted(vec![overflow(), answer()]);
     let mut harness = harness(spy.clone(), provider.clone(), false);
     let report = harness.turn("hi").await.expect("recovers");
     assert_eq!(report.overflow_retries, 1);
@@ -478,11 +442,7 @@ async fn an_overflow_is_compacted_with_the_providers_count_and_retried() {
     assert_eq!(params.compaction_target, CompactionTarget::Budget);
     assert_eq!(params.current_token_count, Some(9_000));
     assert_eq!(params.token_budget, Some(WINDOW - 1_024));
-    assert_eq!(
-        provider.prompts.lock().expect("lock").len(),
-        2,
-        "asked again after compacting"
-    );
+    assert_eq!(provider.prompts().len(), 2, "asked again after compacting");
 }
 
 #[tokio::test]
@@ -491,7 +451,7 @@ async fn at_most_three_compactions_then_one_truncation_then_an_error() {
         false,
         vec![compacted(), compacted(), compacted(), compacted()],
     );
-    let provider = Scripted::new(vec![overflow(); 10]);
+    let provider = scripted(vec![overflow(); 10]);
     let mut harness = harness(spy.clone(), provider.clone(), false);
     let error = harness.turn("hi").await.expect_err("never fits");
     assert!(
@@ -510,7 +470,7 @@ async fn at_most_three_compactions_then_one_truncation_then_an_error() {
         "three compactions per turn at most"
     );
     // 3 compactions + 1 truncation pass + the final refusal.
-    assert_eq!(provider.prompts.lock().expect("lock").len(), 5);
+    assert_eq!(provider.prompts().len(), 5);
 }
 
 #[tokio::test]
@@ -518,7 +478,7 @@ async fn the_three_attempts_are_the_turns_even_across_a_tool_call() {
     let spy = Spy::new(false, vec![compacted(); 6]);
     // Two overflows, a tool call, then overflows again: the second model
     // call has one compaction left, then the truncation pass, then nothing.
-    let provider = Scripted::new(vec![
+    let provider = scripted(vec![
         overflow(),
         overflow(),
         Ok(tool_call("c1")),
@@ -540,13 +500,13 @@ async fn the_three_attempts_are_the_turns_even_across_a_tool_call() {
     );
     // 2 refusals + the tool call + 1 refusal after the last compaction, 1
     // after the truncation pass, and the final one.
-    assert_eq!(provider.prompts.lock().expect("lock").len(), 6);
+    assert_eq!(provider.prompts().len(), 6);
 }
 
 #[tokio::test]
 async fn a_noop_compaction_does_not_burn_an_attempt_and_falls_through_to_truncation() {
     let spy = Spy::new(false, vec![nothing_to_compact(), compacted()]);
-    let provider = Scripted::new(vec![overflow(), overflow(), answer()]);
+    let provider = scripted(vec![overflow(), overflow(), answer()]);
     let mut harness = harness(spy.clone(), provider.clone(), false);
     let report = harness
         .turn("hi")
@@ -563,7 +523,7 @@ async fn a_noop_compaction_does_not_burn_an_attempt_and_falls_through_to_truncat
 #[tokio::test]
 async fn two_noops_in_a_row_end_the_turn_after_one_truncation() {
     let spy = Spy::new(false, vec![nothing_to_compact(), nothing_to_compact()]);
-    let provider = Scripted::new(vec![overflow(); 5]);
+    let provider = scripted(vec![overflow(); 5]);
     let mut harness = harness(spy.clone(), provider, false);
     let error = harness.turn("hi").await.expect_err("cannot fit");
     assert!(
@@ -576,7 +536,7 @@ async fn two_noops_in_a_row_end_the_turn_after_one_truncation() {
 #[tokio::test]
 async fn a_turn_calls_the_engine_in_the_reference_order() {
     let spy = Spy::new(false, vec![]);
-    let provider = Scripted::new(vec![Ok(tool_call("c1")), answer(), answer()]);
+    let provider = scripted(vec![Ok(tool_call("c1")), answer(), answer()]);
     let mut harness = harness(spy.clone(), provider.clone(), true);
     let report = harness.turn("hi").await.expect("turn");
     assert_eq!(
@@ -617,7 +577,7 @@ async fn a_turn_calls_the_engine_in_the_reference_order() {
 #[tokio::test]
 async fn the_pre_prompt_check_compacts_before_a_too_large_prompt() {
     let spy = Spy::new(false, vec![compacted()]);
-    let provider = Scripted::new(vec![answer()]);
+    let provider = scripted(vec![answer()]);
     let mut harness = harness(spy.clone(), provider, true);
     let big = "word ".repeat(8_000);
     let report = harness.turn(&big).await.expect("turn");
@@ -631,7 +591,7 @@ async fn the_pre_prompt_check_compacts_before_a_too_large_prompt() {
 #[tokio::test]
 async fn an_engine_owning_compaction_skips_the_pre_prompt_check() {
     let spy = Spy::new(true, vec![compacted()]);
-    let provider = Scripted::new(vec![answer()]);
+    let provider = scripted(vec![answer()]);
     let mut harness = harness(spy.clone(), provider, true);
     harness.turn(&"word ".repeat(8_000)).await.expect("turn");
     assert_eq!(spy.count(Operation::Compact), 0);
@@ -640,7 +600,7 @@ async fn an_engine_owning_compaction_skips_the_pre_prompt_check() {
 #[tokio::test]
 async fn after_turn_is_told_the_turns_messages_after_a_compaction_moved_them() {
     let spy = Spy::new(false, vec![]);
-    let provider = Scripted::new(vec![answer(), overflow(), answer()]);
+    let provider = scripted(vec![answer(), overflow(), answer()]);
     let mut harness = harness(spy.clone(), provider, false);
     harness.turn(&long_ask()).await.expect("first turn");
     // The second turn's overflow compacts the transcript in place: the
@@ -677,7 +637,7 @@ fn small_compactor(store: &TranscriptStore) -> Arc<Compactor> {
 #[tokio::test]
 async fn background_maintenance_ends_before_the_next_turn_reaches_the_engine() {
     let spy = Spy::build(false, vec![], false, Some(TurnMaintenanceMode::Background));
-    let provider = Scripted::new(vec![answer(), answer()]);
+    let provider = scripted(vec![answer(), answer()]);
     let mut harness = harness(spy.clone(), provider, false);
     harness.turn("first").await.expect("first turn");
     harness.turn("second").await.expect("second turn");
@@ -695,7 +655,7 @@ async fn background_maintenance_ends_before_the_next_turn_reaches_the_engine() {
 #[tokio::test]
 async fn a_replay_ends_after_its_last_background_maintenance() {
     let spy = Spy::build(false, vec![], false, Some(TurnMaintenanceMode::Background));
-    let provider = Scripted::new(vec![answer(), answer()]);
+    let provider = scripted(vec![answer(), answer()]);
     let mut harness = harness(spy.clone(), provider, false);
     let script = ReplayScript::from_messages([
         AgentMessage::user_text("first"),
@@ -726,14 +686,14 @@ async fn a_replay_ends_after_its_last_background_maintenance() {
 async fn a_thread_bootstrap_projection_is_reused_while_its_epoch_holds() {
     let spy = Spy::new(false, vec![]);
     *spy.projection_epoch.lock().expect("lock") = Some(1);
-    let provider = Scripted::new(vec![answer(), answer(), answer()]);
+    let provider = scripted(vec![answer(), answer(), answer()]);
     let mut harness = harness(spy.clone(), provider.clone(), false);
     harness.turn("hi").await.expect("first turn");
     harness.turn("again").await.expect("second turn");
     let done = AgentMessage::assistant_text("done");
     let view = |n: usize| AgentMessage::user_text(format!("view {n}"));
     {
-        let prompts = provider.prompts.lock().expect("lock");
+        let prompts = provider.prompts();
         assert_eq!(prompts[0], vec![view(1), AgentMessage::user_text("hi")]);
         assert_eq!(
             prompts[1],
@@ -748,7 +708,7 @@ async fn a_thread_bootstrap_projection_is_reused_while_its_epoch_holds() {
     }
     *spy.projection_epoch.lock().expect("lock") = Some(2);
     harness.turn("third").await.expect("third turn");
-    let prompts = provider.prompts.lock().expect("lock");
+    let prompts = provider.prompts();
     assert_eq!(prompts[2][0], view(3), "a new epoch builds afresh");
     assert_eq!(prompts[2].len(), 6);
 }
@@ -757,7 +717,7 @@ async fn a_thread_bootstrap_projection_is_reused_while_its_epoch_holds() {
 async fn a_compaction_under_a_projection_invalidates_it() {
     let spy = Spy::new(false, vec![]);
     *spy.projection_epoch.lock().expect("lock") = Some(1);
-    let provider = Scripted::new(vec![answer(), answer(), answer()]);
+    let provider = scripted(vec![answer(), answer(), answer()]);
     let mut harness = harness(spy.clone(), provider.clone(), false);
     harness.turn(&long_ask()).await.expect("first turn");
     // The engine compacts in place in the second turn's after-turn, keeping
@@ -766,7 +726,7 @@ async fn a_compaction_under_a_projection_invalidates_it() {
     harness.turn("again").await.expect("second turn");
     *spy.after_turn_compactor.lock().expect("lock") = None;
     harness.turn("third").await.expect("third turn");
-    let prompts = provider.prompts.lock().expect("lock");
+    let prompts = provider.prompts();
     assert_eq!(prompts[1][0], AgentMessage::user_text("view 1"), "reused");
     assert_eq!(
         prompts[2][0],
@@ -798,7 +758,7 @@ fn spawn() -> SubagentSpawn {
 #[tokio::test]
 async fn a_failed_spawn_is_rolled_back_exactly_once() {
     let spy = Spy::new(false, vec![]);
-    let harness = harness(spy.clone(), Scripted::new(vec![]), false);
+    let harness = harness(spy.clone(), scripted(vec![]), false);
     let outcome = harness
         .runner
         .spawn_subagent(&spawn(), &CancellationToken::new(), async {
@@ -843,7 +803,7 @@ async fn a_failed_spawn_is_rolled_back_exactly_once() {
 #[tokio::test]
 async fn a_failed_preparation_spawns_nothing() {
     let spy = Spy::build(false, vec![], true, None);
-    let harness = harness(spy.clone(), Scripted::new(vec![]), false);
+    let harness = harness(spy.clone(), scripted(vec![]), false);
     let started = std::sync::atomic::AtomicBool::new(false);
     let outcome = harness
         .runner
@@ -869,7 +829,7 @@ async fn a_failed_preparation_spawns_nothing() {
 #[tokio::test]
 async fn a_spawn_failed_by_the_callers_abort_is_still_rolled_back_once() {
     let spy = Spy::new(false, vec![]);
-    let harness = harness(spy.clone(), Scripted::new(vec![]), false);
+    let harness = harness(spy.clone(), scripted(vec![]), false);
     let abort = CancellationToken::new();
     let outcome = harness
         .runner
