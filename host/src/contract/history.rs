@@ -84,6 +84,39 @@ impl History {
         }
     }
 
+    /// This history with only its first `keep` entries, then `appended`
+    /// (whose estimates are `estimates`, one per entry; missing ones are
+    /// computed). When this is the only handle on the snapshot its entries
+    /// are reused in place, so growing a session by a turn costs the new
+    /// entries, not a copy of the whole history.
+    pub fn edited(self, keep: usize, appended: Vec<MessageEntry>, estimates: &[u64]) -> Self {
+        let mut inner = Arc::try_unwrap(self.inner).unwrap_or_else(|shared| Inner {
+            entries: shared.entries[..keep.min(shared.entries.len())].to_vec(),
+            prefix_tokens: shared.prefix_tokens[..=keep.min(shared.entries.len())].to_vec(),
+            pairing: Vec::new(),
+            splits_pair: Vec::new(),
+            positions: OnceLock::new(),
+        });
+        let keep = keep.min(inner.entries.len());
+        inner.entries.truncate(keep);
+        inner.prefix_tokens.truncate(keep + 1);
+        let mut total = inner.prefix_tokens[keep];
+        for (index, entry) in appended.iter().enumerate() {
+            total += estimates
+                .get(index)
+                .copied()
+                .unwrap_or_else(|| tokens::estimate_message(&entry.message));
+            inner.prefix_tokens.push(total);
+        }
+        inner.entries.extend(appended);
+        inner.pairing = compute_pairing(&inner.entries);
+        inner.splits_pair = compute_pair_splits(&inner.pairing);
+        inner.positions = OnceLock::new();
+        Self {
+            inner: Arc::new(inner),
+        }
+    }
+
     /// Number of entries.
     pub fn len(&self) -> usize {
         self.inner.entries.len()
@@ -170,6 +203,12 @@ impl History {
             }
         }
         messages
+    }
+}
+
+impl Default for History {
+    fn default() -> Self {
+        Self::new(Vec::new())
     }
 }
 
@@ -294,6 +333,33 @@ mod tests {
         assert_eq!(history.tokens(5..9), 0);
         assert_eq!(history.find("b"), Some(1));
         assert_eq!(history.find("zz"), None);
+    }
+
+    #[test]
+    fn an_edited_history_is_the_history_of_its_entries() {
+        let first = History::new(vec![
+            entry("u", AgentMessage::user_text("hi")),
+            entry("a", call("c1")),
+        ]);
+        let held = first.clone();
+        // Shared (another handle is alive): the kept prefix is copied.
+        let grown = first.edited(2, vec![entry("r", result("c1"))], &[]);
+        assert_eq!(held.len(), 2, "the other handle is unchanged");
+        // Unique: edited in place; a suffix replaced.
+        let replaced = grown.edited(1, vec![entry("b", call("c2"))], &[7]);
+        let fresh = History::new(vec![
+            entry("u", AgentMessage::user_text("hi")),
+            entry("b", call("c2")),
+        ]);
+        assert_eq!(replaced.len(), 2);
+        assert_eq!(replaced.find("b"), Some(1));
+        assert_eq!(replaced.find("a"), None);
+        assert_eq!(replaced.tokens(1..2), 7, "the given estimate is used");
+        assert_eq!(replaced.tokens(0..1), fresh.tokens(0..1));
+        assert_eq!(replaced.tool_pairing(1), fresh.tool_pairing(1));
+        let regrown = replaced.edited(9, vec![entry("s", result("c2"))], &[]);
+        assert_eq!(regrown.tool_pairing(1), Some(ToolPairing::ToolCalls { last_result: 2 }));
+        assert!(regrown.splits_pair(2));
     }
 
     #[test]

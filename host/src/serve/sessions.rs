@@ -41,14 +41,13 @@ pub struct SessionHistory {
     raw: Vec<Value>,
     /// The client's digest of each message, if it sent one.
     digests: Vec<Option<String>>,
-    /// The engine's view: entries visible to the model, with the position
-    /// in `raw` each stands for.
-    entries: Vec<(usize, MessageEntry)>,
-    /// The token estimate of each entry, computed once.
-    estimates: Vec<u64>,
+    /// The engine's view: entries visible to the model, each with its
+    /// token estimate computed once. Grown in place turn by turn.
+    view: History,
+    /// For each entry of `view`, the position in `raw` it stands for.
+    positions: Vec<usize>,
     /// Entry ids are never reused, even after the client replaced a suffix.
     next_id: u64,
-    snapshot: Option<History>,
 }
 
 impl SessionHistory {
@@ -92,8 +91,7 @@ impl SessionHistory {
         let views = read_all(&sync.messages, sync.base)?;
         self.raw.truncate(sync.base);
         self.digests.truncate(sync.base);
-        self.entries.retain(|(position, _)| *position < sync.base);
-        self.estimates.truncate(self.entries.len());
+        self.positions.retain(|position| *position < sync.base);
         self.push(&sync.messages, digests, views);
         Ok(())
     }
@@ -107,12 +105,9 @@ impl SessionHistory {
     ) -> Result<Vec<MessageEntry>, ProtocolError> {
         let digests = check_digests(digests, messages.len())?;
         let views = read_all(messages, self.raw.len())?;
-        let first_new = self.entries.len();
+        let first_new = self.positions.len();
         self.push(messages, digests, views);
-        Ok(self.entries[first_new..]
-            .iter()
-            .map(|(_, entry)| entry.clone())
-            .collect())
+        Ok(self.view.entries()[first_new..].to_vec())
     }
 
     fn push(
@@ -121,12 +116,22 @@ impl SessionHistory {
         digests: Vec<Option<String>>,
         views: Vec<Option<crate::contract::types::AgentMessage>>,
     ) {
+        let keep = self.positions.len();
+        let mut appended: Vec<MessageEntry> = Vec::new();
+        let mut estimates = Vec::new();
         for ((raw, digest), view) in messages.iter().zip(digests).zip(views) {
             if let Some(message) = view {
                 self.next_id += 1;
+                let parent_id = match appended.last() {
+                    Some(last) => Some(last.id.clone()),
+                    None => keep
+                        .checked_sub(1)
+                        .and_then(|last| self.view.entry(last))
+                        .map(|last| last.id.clone()),
+                };
                 let entry = MessageEntry {
                     id: format!("m{}", self.next_id),
-                    parent_id: self.entries.last().map(|(_, entry)| entry.id.clone()),
+                    parent_id,
                     timestamp_ms: raw
                         .get("timestamp")
                         .and_then(Value::as_f64)
@@ -134,28 +139,19 @@ impl SessionHistory {
                         .map_or(0, |t| t as i64),
                     message,
                 };
-                self.estimates
-                    .push(crate::contract::tokens::estimate_message(&entry.message));
-                self.entries.push((self.raw.len(), entry));
+                estimates.push(crate::contract::tokens::estimate_message(&entry.message));
+                appended.push(entry);
+                self.positions.push(self.raw.len());
             }
             self.raw.push(raw.clone());
             self.digests.push(digest);
         }
-        self.snapshot = None;
+        self.view = std::mem::take(&mut self.view).edited(keep, appended, &estimates);
     }
 
-    /// The engine's view, as a history snapshot (rebuilt only after a change).
-    pub fn history(&mut self) -> History {
-        self.snapshot
-            .get_or_insert_with(|| {
-                History::new(
-                    self.entries
-                        .iter()
-                        .map(|(_, entry)| entry.clone())
-                        .collect(),
-                )
-            })
-            .clone()
+    /// The engine's view, as a history snapshot (a cheap handle).
+    pub fn history(&self) -> History {
+        self.view.clone()
     }
 
     /// The prompt an `assemble` answer describes, as OpenClaw messages: kept
@@ -166,12 +162,12 @@ impl SessionHistory {
         for item in items {
             match item {
                 AssembledItem::Keep { start, end } => {
-                    let end = (*end as usize).min(self.entries.len());
+                    let end = (*end as usize).min(self.positions.len());
                     let start = (*start as usize).min(end);
                     messages.extend(
-                        self.entries[start..end]
+                        self.positions[start..end]
                             .iter()
-                            .map(|(position, _)| self.raw[*position].clone()),
+                            .map(|position| self.raw[*position].clone()),
                     );
                 }
                 AssembledItem::Insert(inserted) => {
@@ -198,9 +194,9 @@ impl SessionHistory {
         for item in items {
             match item {
                 AssembledItem::Keep { start, end } => {
-                    let end = (*end as usize).min(self.entries.len());
+                    let end = (*end as usize).min(self.positions.len());
                     let start = (*start as usize).min(end);
-                    for (position, _) in &self.entries[start..end] {
+                    for position in &self.positions[start..end] {
                         open = match open {
                             Some((first, last)) if last == *position => Some((first, position + 1)),
                             _ => {
