@@ -42,6 +42,7 @@ find_engine() {
 }
 spin_wasm="$(find_engine spin)"
 panicker_wasm="$(find_engine panicker)"
+param_echo_wasm="$(find_engine param_echo)"
 
 echo "ci.sh: building the plugin"
 cd "$here"
@@ -54,5 +55,5 @@ CTXBOX_BIN="$ctxbox_bin" node --test dist/test/
 echo "ci.sh: end-to-end test against openclaw@$openclaw_version"
 started=$(date +%s)
 CTXBOX_BIN="$ctxbox_bin" OPENCLAW_MJS="$openclaw_mjs" CTXBOX_SPIN_WASM="$spin_wasm" \
-  CTXBOX_PANICKER_WASM="$panicker_wasm" node --test --test-concurrency=1 test/e2e.mjs
+  CTXBOX_PANICKER_WASM="$panicker_wasm" CTXBOX_PARAM_ECHO_WASM="$param_echo_wasm" node --test --test-concurrency=1 test/e2e.mjs
 echo "ci.sh: end-to-end test took $(( $(date +%s) - started )) s"

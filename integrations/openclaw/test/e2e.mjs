@@ -6,6 +6,8 @@
 //   OPENCLAW_MJS          node_modules/openclaw/openclaw.mjs
 //   CTXBOX_SPIN_WASM      the `spin` test engine (hangs in assemble)
 //   CTXBOX_PANICKER_WASM  the `panicker` test engine (panics in assemble)
+//   CTXBOX_PARAM_ECHO_WASM the `param-echo` test engine (tells what reached it
+//                         in a system prompt addition)
 // under Node 26 (`node --test test/e2e.mjs`). Every process it starts is
 // ended by its PID.
 
@@ -31,6 +33,7 @@ const CTXBOX_BIN = need("CTXBOX_BIN");
 const OPENCLAW_MJS = need("OPENCLAW_MJS");
 const SPIN_WASM = need("CTXBOX_SPIN_WASM");
 const PANICKER_WASM = need("CTXBOX_PANICKER_WASM");
+const PARAM_ECHO_WASM = need("CTXBOX_PARAM_ECHO_WASM");
 
 /** The sandbox call deadline the sidecar runs engines under, ms. */
 const ENGINE_DEADLINE_MS = 2_000;
@@ -353,6 +356,30 @@ test("lossless: five turns with every earlier message kept, each committed once"
     assert.equal(commits.length, 5, JSON.stringify(commits));
     const health = await openclaw.health();
     assert.equal(health.status, 0, `nothing quarantined: ${JSON.stringify(health.records)}`);
+  } finally {
+    openclaw.stop();
+    await model.close();
+  }
+});
+
+test("param-echo: the engine's systemPromptAddition reaches the model, with only the host params it accepts", async () => {
+  const model = await startFakeModel({ reply: (_body, index) => `echo reply ${index}` });
+  const openclaw = new OpenClaw("param-echo", PARAM_ECHO_WASM, model);
+  try {
+    await openclaw.setUp();
+    await openclaw.startGateway();
+    for (let turn = 1; turn <= 2; turn++) await openclaw.turn("pe", `echo question ${turn}`);
+    const system = model.requests
+      .at(-1)
+      .messages.filter((message) => message.role === "system" || message.role === "developer")
+      .map((message) => (typeof message.content === "string" ? message.content : JSON.stringify(message.content)))
+      .join("\n");
+    // param-echo accepts only `session-key`: OpenClaw's session key reaches
+    // it, the prompt (which it did not ask for) does not.
+    assert.match(system, /key=Some\("[^"]+"\) prompt=None/, system.slice(-2000));
+    const all = texts(model.requests.at(-1)).join("\n");
+    assert.ok(all.includes("echo question 1") && all.includes("echo reply 0"), "the engine kept the history");
+    assert.equal(openclaw.commits("pe").length, 2);
   } finally {
     openclaw.stop();
     await model.close();

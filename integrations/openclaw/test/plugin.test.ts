@@ -51,11 +51,17 @@ function conversation(turns: number): AgentMessage[] {
   return messages;
 }
 
-function engineWith(sidecar: Sidecar, engine: string, callTimeoutMs: number, warnings: string[] = []): ContextEngine {
+function engineWith(
+  sidecar: Sidecar,
+  engine: string,
+  callTimeoutMs: number,
+  warnings: string[] = [],
+  ownsCompaction = false,
+): ContextEngine {
   return createEngine(sidecar, new SessionTracker(), {
     engine,
     callTimeoutMs,
-    ownsCompaction: false,
+    ownsCompaction,
     runtimeCompaction: async () => ({ ok: true, compacted: true, reason: "openclaw compacted" }),
     warn: (m) => warnings.push(m),
   });
@@ -167,5 +173,39 @@ test("the real sidecar assembles, commits once, and comes back after SIGKILL", {
   );
   const after = await engine.assemble({ sessionId: "s", messages: [...messages, ...turn], tokenBudget: 400 });
   assert.ok(after.messages.length < messages.length, "the engine serves again");
+  sidecar.close();
+});
+
+test("every other hook OpenClaw may call is served by the real sidecar, not the fallback", { skip: !CTXBOX_BIN && "set CTXBOX_BIN to a built ctxbox" }, async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), "ctxbox-plugin-hooks-"));
+  const sidecar = new Sidecar({ bin: CTXBOX_BIN!, args: serveArgs(readConfig({ engine: "lossless", dataDir })) });
+  const warnings: string[] = [];
+  // lossless owns compaction, so `compact` goes to the sidecar too.
+  const engine = engineWith(sidecar, "lossless", 10_000, warnings, true);
+  const messages = conversation(5);
+  const earlier = messages.slice(0, 9);
+  const session = { sessionId: "hooks", sessionKey: "agent:main:hooks" };
+
+  const assembled = await engine.assemble({ ...session, messages: earlier });
+  assert.equal(assembled.messages.length, earlier.length);
+  const bootstrapped = await engine.bootstrap(session);
+  assert.equal(bootstrapped.bootstrapped, true, JSON.stringify(bootstrapped));
+  assert.deepEqual(await engine.ingest({ ...session, message: messages[9] }), { ingested: true });
+  assert.deepEqual(await engine.ingestBatch({ ...session, messages: messages.slice(10, 12) }), { ingestedCount: 2 });
+  await engine.afterTurn({ ...session, messages: [...messages, ...conversation(6).slice(-3)], prePromptMessageCount: 15 });
+  const maintained = await engine.maintain(session);
+  assert.equal(typeof maintained.changed, "boolean");
+  const compacted = await engine.compact({ ...session, force: true });
+  assert.equal(compacted.ok, true, JSON.stringify(compacted));
+  assert.notEqual(compacted.reason, "openclaw compacted", "the engine compacted, not OpenClaw's fallback");
+  const spawn = await engine.prepareSubagentSpawn({
+    parentSessionKey: session.sessionKey,
+    childSessionKey: "agent:main:hooks:sub",
+    contextMode: "isolated",
+  });
+  await spawn?.rollback();
+  await engine.onSubagentEnded({ childSessionKey: "agent:main:hooks:sub", reason: "completed" });
+  await engine.dispose();
+  assert.deepEqual(warnings, [], "no call fell back to the legacy-equivalent answer");
   sidecar.close();
 });
