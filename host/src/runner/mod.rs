@@ -15,6 +15,7 @@
 //! foreground or in the background (awaited before the session's next engine
 //! call).
 
+pub mod load;
 mod overflow;
 mod prompt;
 mod report;

@@ -372,7 +372,7 @@ impl Service {
 
     async fn bootstrap(&self, call: &CallOptions, target: Target) -> Result<Value, ProtocolError> {
         let engine = self.engine(target.engine.as_deref()).await?;
-        let mut session = self.open(&target).await?;
+        let session = self.open(&target).await?;
         let history = session.history();
         let result = engine
             .bootstrap(call, &target.session(), &history)
@@ -417,7 +417,7 @@ impl Service {
         args: With<AssembleArgs>,
     ) -> Result<Value, ProtocolError> {
         let engine = self.engine(args.target.engine.as_deref()).await?;
-        let mut session = self.open(&args.target).await?;
+        let session = self.open(&args.target).await?;
         let history = session.history();
         let own = args.own;
         let by_reference = match own.answer.as_deref() {
@@ -523,7 +523,7 @@ impl Service {
         args: With<AfterTurnArgs>,
     ) -> Result<Value, ProtocolError> {
         let engine = self.engine(args.target.engine.as_deref()).await?;
-        let mut session = self.open(&args.target).await?;
+        let session = self.open(&args.target).await?;
         let history = session.history();
         let own = args.own;
         let after = AfterTurnParams {
@@ -545,7 +545,7 @@ impl Service {
         args: With<MaintainArgs>,
     ) -> Result<Value, ProtocolError> {
         let engine = self.engine(args.target.engine.as_deref()).await?;
-        let mut session = self.open(&args.target).await?;
+        let session = self.open(&args.target).await?;
         let history = session.history();
         let context = args.own.runtime_context.map(|context| context.to_string());
         let result = engine
@@ -573,7 +573,7 @@ impl Service {
         args: With<CompactArgs>,
     ) -> Result<Value, ProtocolError> {
         let engine = self.engine(args.target.engine.as_deref()).await?;
-        let mut session = self.open(&args.target).await?;
+        let session = self.open(&args.target).await?;
         let history = session.history();
         let own = args.own;
         let compact = CompactParams {

@@ -9,6 +9,7 @@ mod memory;
 mod recorded;
 mod replay;
 mod sandbox;
+mod soak;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -32,6 +33,12 @@ pub struct Args {
     /// Messages in the session native compaction is measured on.
     #[arg(long, default_value_t = 100_000)]
     compaction_messages: usize,
+    /// Sessions of the soak (load with faults).
+    #[arg(long, default_value_t = 1_000)]
+    soak_sessions: usize,
+    /// Turns per session of the soak.
+    #[arg(long, default_value_t = 20)]
+    soak_turns: usize,
     /// The session to replay (default: the largest fixture when run from a
     /// checkout, else the built-in sample).
     #[arg(long)]
@@ -55,6 +62,8 @@ enum Group {
     Compaction,
     /// A full replay of a real session.
     Replay,
+    /// Many concurrent sessions through an engine failing a tenth of its calls.
+    Soak,
 }
 
 /// What the measurements are given.
@@ -63,6 +72,8 @@ pub struct Options {
     sessions: usize,
     max_sessions: usize,
     compaction_messages: usize,
+    soak_sessions: usize,
+    soak_turns: usize,
     transcript: Option<PathBuf>,
 }
 
@@ -122,6 +133,16 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         } else {
             args.compaction_messages
         },
+        soak_sessions: if args.quick {
+            args.soak_sessions.min(50)
+        } else {
+            args.soak_sessions
+        },
+        soak_turns: if args.quick {
+            args.soak_turns.min(5)
+        } else {
+            args.soak_turns
+        },
         transcript: args.transcript,
     };
     if cfg!(debug_assertions) {
@@ -143,6 +164,9 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     if wanted(Group::Replay) {
         replay::rows(&options, &mut rows).await?;
+    }
+    if wanted(Group::Soak) {
+        soak::rows(&options, &mut rows).await?;
     }
 
     let machine = Machine::read(options.quick);
