@@ -592,3 +592,87 @@ impl Summarizer for Failing {
         ))
     }
 }
+
+/// One step of a generated conversation.
+#[derive(Debug, Clone)]
+enum Step {
+    Ask(usize),
+    Answer(usize),
+    /// A call with this many results (0: left pending) of this size each.
+    Tools(usize, usize),
+}
+
+fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+    use proptest::prelude::*;
+    prop_oneof![
+        (1usize..400).prop_map(Step::Ask),
+        (1usize..400).prop_map(Step::Answer),
+        (0usize..3, 20usize..4_000).prop_map(|(results, size)| Step::Tools(results, size)),
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::test_runner::Config { cases: 24, ..Default::default() })]
+
+    /// Native compaction of any conversation shape, to any budget: the
+    /// context never grows, the figures it reports are the transcript's, and
+    /// no tool result is parted from its call.
+    #[test]
+    fn compaction_never_grows_the_context_or_parts_a_tool_pair(
+        steps in proptest::collection::vec(step(), 4..60),
+        budget in 600u64..20_000,
+        force in proptest::bool::ANY,
+    ) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = TranscriptStore::new(TranscriptConfig::default());
+        let transcript = store
+            .create(&dir.path().join("session.jsonl"), NewSession::default())
+            .expect("create");
+        for (index, step) in steps.iter().enumerate() {
+            let messages = match step {
+                Step::Ask(size) => vec![AgentMessage::user_text("ask ".repeat(*size))],
+                Step::Answer(size) => vec![AgentMessage::assistant_text("answer ".repeat(*size))],
+                Step::Tools(results, size) => {
+                    // One assistant message making every call; `results`
+                    // of them answered, the rest left pending.
+                    let ids: Vec<String> = (0..(*results).max(1)).map(|n| format!("c{index}-{n}")).collect();
+                    let mut call = tool_call(&ids[0], &format!("src/f{index}.rs"));
+                    if let AgentMessage::Assistant { content, .. } = &mut call {
+                        content.extend(ids[1..].iter().map(|id| ContentBlock::ToolCall {
+                            id: id.clone(),
+                            name: "read".into(),
+                            arguments_json: "{}".into(),
+                        }));
+                    }
+                    let mut messages = vec![call];
+                    messages.extend(ids.iter().take(*results).map(|id| tool_result(id, *size)));
+                    messages
+                }
+            };
+            transcript.append(&messages).expect("append");
+        }
+        let before = transcript.history().total_tokens();
+        let compactor = compactor(
+            &store,
+            Arc::new(crate::services::summarize::ExtractiveSummarizer),
+            CompactionConfig::default(),
+        );
+        let result = runtime()
+            .block_on(compactor.compact(
+                &transcript,
+                &params(budget, CompactionTarget::Budget, force),
+                &NoProgress,
+                &CancellationToken::new(),
+            ))
+            .expect("compaction runs");
+        let history = transcript.history();
+        proptest::prop_assert!(history.total_tokens() <= before, "{} > {before}: {result:?}", history.total_tokens());
+        if result.compacted {
+            proptest::prop_assert_eq!(result.tokens_after, Some(history.total_tokens()));
+            proptest::prop_assert!(result.tokens_before >= before);
+        } else {
+            proptest::prop_assert_eq!(history.total_tokens(), before, "nothing compacted, nothing changed");
+        }
+        assert_paired(&history);
+    }
+}
