@@ -124,8 +124,13 @@ const portFree = (port) =>
 
 /** One OpenClaw home with the plugin installed, configured for `engine`. */
 class OpenClaw {
-  constructor(name, engine, model, ctxboxToml = "") {
+  /**
+   * `plugin` replaces this folder's plugin with another context-engine
+   * plugin: `{ dir, id, config, timeoutSeconds }` (OpenClaw's run timeout).
+   */
+  constructor(name, engine, model, ctxboxToml = "", plugin = undefined) {
     this.ctxboxToml = ctxboxToml;
+    this.plugin = plugin;
     this.home = join(root, name);
     this.dataDir = join(this.home, "ctxbox-data");
     this.engine = engine;
@@ -150,19 +155,20 @@ class OpenClaw {
     mkdirSync(this.dataDir, { recursive: true });
     const configPath = join(this.home, ".openclaw", "openclaw.json");
     writeFileSync(configPath, JSON.stringify(this.baseConfig(), null, 2));
-    const installed = await this.openclaw(["plugins", "install", "-l", "--force", "--accept-capabilities", PLUGIN_DIR]);
+    const installed = await this.openclaw(["plugins", "install", "-l", "--force", "--accept-capabilities", this.plugin?.dir ?? PLUGIN_DIR]);
     assert.equal(installed.status, 0, `plugins install failed:\n${installed.stdout}\n${installed.stderr}`);
     const ctxboxToml = join(this.home, "ctxbox.toml");
     writeFileSync(ctxboxToml, `[sandbox]\ncallTimeoutMs = ${ENGINE_DEADLINE_MS}\n${this.ctxboxToml}`);
     // Install may have rewritten the config; add ours to what it wrote.
     const config = JSON.parse(readFileSync(configPath, "utf8"));
     config.plugins = config.plugins ?? {};
-    config.plugins.slots = { ...(config.plugins.slots ?? {}), contextEngine: "ctxbox" };
+    const id = this.plugin?.id ?? "ctxbox";
+    config.plugins.slots = { ...(config.plugins.slots ?? {}), contextEngine: id };
     config.plugins.entries = config.plugins.entries ?? {};
-    config.plugins.entries.ctxbox = {
-      ...(config.plugins.entries.ctxbox ?? {}),
+    config.plugins.entries[id] = {
+      ...(config.plugins.entries[id] ?? {}),
       enabled: true,
-      config: {
+      config: this.plugin?.config ?? {
         engine: this.engine,
         ctxboxBin: CTXBOX_BIN,
         dataDir: this.dataDir,
@@ -197,7 +203,12 @@ class OpenClaw {
           },
         },
       },
-      agents: { defaults: { model: { primary: "fake/fake-1" } } },
+      agents: {
+        defaults: {
+          model: { primary: "fake/fake-1" },
+          ...(this.plugin?.timeoutSeconds ? { timeoutSeconds: this.plugin.timeoutSeconds } : {}),
+        },
+      },
     };
   }
 
@@ -226,14 +237,19 @@ class OpenClaw {
 
   /** One turn of `session`; asserts it completed and returns its duration. */
   async turn(session, message) {
-    const result = await this.openclaw(["agent", "--session-id", session, "--message", message, "--json"], {
-      timeoutMs: 180_000,
-    });
+    const result = await this.rawTurn(session, message);
     assert.equal(result.status, 0, `turn "${message}" failed:\n${result.stdout}\n${result.stderr}\n--- gateway ---\n${this.gatewayLog.slice(-5000)}`);
     const json = JSON.parse(result.stdout.slice(result.stdout.indexOf("{")));
     assert.equal(json.status, "ok", result.stdout);
     console.log(`# ${this.engine.split("/").at(-1)}: turn "${message}" of ${session} took ${result.ms} ms`);
     return result.ms;
+  }
+
+  /** One turn of `session`, however it ends: `{status, stdout, stderr, ms}`. */
+  rawTurn(session, message) {
+    return this.openclaw(["agent", "--session-id", session, "--message", message, "--json"], {
+      timeoutMs: 180_000,
+    });
   }
 
   stop() {
@@ -424,3 +440,54 @@ for (const [name, wasm, message, classifications] of [
     }
   });
 }
+
+// What ctxbox is for, measured on the same OpenClaw: a plain JavaScript
+// context engine whose `assemble` never answers holds the turn until
+// OpenClaw's own run timeout (set to 20 s here; 600 s by default) and
+// more, where the sandboxed `spin` above is answered within the engine
+// deadline. The figure goes to BENCHMARKS.md.
+test("without ctxbox: a hanging JavaScript engine holds the turn until OpenClaw's run timeout", async () => {
+  const dir = join(root, "hang-js-plugin");
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(
+    join(dir, "package.json"),
+    JSON.stringify({ name: "hang-js", version: "0.0.0", type: "module", openclaw: { extensions: ["./index.js"] } }),
+  );
+  writeFileSync(
+    join(dir, "openclaw.plugin.json"),
+    JSON.stringify({ id: "hang-js", name: "hang-js", kind: "context-engine", configSchema: { type: "object" } }),
+  );
+  writeFileSync(
+    join(dir, "index.js"),
+    `export default function register(api) {
+  api.registerContextEngine("hang-js", () => ({
+    info: { id: "hang-js", name: "hang-js", version: "0.0.0", ownsCompaction: false,
+      transcriptSemantics: { currentTurnFence: "before-current-turn-entry-v1", turnAdvancementIdempotency: "atomic-idempotent-v1" } },
+    async bootstrap() { return { bootstrapped: true }; },
+    async ingest() { return { ingested: false }; },
+    assemble: () => new Promise(() => {}),
+    async commitTurn() { return { status: "committed" }; },
+    async afterTurn() {},
+    async compact() { return { ok: true, compacted: false }; },
+    async dispose() {},
+  }));
+}
+`,
+  );
+  const timeoutSeconds = 20;
+  const model = await startFakeModel({ reply: (_body, index) => `hang reply ${index}` });
+  const openclaw = new OpenClaw("hang-js", "hang-js", model, "", { dir, id: "hang-js", config: {}, timeoutSeconds });
+  try {
+    await openclaw.setUp();
+    await openclaw.startGateway();
+    const result = await openclaw.rawTurn("hj", "hang question");
+    console.log(
+      `# without ctxbox: a hanging assemble ended the turn after ${result.ms} ms (run timeout ${timeoutSeconds} s), exit ${result.status}`,
+    );
+    assert.ok(result.ms >= timeoutSeconds * 1000, `the turn waited for the run timeout: ${result.ms} ms`);
+    assert.equal(model.requests.length, 0, "the model was never asked");
+  } finally {
+    openclaw.stop();
+    await model.close();
+  }
+});
