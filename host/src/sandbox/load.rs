@@ -96,10 +96,7 @@ impl Sandbox {
     /// the sandbox grants; compiling then gets `sandbox.compileTimeoutMs`.
     pub fn load_bytes(&self, name: &str, bytes: &[u8]) -> Result<LoadedComponent, LoadError> {
         self.check_size(name, bytes.len() as u64)?;
-        check_header(name, bytes)?;
-        let declared = Declared::read(name, bytes)?;
-        check_exports(name, &declared.exports)?;
-        let imports = check_imports(name, declared.imports)?;
+        let imports = check_component(name, bytes)?;
         let content_hash = hex::encode(Sha256::digest(bytes));
         let (component, from_cache) = self.compile_cached(name, bytes, &content_hash)?;
         let pre = self
@@ -247,6 +244,18 @@ fn write_cache(cache_dir: &Path, path: &Path, component: &Component) -> Result<(
     temp.persist(path)
         .map(drop)
         .map_err(|error| error.error.to_string())
+}
+
+/// The checks a component passes before it is hashed or compiled: a
+/// component (not a core module) by its header, exporting the engine
+/// interface and importing only what the sandbox grants. Returns its
+/// imports. Reads the bytes without validating or compiling them, so it is
+/// cheap on anything, however malformed.
+pub fn check_component(name: &str, bytes: &[u8]) -> Result<Vec<String>, LoadError> {
+    check_header(name, bytes)?;
+    let declared = Declared::read(name, bytes)?;
+    check_exports(name, &declared.exports)?;
+    check_imports(name, declared.imports)
 }
 
 /// Refuses bytes that are not a component by their header.

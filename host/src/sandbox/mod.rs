@@ -41,7 +41,7 @@ use wasmtime::{InstanceAllocationStrategy, PoolingAllocationConfig};
 
 pub use self::config::SandboxConfig;
 pub use self::error::{LoadError, RefusedImport, SandboxError};
-pub use self::load::{LoadedComponent, WIT_PACKAGE, WIT_VERSION};
+pub use self::load::{LoadedComponent, WIT_PACKAGE, WIT_VERSION, check_component};
 use self::pool::InstancePool;
 use self::store::StoreState;
 pub use self::wasm_engine::{EngineIdentity, WasmEngine};

@@ -5,6 +5,7 @@
 mod architecture;
 mod check;
 mod example_engines;
+mod fuzz_corpus;
 mod host_services;
 mod hostile;
 mod keep_recent;
