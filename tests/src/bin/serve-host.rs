@@ -41,7 +41,10 @@ fn main() -> Result<()> {
         .build()?;
     runtime.block_on(async {
         let host = Runtime::new(config).context("cannot set up the host")?;
-        let service = Arc::new(Service::new(host, None).context("cannot start the server")?);
+        // `legacy` serves: the test is about the store, not an engine.
+        let service = Arc::new(
+            Service::new(host, Some("legacy".to_owned())).context("cannot start the server")?,
+        );
         serve(
             service,
             tokio::io::BufReader::new(tokio::io::stdin()),

@@ -188,6 +188,10 @@ fn four_hosts_lose_nothing_when_one_is_killed_mid_run() {
         .collect();
     // Kill host 0 in the middle of the run, requests in flight.
     while acknowledged.load(Ordering::Relaxed) < SESSIONS * TURNS / 2 {
+        assert!(
+            !workers.iter().any(std::thread::JoinHandle::is_finished),
+            "a client stopped before the kill"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
     hosts[0].kill();

@@ -143,25 +143,30 @@ fn start() -> Result<Cluster, String> {
     Ok(cluster)
 }
 
-/// Stops the server and removes its directory once this process is gone.
+/// Stops the server and removes its directory once this process is gone:
+/// a shell reads its stdin, a pipe whose other end only this process holds,
+/// so the read ends when the process does, however it ends.
 fn watch(cluster: &Cluster, data: &Path, dir: &Path) {
     let stop = cluster.command("pg_ctl");
     let prefix: Vec<String> = std::iter::once(stop.get_program().to_string_lossy().into_owned())
         .chain(stop.get_args().map(|arg| arg.to_string_lossy().into_owned()))
         .collect();
     let script = format!(
-        "while kill -0 {pid} 2>/dev/null; do sleep 0.5; done; {stop} -D '{data}' -m immediate stop >/dev/null 2>&1; rm -rf '{dir}'",
-        pid = std::process::id(),
+        "read -r _; {stop} -D '{data}' -m immediate stop >/dev/null 2>&1; rm -rf '{dir}'",
         stop = prefix.join(" "),
         data = data.display(),
         dir = dir.display(),
     );
-    let _ = Command::new("sh")
+    if let Ok(mut watchdog) = Command::new("sh")
         .args(["-c", &script])
-        .stdin(Stdio::null())
+        .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
-        .spawn();
+        .spawn()
+    {
+        // Held open until the process exits (the kernel closes it then).
+        std::mem::forget(watchdog.stdin.take());
+    }
 }
 
 fn is_root() -> bool {

@@ -212,9 +212,11 @@ fn transcripts_page_deltas_branch_and_rotate() {
             transcript.append(&texts(1, "too late")),
             Err(TranscriptError::Rotated { .. })
         ), "{name}");
-        let again = backend.transcripts().open(&path).expect("reopens the old one");
+        // Another host reads both (without a lock: this one still writes).
+        let other = backend.transcripts();
+        let again = other.open_read_only(&path).expect("reads the old one");
         assert!(again.successor().is_some(), "{name}: the rotation is durable");
-        match backend.transcripts().open(successor.path()).expect("reopens").read_delta(None, 100, 1 << 20) {
+        match other.open_read_only(successor.path()).expect("reads").read_delta(None, 100, 1 << 20) {
             TranscriptDelta::Page { entries, .. } => assert_eq!(entries.len(), 3, "{name}"),
             other => panic!("{name}: a page, not {other:?}"),
         }
