@@ -137,6 +137,12 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         print_turns(&report.turns);
         print_summary(&report, &label, &selected, window, &output);
+        if let Some(postgres) = runtime.shared_store() {
+            println!(
+                "stored in       PostgreSQL at {} (not a file)",
+                postgres.server()
+            );
+        }
     }
     Ok(if report.failed_turns.is_empty() {
         ExitCode::SUCCESS
@@ -215,11 +221,10 @@ fn recording(
             sample
         }
     };
-    let transcript = ctxbox_host::transcript::TranscriptStore::new(
-        runtime.config().transcripts.clone(),
-    )
-    .open_read_only(&path)
-        .with_context(|| format!("cannot read the transcript `{}`", path.display()))?;
+    let transcript =
+        ctxbox_host::transcript::TranscriptStore::new(runtime.config().transcripts.clone())
+            .open_read_only(&path)
+            .with_context(|| format!("cannot read the transcript `{}`", path.display()))?;
     let label = path.file_name().map_or_else(
         || path.display().to_string(),
         |name| name.to_string_lossy().into_owned(),

@@ -286,7 +286,9 @@ impl SqliteQuarantine {
     }
 
     fn connection(&self) -> std::sync::MutexGuard<'_, Connection> {
-        self.connection.lock().unwrap_or_else(PoisonError::into_inner)
+        self.connection
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     fn error(&self, source: rusqlite::Error) -> QuarantineError {

@@ -93,7 +93,11 @@ impl QuarantineBackend for PostgresQuarantine {
                 )
                 .await
                 .map(|_| ())
-                .map_err(|error| postgres.query_error("write a quarantine record", &error).into())
+                .map_err(|error| {
+                    postgres
+                        .query_error("write a quarantine record", &error)
+                        .into()
+                })
         })
     }
 
@@ -101,10 +105,17 @@ impl QuarantineBackend for PostgresQuarantine {
         let (engine_id, postgres) = (engine_id.to_owned(), self.postgres.clone());
         self.postgres.run(move |client| async move {
             client
-                .execute("DELETE FROM ctxbox_quarantine WHERE engine_id = $1", &[&engine_id])
+                .execute(
+                    "DELETE FROM ctxbox_quarantine WHERE engine_id = $1",
+                    &[&engine_id],
+                )
                 .await
                 .map(|_| ())
-                .map_err(|error| postgres.query_error("clear a quarantine record", &error).into())
+                .map_err(|error| {
+                    postgres
+                        .query_error("clear a quarantine record", &error)
+                        .into()
+                })
         })
     }
 

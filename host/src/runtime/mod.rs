@@ -11,10 +11,10 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 pub use self::config::Config;
+use crate::engines::PostgresQuarantine;
 use crate::engines::bundled;
 use crate::engines::guard::{GuardPolicy, GuardedEngine};
 use crate::engines::legacy::LegacyEngine;
-use crate::engines::PostgresQuarantine;
 use crate::engines::quarantine::{QuarantineError, QuarantineStore};
 use crate::engines::registry::{EngineFactory, RegisterError, RegisterOptions};
 use crate::engines::selection::Engines;
@@ -23,12 +23,12 @@ use crate::provider::{Provider, Replay, ReplayScript, ToolExecutor};
 use crate::runner::{RunReport, RunnerConfig, Session, TurnReport, TurnRunner};
 use crate::sandbox::SandboxError;
 use crate::sandbox::{Sandbox, SandboxConfig};
+use crate::services::PostgresState;
 use crate::services::compaction::Compactor;
 use crate::services::native::NativeServices;
-use crate::services::PostgresState;
 use crate::services::state::{EngineState, StateError, StateStore};
-use crate::store::{Postgres, StoreError, StoreKind};
 use crate::services::summarize::SummarizeError;
+use crate::store::{Postgres, StoreError, StoreKind};
 use crate::transcript::{NewSession, PostgresLogs, TranscriptError, TranscriptStore};
 
 /// The system prompt replayed conversations are sent with.

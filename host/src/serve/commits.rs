@@ -172,7 +172,9 @@ impl TurnCommits for CommitStore {
     fn keys(&self, session_id: &str) -> Result<Vec<String>, CommitError> {
         let connection = self.connection();
         let mut statement = connection
-            .prepare("SELECT advancement_key FROM turn_commits WHERE session_id = ?1 ORDER BY rowid")
+            .prepare(
+                "SELECT advancement_key FROM turn_commits WHERE session_id = ?1 ORDER BY rowid",
+            )
             .map_err(|source| self.error(source))?;
         let keys = statement
             .query_map(params![session_id], |row| row.get::<_, String>(0))

@@ -184,7 +184,8 @@ impl Service {
         runtime: Runtime,
         default_engine: Option<String>,
     ) -> Result<Self, super::commits::CommitError> {
-        let (commits, leases): (Box<dyn TurnCommits>, SessionLeases) = match runtime.shared_store() {
+        let (commits, leases): (Box<dyn TurnCommits>, SessionLeases) = match runtime.shared_store()
+        {
             None => (
                 Box::new(CommitStore::open(
                     &runtime.data_dir().join(super::commits::COMMITS_FILE),

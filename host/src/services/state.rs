@@ -224,7 +224,9 @@ impl EngineState for StateStore {
         let number = engine_number(&transaction, engine).map_err(|source| self.sqlite(source))?;
         let old = entry_bytes(&transaction, number, key).map_err(|source| self.sqlite(source))?;
         let used = usage_of(&transaction, number).map_err(|source| self.sqlite(source))?;
-        let needed = self.limits().after_set(engine, used, old, entry_cost(key, value.len()))?;
+        let needed = self
+            .limits()
+            .after_set(engine, used, old, entry_cost(key, value.len()))?;
         transaction
             .execute(
                 "INSERT INTO entries (engine, key, value) VALUES (?1, ?2, ?3)

@@ -122,7 +122,8 @@ impl EngineState for PostgresState {
         start_after: Option<&str>,
         limit: u32,
     ) -> Result<Vec<(String, Vec<u8>)>, StateError> {
-        let (engine, prefix, postgres) = (engine.to_owned(), prefix.to_owned(), self.postgres.clone());
+        let (engine, prefix, postgres) =
+            (engine.to_owned(), prefix.to_owned(), self.postgres.clone());
         let end = prefix_end(&prefix);
         let start_after = start_after.map(str::to_owned);
         let limit = i64::from(limit);
@@ -145,10 +146,17 @@ impl EngineState for PostgresState {
         let (engine, postgres) = (engine.to_owned(), self.postgres.clone());
         self.postgres.run(move |client| async move {
             client
-                .query_opt("SELECT bytes FROM ctxbox_state_engines WHERE id = $1", &[&engine])
+                .query_opt(
+                    "SELECT bytes FROM ctxbox_state_engines WHERE id = $1",
+                    &[&engine],
+                )
                 .await
                 .map(|row| row.map_or(0, |row| row.get::<_, i64>(0).max(0) as u64))
-                .map_err(|error| postgres.query_error("read engine state usage", &error).into())
+                .map_err(|error| {
+                    postgres
+                        .query_error("read engine state usage", &error)
+                        .into()
+                })
         })
     }
 }

@@ -38,10 +38,11 @@ impl Postgres {
     /// schema from a newer ctxbox is an error saying so.
     pub fn connect(url: &str, pool_size: usize) -> Result<Arc<Self>, StoreError> {
         let mut config: tokio_postgres::Config =
-            url.parse().map_err(|error: tokio_postgres::Error| StoreError::BadUrl {
-                url: mask_password(url),
-                reason: describe(&error),
-            })?;
+            url.parse()
+                .map_err(|error: tokio_postgres::Error| StoreError::BadUrl {
+                    url: mask_password(url),
+                    reason: describe(&error),
+                })?;
         if config.get_hosts().is_empty() {
             return Err(StoreError::BadUrl {
                 url: mask_password(url),
@@ -108,7 +109,9 @@ impl Postgres {
         self.handle().spawn(async move {
             let _ = answer.send(work.await);
         });
-        answered.recv().unwrap_or_else(|_| Err(E::from(self.stopped())))
+        answered
+            .recv()
+            .unwrap_or_else(|_| Err(E::from(self.stopped())))
     }
 
     /// [`Self::run`] for async callers: awaits the answer instead of
@@ -125,7 +128,10 @@ impl Postgres {
     }
 
     /// `work` run with a pooled connection.
-    fn with_client<T, E, F, Fut>(&self, work: F) -> impl Future<Output = Result<T, E>> + Send + 'static
+    fn with_client<T, E, F, Fut>(
+        &self,
+        work: F,
+    ) -> impl Future<Output = Result<T, E>> + Send + 'static
     where
         T: Send + 'static,
         E: From<StoreError> + Send + 'static,
@@ -213,7 +219,12 @@ fn describe_server(config: &tokio_postgres::Config) -> String {
         .iter()
         .enumerate()
         .map(|(index, host)| {
-            let port = config.get_ports().get(index).or(config.get_ports().first()).copied().unwrap_or(5432);
+            let port = config
+                .get_ports()
+                .get(index)
+                .or(config.get_ports().first())
+                .copied()
+                .unwrap_or(5432);
             match host {
                 tokio_postgres::config::Host::Tcp(name) => format!("{name}:{port}"),
                 #[cfg(unix)]
@@ -257,7 +268,10 @@ mod tests {
             mask_password("postgres://ctx:secret@db:5432/ctxbox"),
             "postgres://ctx:***@db:5432/ctxbox"
         );
-        assert_eq!(mask_password("host=db password=secret"), "host=db password=***");
+        assert_eq!(
+            mask_password("host=db password=secret"),
+            "host=db password=***"
+        );
     }
 
     #[test]
@@ -273,6 +287,9 @@ mod tests {
         // Port 1 on loopback: nothing listens there.
         let error = Postgres::connect("postgres://ctx@127.0.0.1:1/ctxbox", 1).unwrap_err();
         let text = error.to_string();
-        assert!(text.contains("cannot reach PostgreSQL at 127.0.0.1:1/ctxbox"), "{text}");
+        assert!(
+            text.contains("cannot reach PostgreSQL at 127.0.0.1:1/ctxbox"),
+            "{text}"
+        );
     }
 }

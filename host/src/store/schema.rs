@@ -116,7 +116,10 @@ pub(super) async fn migrate(client: &Object, server: &str) -> Result<(), StoreEr
                 .await
                 .map_err(fail("migrate the schema"))?;
             client
-                .execute("INSERT INTO ctxbox_schema (version) VALUES ($1)", &[&version])
+                .execute(
+                    "INSERT INTO ctxbox_schema (version) VALUES ($1)",
+                    &[&version],
+                )
                 .await
                 .map_err(fail("record the schema version"))?;
         }
@@ -124,6 +127,9 @@ pub(super) async fn migrate(client: &Object, server: &str) -> Result<(), StoreEr
     }
     .await;
     let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
-    let ended = client.batch_execute(end).await.map_err(fail("end the migration"));
+    let ended = client
+        .batch_execute(end)
+        .await
+        .map_err(fail("end the migration"));
     result.and(ended)
 }

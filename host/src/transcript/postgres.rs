@@ -72,7 +72,10 @@ impl TranscriptLogs for PostgresLogs {
             .postgres
             .run(move |client| async move {
                 client
-                    .query_opt("SELECT id FROM ctxbox_transcripts WHERE name = $1", &[&text])
+                    .query_opt(
+                        "SELECT id FROM ctxbox_transcripts WHERE name = $1",
+                        &[&text],
+                    )
                     .await
                     .map(|row| row.map(|row| row.get(0)))
                     .map_err(|error| postgres.query_error("look up a transcript", &error))
@@ -235,13 +238,12 @@ impl TranscriptLog for PostgresLog {
                     .map_err(|error| postgres.query_error("append to a transcript", &error))?;
             }
             match insert_lines(&transaction, id, first, &lines).await {
-                Err(error)
-                    if error.code().map(|code| code.code()) == Some(UNIQUE_VIOLATION) =>
-                {
+                Err(error) if error.code().map(|code| code.code()) == Some(UNIQUE_VIOLATION) => {
                     return Ok(false);
                 }
                 other => {
-                    other.map_err(|error| postgres.query_error("append to a transcript", &error))?;
+                    other
+                        .map_err(|error| postgres.query_error("append to a transcript", &error))?;
                 }
             }
             transaction

@@ -134,11 +134,20 @@ pub(crate) fn commit(hosts: &[Arc<Host>], session: usize, turn: usize) -> (Strin
     let mut retried = false;
     let started = Instant::now();
     loop {
-        assert!(started.elapsed() < Duration::from_secs(60), "turn {session}:{turn} never committed");
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "turn {session}:{turn} never committed"
+        );
         let host = route(hosts, session);
         match host.call("commitTurn", params.clone()) {
             Some(answer) if answer["error"].is_null() => {
-                return (answer["result"]["status"].as_str().expect("a status").to_owned(), retried);
+                return (
+                    answer["result"]["status"]
+                        .as_str()
+                        .expect("a status")
+                        .to_owned(),
+                    retried,
+                );
             }
             Some(answer) => {
                 // `session-busy` while a dead host's lease runs out.
@@ -155,10 +164,18 @@ fn four_hosts_lose_nothing_when_one_is_killed_mid_run() {
     let Some(url) = pg_cluster::database("four_hosts_lose_nothing") else {
         return;
     };
-    let dirs: Vec<tempfile::TempDir> = (0..HOSTS).map(|_| tempfile::tempdir().expect("dir")).collect();
-    let hosts: Arc<Vec<Arc<Host>>> = Arc::new(dirs.iter().map(|dir| Host::start(&url, dir.path())).collect());
+    let dirs: Vec<tempfile::TempDir> = (0..HOSTS)
+        .map(|_| tempfile::tempdir().expect("dir"))
+        .collect();
+    let hosts: Arc<Vec<Arc<Host>>> = Arc::new(
+        dirs.iter()
+            .map(|dir| Host::start(&url, dir.path()))
+            .collect(),
+    );
     for host in hosts.iter() {
-        let hello = host.call("hello", json!({"protocol": 1})).expect("a host answers");
+        let hello = host
+            .call("hello", json!({"protocol": 1}))
+            .expect("a host answers");
         assert_eq!(hello["result"]["protocol"], 1, "{hello}");
     }
 
@@ -169,8 +186,12 @@ fn four_hosts_lose_nothing_when_one_is_killed_mid_run() {
     let retried = Arc::new(AtomicUsize::new(0));
     let workers: Vec<_> = (0..WORKERS)
         .map(|worker| {
-            let (hosts, acks, acknowledged, retried) =
-                (hosts.clone(), acks.clone(), acknowledged.clone(), retried.clone());
+            let (hosts, acks, acknowledged, retried) = (
+                hosts.clone(),
+                acks.clone(),
+                acknowledged.clone(),
+                retried.clone(),
+            );
             std::thread::spawn(move || {
                 let mine: Vec<usize> = (worker..SESSIONS).step_by(WORKERS).collect();
                 for turn in 0..TURNS {
@@ -179,7 +200,11 @@ fn four_hosts_lose_nothing_when_one_is_killed_mid_run() {
                         if again {
                             retried.fetch_add(1, Ordering::Relaxed);
                         }
-                        acks.lock().unwrap().entry(session).or_default().push((turn, status));
+                        acks.lock()
+                            .unwrap()
+                            .entry(session)
+                            .or_default()
+                            .push((turn, status));
                         acknowledged.fetch_add(1, Ordering::Relaxed);
                     }
                 }
@@ -206,7 +231,10 @@ fn four_hosts_lose_nothing_when_one_is_killed_mid_run() {
         (SESSIONS * TURNS) as f64 / elapsed.as_secs_f64(),
         retried.load(Ordering::Relaxed)
     );
-    assert!(retried.load(Ordering::Relaxed) > 0, "the kill hit sessions of the killed host");
+    assert!(
+        retried.load(Ordering::Relaxed) > 0,
+        "the kill hit sessions of the killed host"
+    );
 
     // Everything acknowledged is in the store, once, in turn order.
     let commits = PostgresCommits::new(Postgres::connect(&url, 2).expect("connects"));
@@ -221,15 +249,26 @@ fn four_hosts_lose_nothing_when_one_is_killed_mid_run() {
             "session {id}: every turn once, in turn order"
         );
         let turns: Vec<usize> = acks[&session].iter().map(|(turn, _)| *turn).collect();
-        assert_eq!(turns, (0..TURNS).collect::<Vec<_>>(), "session {id}: acknowledged in order");
-        duplicates_acknowledged += acks[&session].iter().filter(|(_, status)| status == "duplicate").count();
+        assert_eq!(
+            turns,
+            (0..TURNS).collect::<Vec<_>>(),
+            "session {id}: acknowledged in order"
+        );
+        duplicates_acknowledged += acks[&session]
+            .iter()
+            .filter(|(_, status)| status == "duplicate")
+            .count();
     }
     // A `duplicate` only ever answers a retry of a turn the killed host
     // committed without answering.
     assert!(duplicates_acknowledged <= retried.load(Ordering::Relaxed));
 
     // Two hosts racing on the same turn of a session: it commits once.
-    let live: Vec<Arc<Host>> = hosts.iter().filter(|host| host.is_alive()).cloned().collect();
+    let live: Vec<Arc<Host>> = hosts
+        .iter()
+        .filter(|host| host.is_alive())
+        .cloned()
+        .collect();
     let racers: Vec<_> = (0..2)
         .map(|index| {
             let host = live[index].clone();
@@ -242,7 +281,10 @@ fn four_hosts_lose_nothing_when_one_is_killed_mid_run() {
             })
         })
         .collect();
-    let answers: Vec<Value> = racers.into_iter().map(|racer| racer.join().expect("joins")).collect();
+    let answers: Vec<Value> = racers
+        .into_iter()
+        .map(|racer| racer.join().expect("joins"))
+        .collect();
     let mut statuses: Vec<&str> = answers
         .iter()
         .map(|answer| answer["result"]["status"].as_str().unwrap_or("error"))

@@ -28,9 +28,13 @@ pub fn database(test: &str) -> Option<String> {
         Ok(cluster) => cluster,
         Err(why) => {
             if std::env::var("CTXBOX_REQUIRE_POSTGRES").as_deref() == Ok("1") {
-                panic!("CTXBOX_REQUIRE_POSTGRES=1 but the PostgreSQL test server is unavailable: {why}");
+                panic!(
+                    "CTXBOX_REQUIRE_POSTGRES=1 but the PostgreSQL test server is unavailable: {why}"
+                );
             }
-            eprintln!("SKIP {test}: no PostgreSQL test server ({why}); install postgresql (.ci/postgres.sh) to run it");
+            eprintln!(
+                "SKIP {test}: no PostgreSQL test server ({why}); install postgresql (.ci/postgres.sh) to run it"
+            );
             return None;
         }
     };
@@ -44,7 +48,18 @@ pub fn database(test: &str) -> Option<String> {
     );
     let status = cluster
         .command("psql")
-        .args(["-h", "127.0.0.1", "-p", &cluster.port.to_string(), "-U", "ctxbox", "-d", "postgres", "-q", "-c"])
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &cluster.port.to_string(),
+            "-U",
+            "ctxbox",
+            "-d",
+            "postgres",
+            "-q",
+            "-c",
+        ])
         .arg(format!("CREATE DATABASE {name}"))
         .status()
         .expect("psql runs");
@@ -108,7 +123,9 @@ fn start() -> Result<Cluster, String> {
         .port();
     let cluster = Cluster { bin, port, run_as };
     let run = |mut command: Command, what: &str| -> Result<(), String> {
-        let output = command.output().map_err(|error| format!("{what}: {error}"))?;
+        let output = command
+            .output()
+            .map_err(|error| format!("{what}: {error}"))?;
         if output.status.success() {
             Ok(())
         } else {
@@ -120,10 +137,15 @@ fn start() -> Result<Cluster, String> {
         }
     };
     let mut initdb = cluster.command("initdb");
-    initdb
-        .arg("-D")
-        .arg(&data)
-        .args(["-U", "ctxbox", "--auth=trust", "-E", "UTF8", "--no-sync", "--locale=C"]);
+    initdb.arg("-D").arg(&data).args([
+        "-U",
+        "ctxbox",
+        "--auth=trust",
+        "-E",
+        "UTF8",
+        "--no-sync",
+        "--locale=C",
+    ]);
     run(initdb, "initdb")?;
     let mut pg_ctl = cluster.command("pg_ctl");
     pg_ctl
@@ -149,7 +171,10 @@ fn start() -> Result<Cluster, String> {
 fn watch(cluster: &Cluster, data: &Path, dir: &Path) {
     let stop = cluster.command("pg_ctl");
     let prefix: Vec<String> = std::iter::once(stop.get_program().to_string_lossy().into_owned())
-        .chain(stop.get_args().map(|arg| arg.to_string_lossy().into_owned()))
+        .chain(
+            stop.get_args()
+                .map(|arg| arg.to_string_lossy().into_owned()),
+        )
         .collect();
     let script = format!(
         "read -r _; {stop} -D '{data}' -m immediate stop >/dev/null 2>&1; rm -rf '{dir}'",
@@ -185,6 +210,9 @@ fn chown_to_postgres(dir: &Path) -> Result<(), String> {
     if status.success() {
         Ok(())
     } else {
-        Err(format!("cannot give {} to the postgres user", dir.display()))
+        Err(format!(
+            "cannot give {} to the postgres user",
+            dir.display()
+        ))
     }
 }

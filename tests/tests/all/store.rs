@@ -78,7 +78,9 @@ impl Backend {
 
     fn state(&self, config: &StateConfig) -> Arc<dyn EngineState> {
         match self {
-            Self::Embedded(dir) => Arc::new(StateStore::open_in(dir.path(), config).expect("opens")),
+            Self::Embedded(dir) => {
+                Arc::new(StateStore::open_in(dir.path(), config).expect("opens"))
+            }
             Self::Postgres(url) => Arc::new(PostgresState::new(Self::connect(url), config)),
         }
     }
@@ -136,32 +138,57 @@ fn transcripts_keep_every_acknowledged_append_in_order() {
             let store = backend.transcripts();
             let transcript = store.create(&path, session("ordered")).expect("creates");
             for batch in 0..5 {
-                let stored = transcript.append(&texts(3, &format!("b{batch}"))).expect("appends");
+                let stored = transcript
+                    .append(&texts(3, &format!("b{batch}")))
+                    .expect("appends");
                 ids.extend(stored.into_iter().map(|entry| entry.id));
             }
-            let uncommitted = transcript.append_uncommitted(&texts(2, "late")).expect("appends");
+            let uncommitted = transcript
+                .append_uncommitted(&texts(2, "late"))
+                .expect("appends");
             ids.extend(uncommitted.into_iter().map(|entry| entry.id));
             transcript.commit().expect("commits");
-            assert!(matches!(
-                store.create(&path, session("again")),
-                Err(TranscriptError::AlreadyExists { .. })
-            ), "{name}: a transcript is created once");
+            assert!(
+                matches!(
+                    store.create(&path, session("again")),
+                    Err(TranscriptError::AlreadyExists { .. })
+                ),
+                "{name}: a transcript is created once"
+            );
         }
         // Another host (a new store) reads everything, in order.
         let reopened = backend.transcripts().open(&path).expect("reopens");
-        let read: Vec<String> = reopened.active_branch().into_iter().map(|entry| entry.id).collect();
-        assert_eq!(read, ids, "{name}: every acknowledged entry, in append order");
+        let read: Vec<String> = reopened
+            .active_branch()
+            .into_iter()
+            .map(|entry| entry.id)
+            .collect();
+        assert_eq!(
+            read, ids,
+            "{name}: every acknowledged entry, in append order"
+        );
         assert_eq!(reopened.session_id(), "ordered", "{name}");
         assert_eq!(reopened.history().len(), ids.len(), "{name}");
-        assert!(reopened.open_report().is_clean(), "{name}: {:?}", reopened.open_report());
+        assert!(
+            reopened.open_report().is_clean(),
+            "{name}: {:?}",
+            reopened.open_report()
+        );
         let entries = reopened.active_branch();
         for pair in entries.windows(2) {
-            assert_eq!(pair[1].parent_id.as_deref(), Some(pair[0].id.as_str()), "{name}: a chain");
+            assert_eq!(
+                pair[1].parent_id.as_deref(),
+                Some(pair[0].id.as_str()),
+                "{name}: a chain"
+            );
         }
-        assert!(matches!(
-            backend.transcripts().open(&backend.path("missing.jsonl")),
-            Err(TranscriptError::NotFound { .. })
-        ), "{name}: a missing transcript is named as such");
+        assert!(
+            matches!(
+                backend.transcripts().open(&backend.path("missing.jsonl")),
+                Err(TranscriptError::NotFound { .. })
+            ),
+            "{name}: a missing transcript is named as such"
+        );
     }
 }
 
@@ -179,7 +206,11 @@ fn transcripts_page_deltas_branch_and_rotate() {
         let mut paged = Vec::new();
         for expected in [3, 3, 1, 0] {
             match transcript.read_delta(cursor.as_deref(), 3, 1 << 20) {
-                TranscriptDelta::Page { cursor: next, entries, .. } => {
+                TranscriptDelta::Page {
+                    cursor: next,
+                    entries,
+                    ..
+                } => {
                     assert_eq!(entries.len(), expected, "{name}");
                     paged.extend(entries.into_iter().map(|entry| entry.id));
                     cursor = Some(next);
@@ -188,35 +219,65 @@ fn transcripts_page_deltas_branch_and_rotate() {
             }
         }
         let ids: Vec<String> = stored.iter().map(|entry| entry.id.clone()).collect();
-        assert_eq!(paged, ids, "{name}: the pages hold every entry once, in order");
+        assert_eq!(
+            paged, ids,
+            "{name}: the pages hold every entry once, in order"
+        );
 
         // A branch: a byte-identical copy continuing on its own.
         let branch_path = backend.path("branch.jsonl");
         transcript.save_copy(&branch_path).expect("branches");
-        assert!(transcript.save_copy(&branch_path).is_err(), "{name}: never over an existing one");
+        assert!(
+            transcript.save_copy(&branch_path).is_err(),
+            "{name}: never over an existing one"
+        );
         let branch = store.open(&branch_path).expect("opens the branch");
         assert_eq!(branch.active_branch().len(), 7, "{name}");
-        branch.append(&texts(1, "branch only")).expect("appends to the branch");
-        assert_eq!(transcript.active_branch().len(), 7, "{name}: the original is untouched");
+        branch
+            .append(&texts(1, "branch only"))
+            .expect("appends to the branch");
+        assert_eq!(
+            transcript.active_branch().len(),
+            7,
+            "{name}: the original is untouched"
+        );
 
         // Rotation: the successor starts at the kept entry; the old refuses appends.
         let successor = store.rotate(&transcript, &ids[4]).expect("rotates");
-        let kept: Vec<String> = successor.active_branch().into_iter().map(|entry| entry.id).collect();
-        assert_eq!(kept, ids[4..].to_vec(), "{name}: the kept entries carry over");
+        let kept: Vec<String> = successor
+            .active_branch()
+            .into_iter()
+            .map(|entry| entry.id)
+            .collect();
+        assert_eq!(
+            kept,
+            ids[4..].to_vec(),
+            "{name}: the kept entries carry over"
+        );
         assert_eq!(
             transcript.successor().map(|next| next.session_id),
             Some(successor.session_id()),
             "{name}: the old transcript names its successor"
         );
-        assert!(matches!(
-            transcript.append(&texts(1, "too late")),
-            Err(TranscriptError::Rotated { .. })
-        ), "{name}");
+        assert!(
+            matches!(
+                transcript.append(&texts(1, "too late")),
+                Err(TranscriptError::Rotated { .. })
+            ),
+            "{name}"
+        );
         // Another host reads both (without a lock: this one still writes).
         let other = backend.transcripts();
         let again = other.open_read_only(&path).expect("reads the old one");
-        assert!(again.successor().is_some(), "{name}: the rotation is durable");
-        match other.open_read_only(successor.path()).expect("reads").read_delta(None, 100, 1 << 20) {
+        assert!(
+            again.successor().is_some(),
+            "{name}: the rotation is durable"
+        );
+        match other
+            .open_read_only(successor.path())
+            .expect("reads")
+            .read_delta(None, 100, 1 << 20)
+        {
             TranscriptDelta::Page { entries, .. } => assert_eq!(entries.len(), 3, "{name}"),
             other => panic!("{name}: a page, not {other:?}"),
         }
@@ -238,18 +299,27 @@ fn a_second_writer_cannot_interleave_appends() {
             // PostgreSQL: B may open, but A's next append makes B's stale.
             Ok(b) => {
                 a.append(&texts(1, "a again")).expect("appends");
-                assert!(matches!(
-                    b.append(&texts(1, "b")),
-                    Err(TranscriptError::Conflict { .. })
-                ), "{name}: a stale writer is refused");
+                assert!(
+                    matches!(
+                        b.append(&texts(1, "b")),
+                        Err(TranscriptError::Conflict { .. })
+                    ),
+                    "{name}: a stale writer is refused"
+                );
             }
             Err(other) => panic!("{name}: unexpected {other}"),
         }
         drop(a);
         drop(host_a);
-        let entries = backend.transcripts().open(&path).expect("reopens").active_branch();
+        let entries = backend
+            .transcripts()
+            .open(&path)
+            .expect("reopens")
+            .active_branch();
         assert!(
-            entries.iter().all(|entry| !format!("{:?}", entry.message).contains("b question")),
+            entries
+                .iter()
+                .all(|entry| !format!("{:?}", entry.message).contains("b question")),
             "{name}: nothing of the refused writer"
         );
     }
@@ -270,15 +340,27 @@ fn engine_state_is_private_ordered_and_within_its_limits() {
         state.set("alpha", "other", b"x").expect("sets");
         state.set("beta", "k/a", b"beta's").expect("sets");
         let other_host = backend.state(&config);
-        assert_eq!(other_host.get("alpha", "k/a").expect("gets"), Some(b"one".to_vec()), "{name}");
-        assert_eq!(other_host.get("beta", "k/a").expect("gets"), Some(b"beta's".to_vec()), "{name}: private");
+        assert_eq!(
+            other_host.get("alpha", "k/a").expect("gets"),
+            Some(b"one".to_vec()),
+            "{name}"
+        );
+        assert_eq!(
+            other_host.get("beta", "k/a").expect("gets"),
+            Some(b"beta's".to_vec()),
+            "{name}: private"
+        );
         let keys: Vec<String> = other_host
             .scan("alpha", "k/", None, 10)
             .expect("scans")
             .into_iter()
             .map(|(key, _)| key)
             .collect();
-        assert_eq!(keys, ["k/a", "k/b", "k/\u{e9}"], "{name}: byte order, prefix only");
+        assert_eq!(
+            keys,
+            ["k/a", "k/b", "k/\u{e9}"],
+            "{name}: byte order, prefix only"
+        );
         let page: Vec<String> = other_host
             .scan("alpha", "k/", Some("k/a"), 1)
             .expect("scans")
@@ -289,24 +371,46 @@ fn engine_state_is_private_ordered_and_within_its_limits() {
 
         // The quota counts key + value + 64 per entry, across hosts.
         let used = state.usage("alpha").expect("usage");
-        assert_eq!(used, (3 + 3) + (3 + 3) + (4 + 6) + (5 + 1) + 4 * 64, "{name}");
+        assert_eq!(
+            used,
+            (3 + 3) + (3 + 3) + (4 + 6) + (5 + 1) + 4 * 64,
+            "{name}"
+        );
         let big = vec![7u8; 4_096];
-        assert!(matches!(
-            other_host.set("alpha", "big", &big),
-            Err(StateError::QuotaExceeded { .. })
-        ), "{name}: over the quota");
-        assert_eq!(state.get("alpha", "big").expect("gets"), None, "{name}: nothing half-written");
+        assert!(
+            matches!(
+                other_host.set("alpha", "big", &big),
+                Err(StateError::QuotaExceeded { .. })
+            ),
+            "{name}: over the quota"
+        );
+        assert_eq!(
+            state.get("alpha", "big").expect("gets"),
+            None,
+            "{name}: nothing half-written"
+        );
         for index in 0..6 {
-            state.set("alpha", &format!("n{index}"), b"").expect("within the key limit");
+            state
+                .set("alpha", &format!("n{index}"), b"")
+                .expect("within the key limit");
         }
-        assert!(matches!(
-            other_host.set("alpha", "n-last", b""),
-            Err(StateError::TooManyKeys { .. })
-        ), "{name}: the key limit holds for the other host too");
+        assert!(
+            matches!(
+                other_host.set("alpha", "n-last", b""),
+                Err(StateError::TooManyKeys { .. })
+            ),
+            "{name}: the key limit holds for the other host too"
+        );
         assert!(other_host.delete("alpha", "n0").expect("deletes"), "{name}");
-        assert!(!state.delete("alpha", "n0").expect("deletes"), "{name}: once");
+        assert!(
+            !state.delete("alpha", "n0").expect("deletes"),
+            "{name}: once"
+        );
         other_host.set("alpha", "n-last", b"").expect("room again");
-        assert!(matches!(state.set("alpha", "", b""), Err(StateError::BadKey { .. })), "{name}");
+        assert!(
+            matches!(state.set("alpha", "", b""), Err(StateError::BadKey { .. })),
+            "{name}"
+        );
     }
 }
 
@@ -316,21 +420,37 @@ fn quarantine_records_are_shared_and_the_first_failure_wins() {
         let name = backend.name();
         let host_a = backend.quarantine();
         let host_b = backend.quarantine();
-        let first = EngineFailure::new("spinner", Operation::Assemble, FailureKind::Timeout, "spun");
-        let later = EngineFailure::new("spinner", Operation::Ingest, FailureKind::Panic, "panicked");
-        host_a.record("plugin:zoo", Some("abc"), &first).expect("records");
+        let first =
+            EngineFailure::new("spinner", Operation::Assemble, FailureKind::Timeout, "spun");
+        let later =
+            EngineFailure::new("spinner", Operation::Ingest, FailureKind::Panic, "panicked");
+        host_a
+            .record("plugin:zoo", Some("abc"), &first)
+            .expect("records");
         // A host opened before the record was written (embedded: reopened).
         let host_b = match backend {
             Backend::Embedded(_) => backend.quarantine(),
             Backend::Postgres(_) => host_b,
         };
-        assert!(host_b.is_blocked("spinner"), "{name}: seen by the other host");
-        let stored = host_b.record("plugin:zoo", Some("abc"), &later).expect("records");
-        assert_eq!(stored.classification, "timeout", "{name}: the first failure wins");
+        assert!(
+            host_b.is_blocked("spinner"),
+            "{name}: seen by the other host"
+        );
+        let stored = host_b
+            .record("plugin:zoo", Some("abc"), &later)
+            .expect("records");
+        assert_eq!(
+            stored.classification, "timeout",
+            "{name}: the first failure wins"
+        );
         assert_eq!(stored.failures, 2, "{name}: later ones count up");
         let listed = backend.quarantine().list();
         assert_eq!(listed.len(), 1, "{name}");
-        assert_eq!((listed[0].operation.as_str(), listed[0].failures), ("assemble", 2), "{name}");
+        assert_eq!(
+            (listed[0].operation.as_str(), listed[0].failures),
+            ("assemble", 2),
+            "{name}"
+        );
         assert!(host_b.clear("spinner").expect("clears"), "{name}");
         let after = backend.quarantine();
         assert!(!after.is_blocked("spinner"), "{name}: cleared for everyone");
@@ -343,15 +463,34 @@ fn a_turn_commits_once_for_every_host() {
         let name = backend.name();
         let host_a = backend.commits();
         let host_b = backend.commits();
-        let messages = [json!({"role": "user", "content": "hi"}), json!({"role": "assistant", "content": "yo"})];
+        let messages = [
+            json!({"role": "user", "content": "hi"}),
+            json!({"role": "assistant", "content": "yo"}),
+        ];
         for turn in 0..3 {
             let key = format!("s:{turn}");
-            assert_eq!(host_a.commit(&key, "s", &messages).expect("commits"), CommitStatus::Committed, "{name}");
-            assert_eq!(host_b.commit(&key, "s", &[]).expect("answers"), CommitStatus::Duplicate, "{name}");
+            assert_eq!(
+                host_a.commit(&key, "s", &messages).expect("commits"),
+                CommitStatus::Committed,
+                "{name}"
+            );
+            assert_eq!(
+                host_b.commit(&key, "s", &[]).expect("answers"),
+                CommitStatus::Duplicate,
+                "{name}"
+            );
         }
-        assert_eq!(host_b.get("s:1").expect("reads"), Some(("s".to_owned(), 2)), "{name}");
+        assert_eq!(
+            host_b.get("s:1").expect("reads"),
+            Some(("s".to_owned(), 2)),
+            "{name}"
+        );
         assert_eq!(host_b.count("s").expect("counts"), 3, "{name}");
-        assert_eq!(host_b.keys("s").expect("lists"), ["s:0", "s:1", "s:2"], "{name}: commit order");
+        assert_eq!(
+            host_b.keys("s").expect("lists"),
+            ["s:0", "s:1", "s:2"],
+            "{name}: commit order"
+        );
         assert_eq!(host_a.get("nope").expect("reads"), None, "{name}");
     }
 }
@@ -362,8 +501,13 @@ async fn a_session_lease_has_one_holder_and_is_renewed_while_held() {
         return;
     };
     let postgres = Backend::connect(&url);
-    let host_a = SessionLeases::postgres(postgres.clone(), Duration::from_millis(600), Duration::ZERO);
-    let host_b = SessionLeases::postgres(postgres.clone(), Duration::from_millis(600), Duration::from_millis(200));
+    let host_a =
+        SessionLeases::postgres(postgres.clone(), Duration::from_millis(600), Duration::ZERO);
+    let host_b = SessionLeases::postgres(
+        postgres.clone(),
+        Duration::from_millis(600),
+        Duration::from_millis(200),
+    );
     let held = host_a.acquire("s1").await.expect("granted");
     assert!(held.is_shared());
     // Held past its first lifetime: renewal keeps it.
@@ -377,20 +521,40 @@ async fn a_session_lease_has_one_holder_and_is_renewed_while_held() {
     drop(held);
     // Released on drop (in the background): another host gets it within
     // its wait. (A dead holder's lease running out is the multi-host test's.)
-    let waiting = SessionLeases::postgres(postgres, Duration::from_millis(600), Duration::from_secs(5));
-    let _taken = waiting.acquire("s1").await.expect("granted after the release");
+    let waiting =
+        SessionLeases::postgres(postgres, Duration::from_millis(600), Duration::from_secs(5));
+    let _taken = waiting
+        .acquire("s1")
+        .await
+        .expect("granted after the release");
 }
 
 #[test]
 fn a_bad_or_unreachable_server_is_a_clear_error() {
-    let bad = Postgres::connect("postgres://u:hunter2@127.0.0.1:notaport/db", 1).unwrap_err().to_string();
-    assert!(bad.contains("not a PostgreSQL URL") && !bad.contains("hunter2"), "{bad}");
-    let refused = Postgres::connect("postgres://u@127.0.0.1:1/db", 1).unwrap_err().to_string();
-    assert!(refused.contains("cannot reach PostgreSQL at 127.0.0.1:1/db as u"), "{refused}");
+    let bad = Postgres::connect("postgres://u:hunter2@127.0.0.1:notaport/db", 1)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        bad.contains("not a PostgreSQL URL") && !bad.contains("hunter2"),
+        "{bad}"
+    );
+    let refused = Postgres::connect("postgres://u@127.0.0.1:1/db", 1)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("cannot reach PostgreSQL at 127.0.0.1:1/db as u"),
+        "{refused}"
+    );
     let Some(url) = pg_cluster::database("a_bad_or_unreachable_server") else {
         return;
     };
-    let missing = url.rsplit_once('/').map(|(base, _)| format!("{base}/no_such_db")).expect("a URL");
+    let missing = url
+        .rsplit_once('/')
+        .map(|(base, _)| format!("{base}/no_such_db"))
+        .expect("a URL");
     let error = Postgres::connect(&missing, 1).unwrap_err().to_string();
-    assert!(error.contains("no_such_db") && error.contains("does not exist"), "{error}");
+    assert!(
+        error.contains("no_such_db") && error.contains("does not exist"),
+        "{error}"
+    );
 }

@@ -35,7 +35,9 @@ fn percentiles(mut samples: Vec<Duration>) -> (f64, f64) {
 
 fn append_latency(store: &TranscriptStore, path: &std::path::Path) -> (f64, f64) {
     let transcript = store.create(path, NewSession::default()).expect("creates");
-    let message = [AgentMessage::user_text("a message of about a hundred bytes, the size of a short chat turn in a real session")];
+    let message = [AgentMessage::user_text(
+        "a message of about a hundred bytes, the size of a short chat turn in a real session",
+    )];
     let samples = (0..APPENDS)
         .map(|_| {
             let started = Instant::now();
@@ -48,10 +50,17 @@ fn append_latency(store: &TranscriptStore, path: &std::path::Path) -> (f64, f64)
 
 /// Committed turns per second, `CLIENTS` clients over `hosts` hosts.
 fn turns_per_second(url: &str, hosts: usize) -> f64 {
-    let dirs: Vec<tempfile::TempDir> = (0..hosts).map(|_| tempfile::tempdir().expect("dir")).collect();
-    let hosts: Arc<Vec<Arc<Host>>> = Arc::new(dirs.iter().map(|dir| Host::start(url, dir.path())).collect());
+    let dirs: Vec<tempfile::TempDir> = (0..hosts)
+        .map(|_| tempfile::tempdir().expect("dir"))
+        .collect();
+    let hosts: Arc<Vec<Arc<Host>>> = Arc::new(
+        dirs.iter()
+            .map(|dir| Host::start(url, dir.path()))
+            .collect(),
+    );
     for host in hosts.iter() {
-        host.call("hello", json!({"protocol": 1})).expect("a host answers");
+        host.call("hello", json!({"protocol": 1}))
+            .expect("a host answers");
     }
     let next = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
@@ -85,10 +94,16 @@ fn store_bench() {
         return;
     };
     let dir = tempfile::tempdir().expect("dir");
-    let (p50, p99) = append_latency(&TranscriptStore::new(TranscriptConfig::default()), &dir.path().join("bench.jsonl"));
+    let (p50, p99) = append_latency(
+        &TranscriptStore::new(TranscriptConfig::default()),
+        &dir.path().join("bench.jsonl"),
+    );
     println!("append latency, embedded (file, fsync always): p50 {p50:.3} ms, p99 {p99:.3} ms");
     let postgres = Postgres::connect(&url, 4).expect("connects");
-    let logs = TranscriptStore::with_logs(TranscriptConfig::default(), Arc::new(PostgresLogs::new(postgres)));
+    let logs = TranscriptStore::with_logs(
+        TranscriptConfig::default(),
+        Arc::new(PostgresLogs::new(postgres)),
+    );
     let (p50, p99) = append_latency(&logs, std::path::Path::new("/bench/append.jsonl"));
     println!("append latency, postgres: p50 {p50:.3} ms, p99 {p99:.3} ms");
     for hosts in [1, 2, 4] {
