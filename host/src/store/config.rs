@@ -33,7 +33,8 @@ pub struct StoreConfig {
     /// mid-turn blocks its sessions this long at most.
     pub lease_ms: u64,
     /// How long a request waits for a session another host is serving before
-    /// it is answered "session busy".
+    /// it is answered "session busy" (default 5 s: within a request's own
+    /// deadline, so the client hears why).
     pub lease_wait_ms: u64,
 }
 
@@ -45,7 +46,7 @@ impl Default for StoreConfig {
             url_env: None,
             pool_size: 8,
             lease_ms: 10_000,
-            lease_wait_ms: 15_000,
+            lease_wait_ms: 5_000,
         }
     }
 }
@@ -75,5 +76,35 @@ impl StoreConfig {
                 "`store.kind = \"postgres\"` needs `store.url` or `store.urlEnv`".to_owned(),
             )),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_reads_and_a_missing_url_is_named() {
+        let config: StoreConfig =
+            toml::from_str("kind = \"postgres\"\nurl = \"postgres://db/ctxbox\"\nleaseMs = 2000")
+                .expect("parses");
+        assert_eq!(config.kind, StoreKind::Postgres);
+        assert_eq!(config.lease_ms, 2_000);
+        assert_eq!(config.postgres_url().expect("a URL"), "postgres://db/ctxbox");
+
+        let from_env: StoreConfig =
+            toml::from_str("kind = \"postgres\"\nurlEnv = \"CTXBOX_TEST_UNSET_STORE_URL\"")
+                .expect("parses");
+        let error = from_env.postgres_url().unwrap_err().to_string();
+        assert!(error.contains("`CTXBOX_TEST_UNSET_STORE_URL`, which is not set"), "{error}");
+        let none = StoreConfig {
+            kind: StoreKind::Postgres,
+            ..StoreConfig::default()
+        };
+        assert!(none.postgres_url().unwrap_err().to_string().contains("needs `store.url`"));
+        assert!(toml::from_str::<StoreConfig>("kind = \"mysql\"").is_err());
+
+        let overridden = StoreConfig::default().with_url("postgres://other/db".to_owned());
+        assert_eq!(overridden.kind, StoreKind::Postgres);
     }
 }
