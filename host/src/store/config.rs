@@ -90,18 +90,29 @@ mod tests {
                 .expect("parses");
         assert_eq!(config.kind, StoreKind::Postgres);
         assert_eq!(config.lease_ms, 2_000);
-        assert_eq!(config.postgres_url().expect("a URL"), "postgres://db/ctxbox");
+        assert_eq!(
+            config.postgres_url().expect("a URL"),
+            "postgres://db/ctxbox"
+        );
 
         let from_env: StoreConfig =
             toml::from_str("kind = \"postgres\"\nurlEnv = \"CTXBOX_TEST_UNSET_STORE_URL\"")
                 .expect("parses");
         let error = from_env.postgres_url().unwrap_err().to_string();
-        assert!(error.contains("`CTXBOX_TEST_UNSET_STORE_URL`, which is not set"), "{error}");
+        assert!(
+            error.contains("`CTXBOX_TEST_UNSET_STORE_URL`, which is not set"),
+            "{error}"
+        );
         let none = StoreConfig {
             kind: StoreKind::Postgres,
             ..StoreConfig::default()
         };
-        assert!(none.postgres_url().unwrap_err().to_string().contains("needs `store.url`"));
+        assert!(
+            none.postgres_url()
+                .unwrap_err()
+                .to_string()
+                .contains("needs `store.url`")
+        );
         assert!(toml::from_str::<StoreConfig>("kind = \"mysql\"").is_err());
 
         let overridden = StoreConfig::default().with_url("postgres://other/db".to_owned());

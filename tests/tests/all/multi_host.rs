@@ -91,6 +91,11 @@ impl Host {
         answer.recv_timeout(Duration::from_secs(90)).ok().flatten()
     }
 
+    /// Requests sent and not answered yet.
+    fn in_flight(&self) -> usize {
+        self.waiting.lock().unwrap().len()
+    }
+
     fn kill(&self) {
         self.alive.store(false, Ordering::SeqCst);
         self.child.lock().unwrap().kill().expect("SIGKILL");
@@ -109,10 +114,29 @@ impl Drop for Host {
     }
 }
 
-/// The host a session goes to: by its key among the live hosts.
-fn route(hosts: &[Arc<Host>], session: usize) -> Arc<Host> {
-    let live: Vec<&Arc<Host>> = hosts.iter().filter(|host| host.is_alive()).collect();
-    live[session % live.len()].clone()
+/// The host a session goes to: its home host by key while that is alive,
+/// else one of the live ones by key (only a dead host's sessions move).
+fn route(hosts: &[Arc<Host>], session: usize) -> usize {
+    let home = session % hosts.len();
+    if hosts[home].is_alive() {
+        return home;
+    }
+    let live: Vec<usize> = (0..hosts.len())
+        .filter(|&index| hosts[index].is_alive())
+        .collect();
+    live[session % live.len()]
+}
+
+/// An acknowledged commit.
+pub(crate) struct Ack {
+    /// `committed` or `duplicate`.
+    pub status: String,
+    /// Whether it took more than one attempt.
+    pub retried: bool,
+    /// The host that answered.
+    pub host: usize,
+    /// How many messages of the session that host holds afterwards.
+    pub length: u64,
 }
 
 fn turn_messages(session: usize, turn: usize) -> Value {
@@ -123,9 +147,9 @@ fn turn_messages(session: usize, turn: usize) -> Value {
     ])
 }
 
-/// Commits one turn, retrying on another host until it is acknowledged.
-/// Answers the status and whether it took a retry.
-pub(crate) fn commit(hosts: &[Arc<Host>], session: usize, turn: usize) -> (String, bool) {
+/// Commits one turn, retrying (on another host if its host died) until it
+/// is acknowledged.
+pub(crate) fn commit(hosts: &[Arc<Host>], session: usize, turn: usize) -> Ack {
     let params = json!({
         "sessionId": format!("s{session:03}"),
         "advancementKey": format!("s{session:03}:{turn}"),
@@ -138,16 +162,19 @@ pub(crate) fn commit(hosts: &[Arc<Host>], session: usize, turn: usize) -> (Strin
             started.elapsed() < Duration::from_secs(60),
             "turn {session}:{turn} never committed"
         );
-        let host = route(hosts, session);
+        let index = route(hosts, session);
+        let host = &hosts[index];
         match host.call("commitTurn", params.clone()) {
             Some(answer) if answer["error"].is_null() => {
-                return (
-                    answer["result"]["status"]
+                return Ack {
+                    status: answer["result"]["status"]
                         .as_str()
                         .expect("a status")
                         .to_owned(),
                     retried,
-                );
+                    host: index,
+                    length: answer["result"]["length"].as_u64().expect("a length"),
+                };
             }
             Some(answer) => {
                 // `session-busy` while a dead host's lease runs out.
@@ -181,8 +208,8 @@ fn four_hosts_lose_nothing_when_one_is_killed_mid_run() {
 
     let started = Instant::now();
     let acknowledged = Arc::new(AtomicUsize::new(0));
-    // Per session: (turn, status) of every acknowledged commit.
-    let acks: Arc<Mutex<HashMap<usize, Vec<(usize, String)>>>> = Arc::default();
+    // Per session: (turn, ack) of every acknowledged commit.
+    let acks: Arc<Mutex<HashMap<usize, Vec<(usize, Ack)>>>> = Arc::default();
     let retried = Arc::new(AtomicUsize::new(0));
     let workers: Vec<_> = (0..WORKERS)
         .map(|worker| {
@@ -196,23 +223,23 @@ fn four_hosts_lose_nothing_when_one_is_killed_mid_run() {
                 let mine: Vec<usize> = (worker..SESSIONS).step_by(WORKERS).collect();
                 for turn in 0..TURNS {
                     for &session in &mine {
-                        let (status, again) = commit(&hosts, session, turn);
-                        if again {
+                        let ack = commit(&hosts, session, turn);
+                        if ack.retried {
                             retried.fetch_add(1, Ordering::Relaxed);
                         }
                         acks.lock()
                             .unwrap()
                             .entry(session)
                             .or_default()
-                            .push((turn, status));
+                            .push((turn, ack));
                         acknowledged.fetch_add(1, Ordering::Relaxed);
                     }
                 }
             })
         })
         .collect();
-    // Kill host 0 in the middle of the run, requests in flight.
-    while acknowledged.load(Ordering::Relaxed) < SESSIONS * TURNS / 2 {
+    // Kill host 0 in the middle of the run, with requests in flight on it.
+    while acknowledged.load(Ordering::Relaxed) < SESSIONS * TURNS / 2 || hosts[0].in_flight() < 3 {
         assert!(
             !workers.iter().any(std::thread::JoinHandle::is_finished),
             "a client stopped before the kill"
@@ -256,8 +283,30 @@ fn four_hosts_lose_nothing_when_one_is_killed_mid_run() {
         );
         duplicates_acknowledged += acks[&session]
             .iter()
-            .filter(|(_, status)| status == "duplicate")
+            .filter(|(_, ack)| ack.status == "duplicate")
             .count();
+        // Served by its home host, or by that and then one other after the
+        // kill; never back and forth. Each host's copy of the session holds
+        // exactly the turns it committed (2 messages each), none of another's.
+        let served: Vec<usize> = acks[&session].iter().map(|(_, ack)| ack.host).collect();
+        let moves = served.windows(2).filter(|pair| pair[0] != pair[1]).count();
+        assert!(served[0] == session % HOSTS, "session {id}: starts at home");
+        assert!(
+            moves == 0 || (moves == 1 && served[0] == 0),
+            "session {id}: moved only off the killed host: {served:?}"
+        );
+        let mut committed_on: HashMap<usize, u64> = HashMap::new();
+        for (turn, ack) in &acks[&session] {
+            let count = committed_on.entry(ack.host).or_default();
+            if ack.status == "committed" {
+                *count += 1;
+            }
+            assert_eq!(
+                ack.length,
+                2 * *count,
+                "session {id} turn {turn}: the host's copy"
+            );
+        }
     }
     // A `duplicate` only ever answers a retry of a turn the killed host
     // committed without answering.

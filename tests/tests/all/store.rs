@@ -501,17 +501,20 @@ async fn a_session_lease_has_one_holder_and_is_renewed_while_held() {
         return;
     };
     let postgres = Backend::connect(&url);
-    let host_a =
-        SessionLeases::postgres(postgres.clone(), Duration::from_millis(600), Duration::ZERO);
+    let host_a = SessionLeases::postgres(
+        postgres.clone(),
+        Duration::from_millis(1_500),
+        Duration::ZERO,
+    );
     let host_b = SessionLeases::postgres(
         postgres.clone(),
-        Duration::from_millis(600),
+        Duration::from_millis(1_500),
         Duration::from_millis(200),
     );
     let held = host_a.acquire("s1").await.expect("granted");
     assert!(held.is_shared());
     // Held past its first lifetime: renewal keeps it.
-    tokio::time::sleep(Duration::from_millis(900)).await;
+    tokio::time::sleep(Duration::from_millis(2_000)).await;
     match host_b.acquire("s1").await {
         Err(LeaseError::Busy { holder, .. }) => assert_eq!(holder, host_a.holder()),
         other => panic!("busy, not {:?}", other.map(|_| ())),
@@ -521,8 +524,11 @@ async fn a_session_lease_has_one_holder_and_is_renewed_while_held() {
     drop(held);
     // Released on drop (in the background): another host gets it within
     // its wait. (A dead holder's lease running out is the multi-host test's.)
-    let waiting =
-        SessionLeases::postgres(postgres, Duration::from_millis(600), Duration::from_secs(5));
+    let waiting = SessionLeases::postgres(
+        postgres,
+        Duration::from_millis(1_500),
+        Duration::from_secs(5),
+    );
     let _taken = waiting
         .acquire("s1")
         .await
