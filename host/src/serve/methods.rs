@@ -35,7 +35,7 @@ pub const SERVE_OWNER: &str = "serve";
 pub struct Service {
     runtime: Runtime,
     sessions: Sessions,
-    commits: Box<dyn TurnCommits>,
+    commits: Arc<dyn TurnCommits>,
     leases: SessionLeases,
     default_engine: Option<String>,
     /// Engine ids of the `.wasm` paths clients named, by path.
@@ -184,10 +184,10 @@ impl Service {
         runtime: Runtime,
         default_engine: Option<String>,
     ) -> Result<Self, super::commits::CommitError> {
-        let (commits, leases): (Box<dyn TurnCommits>, SessionLeases) = match runtime.shared_store()
+        let (commits, leases): (Arc<dyn TurnCommits>, SessionLeases) = match runtime.shared_store()
         {
             None => (
-                Box::new(CommitStore::open(
+                Arc::new(CommitStore::open(
                     &runtime.data_dir().join(super::commits::COMMITS_FILE),
                 )?),
                 SessionLeases::local(),
@@ -195,7 +195,7 @@ impl Service {
             Some(postgres) => {
                 let store = &runtime.config().store;
                 (
-                    Box::new(PostgresCommits::new(postgres.clone())),
+                    Arc::new(PostgresCommits::new(postgres.clone())),
                     SessionLeases::postgres(
                         postgres.clone(),
                         std::time::Duration::from_millis(store.lease_ms),
@@ -519,10 +519,23 @@ impl Service {
         // Checked before anything is stored, so a bad message is not committed.
         let mut staged = SessionHistory::default();
         staged.append(&own.messages, own.digests.as_deref())?;
-        let status = self
-            .commits
-            .commit(&own.advancement_key, &args.target.session_id, &own.messages)
-            .map_err(|error| ProtocolError::new(ErrorCode::Storage, error.to_string()))?;
+        // The store waits for its disk (or database): off the async workers.
+        let commits = self.commits.clone();
+        let (key, session_id, messages) = (
+            own.advancement_key.clone(),
+            args.target.session_id.clone(),
+            own.messages.clone(),
+        );
+        let status =
+            tokio::task::spawn_blocking(move || commits.commit(&key, &session_id, &messages))
+                .await
+                .map_err(|error| {
+                    ProtocolError::new(
+                        ErrorCode::Internal,
+                        format!("the commit task failed: {error}"),
+                    )
+                })?
+                .map_err(|error| ProtocolError::new(ErrorCode::Storage, error.to_string()))?;
         if status == CommitStatus::Duplicate {
             return Ok(json!({ "status": status, "length": session.len() }));
         }
