@@ -19,6 +19,11 @@ use crate::contract::text::{
     MAX_ENGINE_TEXT_BYTES, MAX_STDERR_TAIL_BYTES, untrusted_line, untrusted_tail,
 };
 
+/// How long a host answers from its copy of a shared backend's records
+/// before reading them again: a quarantine another host writes is seen
+/// within this, at one query per interval however many calls there are.
+pub const SHARED_REFRESH: Duration = Duration::from_secs(1);
+
 /// Longest retry delay back-off grows to.
 const MAX_BACKOFF: Duration = Duration::from_secs(24 * 60 * 60);
 
@@ -86,8 +91,8 @@ pub trait QuarantineBackend: Send + Sync {
     fn write(&self, record: &QuarantineRecord) -> Result<(), QuarantineError>;
     /// Deletes the record of `engine_id`.
     fn delete(&self, engine_id: &str) -> Result<(), QuarantineError>;
-    /// Whether other hosts write the same records (then reads go to the
-    /// backend instead of this host's copy).
+    /// Whether other hosts write the same records (then this host's copy is
+    /// re-read every [`SHARED_REFRESH`]).
     fn is_shared(&self) -> bool;
 }
 
@@ -101,11 +106,13 @@ pub struct SqliteQuarantine {
 pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
 
 /// The quarantine records, in a backend with an in-memory copy for the hot
-/// path (read through to a shared backend, so a quarantine another host
-/// wrote is seen at once).
+/// path (re-read from a shared backend every [`SHARED_REFRESH`], so a
+/// quarantine another host wrote is seen within it).
 pub struct QuarantineStore {
     backend: Box<dyn QuarantineBackend>,
     records: Mutex<HashMap<String, QuarantineRecord>>,
+    /// When the copy was last read from a shared backend (`None`: not yet).
+    refreshed: Mutex<Option<std::time::Instant>>,
     backoff: Option<Duration>,
     clock: Clock,
 }
@@ -128,6 +135,7 @@ impl QuarantineStore {
         Ok(Self {
             backend,
             records: Mutex::new(records),
+            refreshed: Mutex::new(None),
             backoff,
             clock: Arc::new(now_ms),
         })
@@ -140,25 +148,37 @@ impl QuarantineStore {
         self
     }
 
-    /// The record of `engine_id`, if it is quarantined. With a shared
-    /// backend the record is read from it (and this host's copy updated);
-    /// if it cannot be read, this host's copy answers.
+    /// The record of `engine_id`, if it is quarantined.
     pub fn get(&self, engine_id: &str) -> Option<QuarantineRecord> {
-        let mut records = self.records.lock().unwrap_or_else(PoisonError::into_inner);
-        if self.backend.is_shared() {
-            match self.backend.get(engine_id) {
-                Ok(Some(record)) => {
-                    records.insert(engine_id.to_owned(), record);
-                }
-                Ok(None) => {
-                    records.remove(engine_id);
-                }
-                Err(error) => {
-                    tracing::warn!(%error, engine = engine_id, "cannot read the shared quarantine records; using this host's copy");
-                }
+        self.refresh(false);
+        self.records
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(engine_id)
+            .cloned()
+    }
+
+    /// Re-reads a shared backend's records when the copy is older than
+    /// [`SHARED_REFRESH`] (or `force`). If they cannot be read, the copy
+    /// answers (and the next read is tried an interval later).
+    fn refresh(&self, force: bool) {
+        if !self.backend.is_shared() {
+            return;
+        }
+        let mut refreshed = self
+            .refreshed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if !force && refreshed.is_some_and(|at| at.elapsed() < SHARED_REFRESH) {
+            return;
+        }
+        *refreshed = Some(std::time::Instant::now());
+        match self.backend.load_all() {
+            Ok(all) => *self.records.lock().unwrap_or_else(PoisonError::into_inner) = all,
+            Err(error) => {
+                tracing::warn!(%error, "cannot read the shared quarantine records; using this host's copy");
             }
         }
-        records.get(engine_id).cloned()
     }
 
     /// Whether calls to `engine_id` must go elsewhere now (quarantined and no
@@ -170,17 +190,14 @@ impl QuarantineStore {
 
     /// Every record, oldest first.
     pub fn list(&self) -> Vec<QuarantineRecord> {
-        let mut held = self.records.lock().unwrap_or_else(PoisonError::into_inner);
-        if self.backend.is_shared() {
-            match self.backend.load_all() {
-                Ok(all) => *held = all,
-                Err(error) => {
-                    tracing::warn!(%error, "cannot read the shared quarantine records; using this host's copy");
-                }
-            }
-        }
-        let mut records: Vec<QuarantineRecord> = held.values().cloned().collect();
-        drop(held);
+        self.refresh(true);
+        let mut records: Vec<QuarantineRecord> = self
+            .records
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect();
         records.sort_by(|a, b| a.at_ms.cmp(&b.at_ms).then(a.engine_id.cmp(&b.engine_id)));
         records
     }

@@ -16,7 +16,7 @@ use ctxbox_host::contract::failure::{EngineFailure, FailureKind, Operation};
 use ctxbox_host::contract::services::TranscriptDelta;
 use ctxbox_host::contract::types::AgentMessage;
 use ctxbox_host::engines::PostgresQuarantine;
-use ctxbox_host::engines::quarantine::QuarantineStore;
+use ctxbox_host::engines::quarantine::{QuarantineStore, SHARED_REFRESH};
 use ctxbox_host::serve::PostgresCommits;
 use ctxbox_host::serve::commits::{COMMITS_FILE, CommitStatus, CommitStore, TurnCommits};
 use ctxbox_host::services::PostgresState;
@@ -424,18 +424,24 @@ fn quarantine_records_are_shared_and_the_first_failure_wins() {
             EngineFailure::new("spinner", Operation::Assemble, FailureKind::Timeout, "spun");
         let later =
             EngineFailure::new("spinner", Operation::Ingest, FailureKind::Panic, "panicked");
+        assert!(!host_b.is_blocked("spinner"), "{name}: nothing yet");
         host_a
             .record("plugin:zoo", Some("abc"), &first)
             .expect("records");
-        // A host opened before the record was written (embedded: reopened).
+        // A host that checked just before the record was written sees it
+        // within the refresh interval (embedded: one host, reopened).
         let host_b = match backend {
             Backend::Embedded(_) => backend.quarantine(),
             Backend::Postgres(_) => host_b,
         };
-        assert!(
-            host_b.is_blocked("spinner"),
-            "{name}: seen by the other host"
-        );
+        let deadline = std::time::Instant::now() + SHARED_REFRESH + Duration::from_secs(1);
+        while !host_b.is_blocked("spinner") {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{name}: seen by the other host within {SHARED_REFRESH:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
         let stored = host_b
             .record("plugin:zoo", Some("abc"), &later)
             .expect("records");
