@@ -73,6 +73,7 @@ pub mod sandbox;
 pub mod scaffold;
 pub mod serve;
 pub mod services;
+pub mod store;
 pub mod transcript;
 
 pub use crate::contract::types::{

@@ -137,6 +137,12 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         print_turns(&report.turns);
         print_summary(&report, &label, &selected, window, &output);
+        if let Some(postgres) = runtime.shared_store() {
+            println!(
+                "stored in       PostgreSQL at {} (not a file)",
+                postgres.server()
+            );
+        }
     }
     Ok(if report.failed_turns.is_empty() {
         ExitCode::SUCCESS
@@ -190,8 +196,9 @@ fn engine_id(runtime: &Runtime, spec: Option<&str>) -> anyhow::Result<Option<Str
     Ok(Some(spec.to_owned()))
 }
 
-/// The recording to replay and how to name it. It is only read: opening it
-/// takes no lock and changes nothing on disk, even when it is damaged.
+/// The recording to replay and how to name it: a file on this machine,
+/// whatever store the host writes to. It is only read: opening it takes no
+/// lock and changes nothing on disk, even when it is damaged.
 fn recording(
     runtime: &Runtime,
     path: Option<&Path>,
@@ -214,10 +221,10 @@ fn recording(
             sample
         }
     };
-    let transcript = runtime
-        .transcripts()
-        .open_read_only(&path)
-        .with_context(|| format!("cannot read the transcript `{}`", path.display()))?;
+    let transcript =
+        ctxbox_host::transcript::TranscriptStore::new(runtime.config().transcripts.clone())
+            .open_read_only(&path)
+            .with_context(|| format!("cannot read the transcript `{}`", path.display()))?;
     let label = path.file_name().map_or_else(
         || path.display().to_string(),
         |name| name.to_string_lossy().into_owned(),

@@ -1,5 +1,5 @@
-//! Options every subcommand that needs a host shares: the config file and
-//! the data directory.
+//! Options every subcommand that needs a host shares: the config file, the
+//! data directory and the shared store.
 
 use std::path::PathBuf;
 
@@ -10,7 +10,7 @@ use ctxbox_host::runtime::config::Config;
 /// The default config file, used when it exists in the working directory.
 const DEFAULT_CONFIG: &str = "ctxbox.toml";
 
-/// `--config` and `--data-dir`.
+/// `--config`, `--data-dir` and `--store`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct HostArgs {
     /// Configuration file (default: ./ctxbox.toml if it exists).
@@ -19,6 +19,11 @@ pub struct HostArgs {
     /// Where sessions, caches and databases live (overrides `dataDir`).
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
+    /// Keep transcripts, engine state, quarantines and turn commits in this
+    /// PostgreSQL database, shared with other hosts (`postgres://…`;
+    /// overrides `[store]`).
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
 }
 
 impl HostArgs {
@@ -34,6 +39,9 @@ impl HostArgs {
         };
         if let Some(dir) = &self.data_dir {
             config.data_dir = Some(dir.clone());
+        }
+        if let Some(url) = &self.store {
+            config.store = config.store.with_url(url.clone());
         }
         Ok(config)
     }

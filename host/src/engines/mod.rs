@@ -9,11 +9,13 @@ pub mod bundled;
 pub mod guard;
 pub mod legacy;
 pub mod quarantine;
+mod quarantine_postgres;
 pub mod registry;
 pub mod selection;
 
 pub use self::guard::{GuardPolicy, GuardedEngine};
 pub use self::legacy::LegacyEngine;
 pub use self::quarantine::QuarantineStore;
+pub use self::quarantine_postgres::PostgresQuarantine;
 pub use self::registry::{EngineFactory, LEGACY_ID, Registry};
 pub use self::selection::Engines;

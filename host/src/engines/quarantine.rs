@@ -1,5 +1,7 @@
 //! Durable quarantine records (ARCHITECTURE.md §4): which engines misbehaved, how and
-//! when, kept in an embedded SQLite database so `ctxbox health` shows them
+//! when, kept by a [`QuarantineBackend`] — an embedded SQLite database
+//! ([`SqliteQuarantine`]) or the shared PostgreSQL one (`PostgresQuarantine`,
+//! whose records every host sharing it reads) — so `ctxbox health` shows them
 //! after a restart. The first failure wins: later failures of a quarantined
 //! engine only count up (and, with back-off, push the next retry out).
 //! Re-registering an engine clears its record.
@@ -16,6 +18,11 @@ use crate::contract::failure::{EngineFailure, FailureKind, Operation};
 use crate::contract::text::{
     MAX_ENGINE_TEXT_BYTES, MAX_STDERR_TAIL_BYTES, untrusted_line, untrusted_tail,
 };
+
+/// How long a host answers from its copy of a shared backend's records
+/// before reading them again: a quarantine another host writes is seen
+/// within this, at one query per interval however many calls there are.
+pub const SHARED_REFRESH: Duration = Duration::from_secs(1);
 
 /// Longest retry delay back-off grows to.
 const MAX_BACKOFF: Duration = Duration::from_secs(24 * 60 * 60);
@@ -58,22 +65,54 @@ impl QuarantineRecord {
 
 /// Why the quarantine database could not be used.
 #[derive(Debug, thiserror::Error)]
-#[error("quarantine database `{}`: {source}", path.display())]
-pub struct QuarantineError {
-    /// The database file.
-    pub path: PathBuf,
-    /// The SQLite error.
-    pub source: rusqlite::Error,
+pub enum QuarantineError {
+    /// The embedded database failed.
+    #[error("quarantine database `{}`: {source}", path.display())]
+    Sqlite {
+        /// The database file.
+        path: PathBuf,
+        /// The SQLite error.
+        source: rusqlite::Error,
+    },
+    /// The shared store failed.
+    #[error("quarantine records: {0}")]
+    Store(#[from] crate::store::StoreError),
+}
+
+/// Where quarantine records are kept. The policy (first failure wins,
+/// back-off) is [`QuarantineStore`]'s; a backend stores and returns records.
+pub trait QuarantineBackend: Send + Sync {
+    /// Every record.
+    fn load_all(&self) -> Result<HashMap<String, QuarantineRecord>, QuarantineError>;
+    /// The record of `engine_id`, if any.
+    fn get(&self, engine_id: &str) -> Result<Option<QuarantineRecord>, QuarantineError>;
+    /// Stores `record`: a new one whole; over an existing one only its
+    /// failure count and retry time (the first failure wins).
+    fn write(&self, record: &QuarantineRecord) -> Result<(), QuarantineError>;
+    /// Deletes the record of `engine_id`.
+    fn delete(&self, engine_id: &str) -> Result<(), QuarantineError>;
+    /// Whether other hosts write the same records (then this host's copy is
+    /// re-read every [`SHARED_REFRESH`]).
+    fn is_shared(&self) -> bool;
+}
+
+/// Quarantine records in an SQLite database file.
+pub struct SqliteQuarantine {
+    path: PathBuf,
+    connection: Mutex<Connection>,
 }
 
 /// The time as the store reads it: milliseconds since the Unix epoch.
 pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
 
-/// The quarantine records, in SQLite with an in-memory copy for the hot path.
+/// The quarantine records, in a backend with an in-memory copy for the hot
+/// path (re-read from a shared backend every [`SHARED_REFRESH`], so a
+/// quarantine another host wrote is seen within it).
 pub struct QuarantineStore {
-    path: PathBuf,
-    connection: Mutex<Connection>,
+    backend: Box<dyn QuarantineBackend>,
     records: Mutex<HashMap<String, QuarantineRecord>>,
+    /// When the copy was last read from a shared backend (`None`: not yet).
+    refreshed: Mutex<Option<std::time::Instant>>,
     backoff: Option<Duration>,
     clock: Clock,
 }
@@ -84,7 +123,153 @@ impl QuarantineStore {
     /// further failure (up to a day); without, it stays quarantined until it
     /// is registered again.
     pub fn open(path: &Path, backoff: Option<Duration>) -> Result<Self, QuarantineError> {
-        let fail = |source| QuarantineError {
+        Self::with_backend(Box::new(SqliteQuarantine::open(path)?), backoff)
+    }
+
+    /// The records kept in `backend`, with `backoff` as in [`Self::open`].
+    pub fn with_backend(
+        backend: Box<dyn QuarantineBackend>,
+        backoff: Option<Duration>,
+    ) -> Result<Self, QuarantineError> {
+        let records = backend.load_all()?;
+        Ok(Self {
+            backend,
+            records: Mutex::new(records),
+            refreshed: Mutex::new(None),
+            backoff,
+            clock: Arc::new(now_ms),
+        })
+    }
+
+    /// The same store reading the time from `clock` instead of the system
+    /// clock (to test back-off without waiting for it).
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The record of `engine_id`, if it is quarantined.
+    pub fn get(&self, engine_id: &str) -> Option<QuarantineRecord> {
+        self.refresh(false);
+        self.records
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(engine_id)
+            .cloned()
+    }
+
+    /// Re-reads a shared backend's records when the copy is older than
+    /// [`SHARED_REFRESH`] (or `force`). If they cannot be read, the copy
+    /// answers (and the next read is tried an interval later).
+    fn refresh(&self, force: bool) {
+        if !self.backend.is_shared() {
+            return;
+        }
+        let mut refreshed = self
+            .refreshed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if !force && refreshed.is_some_and(|at| at.elapsed() < SHARED_REFRESH) {
+            return;
+        }
+        *refreshed = Some(std::time::Instant::now());
+        match self.backend.load_all() {
+            Ok(all) => *self.records.lock().unwrap_or_else(PoisonError::into_inner) = all,
+            Err(error) => {
+                tracing::warn!(%error, "cannot read the shared quarantine records; using this host's copy");
+            }
+        }
+    }
+
+    /// Whether calls to `engine_id` must go elsewhere now (quarantined and no
+    /// retry due).
+    pub fn is_blocked(&self, engine_id: &str) -> bool {
+        self.get(engine_id)
+            .is_some_and(|record| !record.retry_due((self.clock)()))
+    }
+
+    /// Every record, oldest first.
+    pub fn list(&self) -> Vec<QuarantineRecord> {
+        self.refresh(true);
+        let mut records: Vec<QuarantineRecord> = self
+            .records
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect();
+        records.sort_by(|a, b| a.at_ms.cmp(&b.at_ms).then(a.engine_id.cmp(&b.engine_id)));
+        records
+    }
+
+    /// Records a failure of `owner`'s engine (artifact `fingerprint`). The
+    /// first failure is kept as the record; a later one counts up and pushes
+    /// the retry out. Answers the record as stored.
+    pub fn record(
+        &self,
+        owner: &str,
+        fingerprint: Option<&str>,
+        failure: &EngineFailure,
+    ) -> Result<QuarantineRecord, QuarantineError> {
+        let now = (self.clock)();
+        let existing = if self.backend.is_shared() {
+            self.backend.get(&failure.engine_id)?
+        } else {
+            None
+        };
+        let mut records = self.records.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(existing) = existing {
+            records.insert(existing.engine_id.clone(), existing);
+        }
+        let record = match records.get(&failure.engine_id) {
+            Some(existing) => {
+                let failures = existing.failures.saturating_add(1);
+                QuarantineRecord {
+                    failures,
+                    retry_at_ms: self.retry_at(now, failures),
+                    ..existing.clone()
+                }
+            }
+            None => QuarantineRecord {
+                engine_id: failure.engine_id.clone(),
+                owner: owner.to_owned(),
+                fingerprint: fingerprint.map(str::to_owned),
+                operation: failure.operation.as_str().to_owned(),
+                classification: failure.kind.as_str().to_owned(),
+                reason: untrusted_line(&failure.message, MAX_ENGINE_TEXT_BYTES),
+                stderr_tail: untrusted_tail(&failure.stderr_tail, MAX_STDERR_TAIL_BYTES),
+                at_ms: now,
+                failures: 1,
+                retry_at_ms: self.retry_at(now, 1),
+            },
+        };
+        self.backend.write(&record)?;
+        records.insert(record.engine_id.clone(), record.clone());
+        Ok(record)
+    }
+
+    /// Clears `engine_id`'s record (on re-registration, or when a retried
+    /// engine answers again). Answers whether there was one.
+    pub fn clear(&self, engine_id: &str) -> Result<bool, QuarantineError> {
+        let mut records = self.records.lock().unwrap_or_else(PoisonError::into_inner);
+        let existed = records.remove(engine_id).is_some()
+            || (self.backend.is_shared() && self.backend.get(engine_id)?.is_some());
+        self.backend.delete(engine_id)?;
+        Ok(existed)
+    }
+
+    fn retry_at(&self, now: i64, failures: u32) -> Option<i64> {
+        let base = self.backoff?;
+        let doubling = 2u32.saturating_pow(failures.saturating_sub(1).min(31));
+        let delay = base.saturating_mul(doubling).min(MAX_BACKOFF);
+        Some(now.saturating_add(delay.as_millis() as i64))
+    }
+}
+
+impl SqliteQuarantine {
+    /// Opens (creating if needed) the database at `path`.
+    pub fn open(path: &Path) -> Result<Self, QuarantineError> {
+        let fail = |source| QuarantineError::Sqlite {
             path: path.to_owned(),
             source,
         };
@@ -111,117 +296,47 @@ impl QuarantineStore {
                  );",
             )
             .map_err(fail)?;
-        let records = load_all(&connection).map_err(fail)?;
         Ok(Self {
             path: path.to_owned(),
             connection: Mutex::new(connection),
-            records: Mutex::new(records),
-            backoff,
-            clock: Arc::new(now_ms),
         })
     }
 
-    /// The same store reading the time from `clock` instead of the system
-    /// clock (to test back-off without waiting for it).
-    pub fn with_clock(mut self, clock: Clock) -> Self {
-        self.clock = clock;
-        self
+    fn connection(&self) -> std::sync::MutexGuard<'_, Connection> {
+        self.connection
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     fn error(&self, source: rusqlite::Error) -> QuarantineError {
-        QuarantineError {
+        QuarantineError::Sqlite {
             path: self.path.clone(),
             source,
         }
     }
+}
 
-    /// The record of `engine_id`, if it is quarantined.
-    pub fn get(&self, engine_id: &str) -> Option<QuarantineRecord> {
-        self.records
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(engine_id)
-            .cloned()
+impl QuarantineBackend for SqliteQuarantine {
+    fn load_all(&self) -> Result<HashMap<String, QuarantineRecord>, QuarantineError> {
+        load_all(&self.connection()).map_err(|source| self.error(source))
     }
 
-    /// Whether calls to `engine_id` must go elsewhere now (quarantined and no
-    /// retry due).
-    pub fn is_blocked(&self, engine_id: &str) -> bool {
-        self.get(engine_id)
-            .is_some_and(|record| !record.retry_due((self.clock)()))
+    fn get(&self, engine_id: &str) -> Result<Option<QuarantineRecord>, QuarantineError> {
+        Ok(self.load_all()?.remove(engine_id))
     }
 
-    /// Every record, oldest first.
-    pub fn list(&self) -> Vec<QuarantineRecord> {
-        let mut records: Vec<QuarantineRecord> = self
-            .records
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values()
-            .cloned()
-            .collect();
-        records.sort_by(|a, b| a.at_ms.cmp(&b.at_ms).then(a.engine_id.cmp(&b.engine_id)));
-        records
-    }
-
-    /// Records a failure of `owner`'s engine (artifact `fingerprint`). The
-    /// first failure is kept as the record; a later one counts up and pushes
-    /// the retry out. Answers the record as stored.
-    pub fn record(
-        &self,
-        owner: &str,
-        fingerprint: Option<&str>,
-        failure: &EngineFailure,
-    ) -> Result<QuarantineRecord, QuarantineError> {
-        let now = (self.clock)();
-        let mut records = self.records.lock().unwrap_or_else(PoisonError::into_inner);
-        let record = match records.get(&failure.engine_id) {
-            Some(existing) => {
-                let failures = existing.failures.saturating_add(1);
-                QuarantineRecord {
-                    failures,
-                    retry_at_ms: self.retry_at(now, failures),
-                    ..existing.clone()
-                }
-            }
-            None => QuarantineRecord {
-                engine_id: failure.engine_id.clone(),
-                owner: owner.to_owned(),
-                fingerprint: fingerprint.map(str::to_owned),
-                operation: failure.operation.as_str().to_owned(),
-                classification: failure.kind.as_str().to_owned(),
-                reason: untrusted_line(&failure.message, MAX_ENGINE_TEXT_BYTES),
-                stderr_tail: untrusted_tail(&failure.stderr_tail, MAX_STDERR_TAIL_BYTES),
-                at_ms: now,
-                failures: 1,
-                retry_at_ms: self.retry_at(now, 1),
-            },
-        };
-        self.write(&record)?;
-        records.insert(record.engine_id.clone(), record.clone());
-        Ok(record)
-    }
-
-    /// Clears `engine_id`'s record (on re-registration, or when a retried
-    /// engine answers again). Answers whether there was one.
-    pub fn clear(&self, engine_id: &str) -> Result<bool, QuarantineError> {
-        let mut records = self.records.lock().unwrap_or_else(PoisonError::into_inner);
-        self.connection
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+    fn delete(&self, engine_id: &str) -> Result<(), QuarantineError> {
+        self.connection()
             .execute(
                 "DELETE FROM quarantine WHERE engine_id = ?1",
                 params![engine_id],
             )
             .map_err(|source| self.error(source))?;
-        Ok(records.remove(engine_id).is_some())
+        Ok(())
     }
 
-    fn retry_at(&self, now: i64, failures: u32) -> Option<i64> {
-        let base = self.backoff?;
-        let doubling = 2u32.saturating_pow(failures.saturating_sub(1).min(31));
-        let delay = base.saturating_mul(doubling).min(MAX_BACKOFF);
-        Some(now.saturating_add(delay.as_millis() as i64))
+    fn is_shared(&self) -> bool {
+        false
     }
 
     fn write(&self, record: &QuarantineRecord) -> Result<(), QuarantineError> {

@@ -69,6 +69,9 @@ pub struct Config {
     pub transcripts: TranscriptConfig,
     /// Engines' key-value store.
     pub state: StateConfig,
+    /// Where durable state lives: embedded (default) or a shared
+    /// PostgreSQL database (`[store]`).
+    pub store: crate::store::StoreConfig,
     /// The model that answers an embedding host's turns (default `replay`:
     /// none; `ctxbox run` replays recordings whatever this says).
     pub provider: ProviderConfig,

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 pub use self::config::Config;
+use crate::engines::PostgresQuarantine;
 use crate::engines::bundled;
 use crate::engines::guard::{GuardPolicy, GuardedEngine};
 use crate::engines::legacy::LegacyEngine;
@@ -22,11 +23,13 @@ use crate::provider::{Provider, Replay, ReplayScript, ToolExecutor};
 use crate::runner::{RunReport, RunnerConfig, Session, TurnReport, TurnRunner};
 use crate::sandbox::SandboxError;
 use crate::sandbox::{Sandbox, SandboxConfig};
+use crate::services::PostgresState;
 use crate::services::compaction::Compactor;
 use crate::services::native::NativeServices;
-use crate::services::state::{StateError, StateStore};
+use crate::services::state::{EngineState, StateError, StateStore};
 use crate::services::summarize::SummarizeError;
-use crate::transcript::{NewSession, TranscriptError, TranscriptStore};
+use crate::store::{Postgres, StoreError, StoreKind};
+use crate::transcript::{NewSession, PostgresLogs, TranscriptError, TranscriptStore};
 
 /// The system prompt replayed conversations are sent with.
 pub const REPLAY_SYSTEM_PROMPT: &str = "You are a helpful assistant with access to tools.";
@@ -47,6 +50,9 @@ pub enum RuntimeError {
     /// The state database could not be opened.
     #[error(transparent)]
     State(#[from] StateError),
+    /// The shared store (`[store]`, `--store`) could not be used.
+    #[error(transparent)]
+    Store(#[from] StoreError),
     /// The summarizer configuration is unusable.
     #[error("agents.defaults.compaction.summarizer: {0}")]
     Summarizer(#[from] SummarizeError),
@@ -73,6 +79,7 @@ pub struct Runtime {
     data_dir: PathBuf,
     transcripts: TranscriptStore,
     engines: Engines,
+    shared: Option<Arc<Postgres>>,
 }
 
 impl Runtime {
@@ -84,16 +91,41 @@ impl Runtime {
             path: data_dir.clone(),
             source,
         })?;
-        let transcripts = TranscriptStore::new(config.transcripts.clone());
+        let shared = match config.store.kind {
+            StoreKind::Embedded => None,
+            StoreKind::Postgres => Some(Postgres::connect(
+                &config.store.postgres_url()?,
+                config.store.pool_size,
+            )?),
+        };
+        let transcripts = match &shared {
+            None => TranscriptStore::new(config.transcripts.clone()),
+            Some(postgres) => TranscriptStore::with_logs(
+                config.transcripts.clone(),
+                Arc::new(PostgresLogs::new(postgres.clone())),
+            ),
+        };
         let compactor = Arc::new(Compactor::from_config(
             transcripts.clone(),
             config.agents.defaults.compaction.clone(),
         )?);
-        let state = Arc::new(StateStore::open_in(&data_dir, &config.state)?);
-        let quarantine = Arc::new(QuarantineStore::open(
-            &data_dir.join("quarantine.sqlite3"),
-            config.quarantine.backoff(),
-        )?);
+        let (state, quarantine): (Arc<dyn EngineState>, QuarantineStore) = match &shared {
+            None => (
+                Arc::new(StateStore::open_in(&data_dir, &config.state)?),
+                QuarantineStore::open(
+                    &data_dir.join("quarantine.sqlite3"),
+                    config.quarantine.backoff(),
+                )?,
+            ),
+            Some(postgres) => (
+                Arc::new(PostgresState::new(postgres.clone(), &config.state)),
+                QuarantineStore::with_backend(
+                    Box::new(PostgresQuarantine::new(postgres.clone())),
+                    config.quarantine.backoff(),
+                )?,
+            ),
+        };
+        let quarantine = Arc::new(quarantine);
         let sandbox = Sandbox::new(SandboxConfig {
             cache_dir: config
                 .sandbox
@@ -130,7 +162,14 @@ impl Runtime {
             data_dir,
             transcripts,
             engines,
+            shared,
         })
+    }
+
+    /// The shared PostgreSQL store, when `[store]` names one (`None`: the
+    /// embedded store in the data directory).
+    pub fn shared_store(&self) -> Option<&Arc<Postgres>> {
+        self.shared.as_ref()
     }
 
     /// The configuration.

@@ -1,7 +1,9 @@
 //! Durable, idempotent turn commits: OpenClaw may retry a turn's
 //! `commitTurn` with the same advancement key after a crash, and the second
-//! time must hear `duplicate`. One SQLite row per key, written before the
-//! engine hears of the turn.
+//! time must hear `duplicate`. One row per key, written before the engine
+//! hears of the turn: the [`TurnCommits`] trait, with an SQLite file in the
+//! data directory ([`CommitStore`]) as the embedded implementation and the
+//! shared PostgreSQL database (`PostgresCommits`) for many hosts.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
@@ -15,12 +17,40 @@ pub const COMMITS_FILE: &str = "turn-commits.sqlite3";
 
 /// A commit store that could not be used.
 #[derive(Debug, thiserror::Error)]
-#[error("turn commit store `{}`: {source}", path.display())]
-pub struct CommitError {
-    /// The database file.
-    pub path: PathBuf,
-    /// SQLite's error.
-    pub source: rusqlite::Error,
+pub enum CommitError {
+    /// The embedded database failed.
+    #[error("turn commit store `{}`: {source}", path.display())]
+    Sqlite {
+        /// The database file.
+        path: PathBuf,
+        /// SQLite's error.
+        source: rusqlite::Error,
+    },
+    /// The shared store failed.
+    #[error("turn commit store: {0}")]
+    Store(#[from] crate::store::StoreError),
+}
+
+/// Where turn commits are kept.
+pub trait TurnCommits: Send + Sync {
+    /// Records the turn `key` of `session_id` with its `messages`, once:
+    /// `Duplicate` when the key is already recorded (whatever the messages),
+    /// by this host or any other sharing the store.
+    fn commit(
+        &self,
+        key: &str,
+        session_id: &str,
+        messages: &[Value],
+    ) -> Result<CommitStatus, CommitError>;
+
+    /// The session and message count recorded for `key`, if any.
+    fn get(&self, key: &str) -> Result<Option<(String, u64)>, CommitError>;
+
+    /// How many turns of `session_id` are recorded.
+    fn count(&self, session_id: &str) -> Result<u64, CommitError>;
+
+    /// The keys recorded for `session_id`, in the order they were committed.
+    fn keys(&self, session_id: &str) -> Result<Vec<String>, CommitError>;
 }
 
 /// What a commit did.
@@ -33,7 +63,7 @@ pub enum CommitStatus {
     Duplicate,
 }
 
-/// The turn commits of every session.
+/// The turn commits of every session, in SQLite.
 pub struct CommitStore {
     path: PathBuf,
     connection: Mutex<Connection>,
@@ -42,7 +72,7 @@ pub struct CommitStore {
 impl CommitStore {
     /// Opens (creating) the store at `path`.
     pub fn open(path: &Path) -> Result<Self, CommitError> {
-        let fail = |source| CommitError {
+        let fail = |source| CommitError::Sqlite {
             path: path.to_owned(),
             source,
         };
@@ -67,9 +97,24 @@ impl CommitStore {
         })
     }
 
+    fn error(&self, source: rusqlite::Error) -> CommitError {
+        CommitError::Sqlite {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    fn connection(&self) -> std::sync::MutexGuard<'_, Connection> {
+        self.connection
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl TurnCommits for CommitStore {
     /// Records the turn `key` of `session_id` with its `messages`, once:
     /// `Duplicate` when the key is already recorded (whatever the messages).
-    pub fn commit(
+    fn commit(
         &self,
         key: &str,
         session_id: &str,
@@ -77,10 +122,7 @@ impl CommitStore {
     ) -> Result<CommitStatus, CommitError> {
         let json = Value::Array(messages.to_vec()).to_string();
         let now = crate::transcript::unix_millis(std::time::SystemTime::now());
-        let connection = self
-            .connection
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let connection = self.connection();
         let inserted = connection
             .execute(
                 "INSERT OR IGNORE INTO turn_commits
@@ -97,11 +139,8 @@ impl CommitStore {
     }
 
     /// The session and message count recorded for `key`, if any.
-    pub fn get(&self, key: &str) -> Result<Option<(String, u64)>, CommitError> {
-        let connection = self
-            .connection
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+    fn get(&self, key: &str) -> Result<Option<(String, u64)>, CommitError> {
+        let connection = self.connection();
         connection
             .query_row(
                 "SELECT session_id, message_count FROM turn_commits WHERE advancement_key = ?1",
@@ -118,11 +157,8 @@ impl CommitStore {
     }
 
     /// How many turns of `session_id` are recorded.
-    pub fn count(&self, session_id: &str) -> Result<u64, CommitError> {
-        let connection = self
-            .connection
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+    fn count(&self, session_id: &str) -> Result<u64, CommitError> {
+        let connection = self.connection();
         connection
             .query_row(
                 "SELECT COUNT(*) FROM turn_commits WHERE session_id = ?1",
@@ -133,11 +169,18 @@ impl CommitStore {
             .map_err(|source| self.error(source))
     }
 
-    fn error(&self, source: rusqlite::Error) -> CommitError {
-        CommitError {
-            path: self.path.clone(),
-            source,
-        }
+    fn keys(&self, session_id: &str) -> Result<Vec<String>, CommitError> {
+        let connection = self.connection();
+        let mut statement = connection
+            .prepare(
+                "SELECT advancement_key FROM turn_commits WHERE session_id = ?1 ORDER BY rowid",
+            )
+            .map_err(|source| self.error(source))?;
+        let keys = statement
+            .query_map(params![session_id], |row| row.get::<_, String>(0))
+            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+            .map_err(|source| self.error(source));
+        keys
     }
 }
 

@@ -12,7 +12,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::commits::{CommitStatus, CommitStore};
+use super::commits::{CommitStatus, CommitStore, TurnCommits};
+use super::commits_postgres::PostgresCommits;
 use super::protocol::{ErrorCode, PROTOCOL_VERSION, ProtocolError, params};
 use super::sessions::{SessionHistory, Sessions, Sync};
 use crate::contract::engine::{CallOptions, ContextEngine};
@@ -24,15 +25,18 @@ use crate::contract::types::{
 use crate::engines::guard::GuardedEngine;
 use crate::engines::registry::{EngineFactory, RegisterOptions};
 use crate::runtime::Runtime;
+use crate::store::{Lease, LeaseError, SessionLeases};
 
 /// The plugin name `.wasm` engines named by clients are registered under.
 pub const SERVE_OWNER: &str = "serve";
 
-/// The state behind a server: the host, the sessions, the commit store.
+/// The state behind a server: the host, the sessions, the commit store, the
+/// session leases.
 pub struct Service {
     runtime: Runtime,
     sessions: Sessions,
-    commits: CommitStore,
+    commits: Arc<dyn TurnCommits>,
+    leases: SessionLeases,
     default_engine: Option<String>,
     /// Engine ids of the `.wasm` paths clients named, by path.
     wasm_ids: Mutex<HashMap<String, String>>,
@@ -173,17 +177,38 @@ struct EngineArg {
 }
 
 impl Service {
-    /// A service over `runtime`, its commit store under the data directory;
+    /// A service over `runtime`, its commit store under the data directory
+    /// (or in the runtime's shared store, with leases there);
     /// `default_engine` serves requests that name none.
     pub fn new(
         runtime: Runtime,
         default_engine: Option<String>,
     ) -> Result<Self, super::commits::CommitError> {
-        let commits = CommitStore::open(&runtime.data_dir().join(super::commits::COMMITS_FILE))?;
+        let (commits, leases): (Arc<dyn TurnCommits>, SessionLeases) = match runtime.shared_store()
+        {
+            None => (
+                Arc::new(CommitStore::open(
+                    &runtime.data_dir().join(super::commits::COMMITS_FILE),
+                )?),
+                SessionLeases::local(),
+            ),
+            Some(postgres) => {
+                let store = &runtime.config().store;
+                (
+                    Arc::new(PostgresCommits::new(postgres.clone())),
+                    SessionLeases::postgres(
+                        postgres.clone(),
+                        std::time::Duration::from_millis(store.lease_ms),
+                        std::time::Duration::from_millis(store.lease_wait_ms),
+                    ),
+                )
+            }
+        };
         Ok(Self {
             runtime,
             sessions: Sessions::default(),
             commits,
+            leases,
             default_engine,
             wasm_ids: Mutex::new(HashMap::new()),
             started: Instant::now(),
@@ -355,19 +380,31 @@ impl Service {
         Ok(id)
     }
 
-    /// Locks the target's session and applies its `sync`.
-    async fn open(
-        &self,
-        target: &Target,
-    ) -> Result<tokio::sync::OwnedMutexGuard<SessionHistory>, ProtocolError> {
+    /// Locks the target's session, takes its lease (with a shared store:
+    /// no other host works on it until the request ends) and applies its
+    /// `sync`.
+    async fn open(&self, target: &Target) -> Result<OpenSession, ProtocolError> {
         if target.session_id.trim().is_empty() {
             return Err(ProtocolError::invalid("`sessionId` is empty"));
         }
-        let mut session = self.sessions.get(&target.session_id).lock_owned().await;
+        let mut history = self.sessions.get(&target.session_id).lock_owned().await;
+        let lease = self
+            .leases
+            .acquire(&target.session_id)
+            .await
+            .map_err(|error| match error {
+                LeaseError::Busy { .. } => {
+                    ProtocolError::new(ErrorCode::SessionBusy, error.to_string())
+                }
+                LeaseError::Store(_) => ProtocolError::new(ErrorCode::Storage, error.to_string()),
+            })?;
         if let Some(sync) = &target.sync {
-            session.sync(sync)?;
+            history.sync(sync)?;
         }
-        Ok(session)
+        Ok(OpenSession {
+            history,
+            _lease: lease,
+        })
     }
 
     async fn bootstrap(&self, call: &CallOptions, target: Target) -> Result<Value, ProtocolError> {
@@ -482,10 +519,23 @@ impl Service {
         // Checked before anything is stored, so a bad message is not committed.
         let mut staged = SessionHistory::default();
         staged.append(&own.messages, own.digests.as_deref())?;
-        let status = self
-            .commits
-            .commit(&own.advancement_key, &args.target.session_id, &own.messages)
-            .map_err(|error| ProtocolError::new(ErrorCode::Storage, error.to_string()))?;
+        // The store waits for its disk (or database): off the async workers.
+        let commits = self.commits.clone();
+        let (key, session_id, messages) = (
+            own.advancement_key.clone(),
+            args.target.session_id.clone(),
+            own.messages.clone(),
+        );
+        let status =
+            tokio::task::spawn_blocking(move || commits.commit(&key, &session_id, &messages))
+                .await
+                .map_err(|error| {
+                    ProtocolError::new(
+                        ErrorCode::Internal,
+                        format!("the commit task failed: {error}"),
+                    )
+                })?
+                .map_err(|error| ProtocolError::new(ErrorCode::Storage, error.to_string()))?;
         if status == CommitStatus::Duplicate {
             return Ok(json!({ "status": status, "length": session.len() }));
         }
@@ -630,6 +680,27 @@ impl Service {
 
 /// A failed engine call as the protocol reports it: a cancelled call as
 /// `cancelled`, anything else the guard reported as `engine-failed`.
+/// A session a request works on: its history, locked in this host, and its
+/// lease, held until the request ends.
+struct OpenSession {
+    history: tokio::sync::OwnedMutexGuard<SessionHistory>,
+    _lease: Lease,
+}
+
+impl std::ops::Deref for OpenSession {
+    type Target = SessionHistory;
+
+    fn deref(&self) -> &SessionHistory {
+        &self.history
+    }
+}
+
+impl std::ops::DerefMut for OpenSession {
+    fn deref_mut(&mut self) -> &mut SessionHistory {
+        &mut self.history
+    }
+}
+
 fn engine_error(call: &CallOptions, failure: EngineFailure) -> ProtocolError {
     if call.abort.is_cancelled() {
         return ProtocolError::new(ErrorCode::Cancelled, failure.to_string());

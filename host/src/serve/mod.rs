@@ -8,11 +8,13 @@
 //! each request also has a deadline of its own and is answered by it.
 
 pub mod commits;
+mod commits_postgres;
 pub mod message;
 pub mod methods;
 pub mod protocol;
 pub mod server;
 pub mod sessions;
 
+pub use self::commits_postgres::PostgresCommits;
 pub use self::methods::Service;
 pub use self::server::serve;

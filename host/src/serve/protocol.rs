@@ -74,6 +74,9 @@ pub enum ErrorCode {
     EngineFailed,
     /// The commit store could not be read or written.
     Storage,
+    /// Another host is serving the session (its lease did not run out in
+    /// time); retry, or route the session to that host.
+    SessionBusy,
     /// A bug in the server (a handler panicked); the server keeps running.
     Internal,
 }

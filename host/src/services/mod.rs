@@ -11,6 +11,8 @@
 pub mod compaction;
 pub mod native;
 pub mod state;
+mod state_postgres;
 pub mod summarize;
 
 pub use self::native::NativeServices;
+pub use self::state_postgres::PostgresState;

@@ -1,6 +1,6 @@
 //! [`NativeServices`]: the host services a wasm engine reaches through its
 //! imports, backed by the transcript store, native compaction, the configured
-//! summarizer and the SQLite state store.
+//! summarizer and the engine state store.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -12,7 +12,7 @@ use crate::contract::services::{
 };
 use crate::contract::types::{CompactParams, CompactResult, SessionRef};
 use crate::services::compaction::{CompactionError, Compactor};
-use crate::services::state::{StateError, StateStore};
+use crate::services::state::{EngineState, StateError};
 use crate::services::summarize::{SummarizeError, SummaryRequest};
 use crate::transcript::TranscriptError;
 
@@ -24,14 +24,14 @@ constraints, the user's requests and exact identifiers (paths, URLs, ids).";
 #[derive(Debug, Clone)]
 pub struct NativeServices {
     compactor: Arc<Compactor>,
-    state: Arc<StateStore>,
+    state: Arc<dyn EngineState>,
 }
 
 impl NativeServices {
     /// Services compacting, summarizing and reading transcripts with
     /// `compactor` (its transcript store and summarizer), and keeping engine
     /// state in `state`.
-    pub fn new(compactor: Arc<Compactor>, state: Arc<StateStore>) -> Self {
+    pub fn new(compactor: Arc<Compactor>, state: Arc<dyn EngineState>) -> Self {
         Self { compactor, state }
     }
 
@@ -44,10 +44,10 @@ impl NativeServices {
     /// Runs a state-store operation on the blocking pool.
     async fn state<T: Send + 'static>(
         &self,
-        work: impl FnOnce(&StateStore) -> Result<T, StateError> + Send + 'static,
+        work: impl FnOnce(&dyn EngineState) -> Result<T, StateError> + Send + 'static,
     ) -> Result<T, ServiceError> {
         let store = self.state.clone();
-        tokio::task::spawn_blocking(move || work(&store))
+        tokio::task::spawn_blocking(move || work(store.as_ref()))
             .await
             .map_err(|error| ServiceError::Failed(format!("state task failed: {error}")))?
             .map_err(|error| match error {
@@ -55,7 +55,7 @@ impl NativeServices {
                     ServiceError::QuotaExceeded(error.to_string())
                 }
                 StateError::BadKey { .. } => ServiceError::InvalidArgument(error.to_string()),
-                StateError::Sqlite { .. } | StateError::DataDir { .. } => {
+                StateError::Sqlite { .. } | StateError::Store(_) | StateError::DataDir { .. } => {
                     ServiceError::Failed(error.to_string())
                 }
             })
@@ -192,7 +192,7 @@ mod tests {
 
     use super::*;
     use crate::services::compaction::CompactionConfig;
-    use crate::services::state::StateConfig;
+    use crate::services::state::{StateConfig, StateStore};
     use crate::services::summarize::Summarizer;
     use crate::transcript::TranscriptStore;
 

@@ -1,5 +1,7 @@
 //! The engines' durable key-value store behind the `state-*` host imports:
-//! one SQLite database in the host's data directory, a private key space per
+//! the [`EngineState`] trait, with [`StateStore`] — one SQLite database in the
+//! host's data directory — as the embedded implementation (the shared one is
+//! `PostgresState`); in either, a private key space per
 //! engine id, and limits per engine that bound what it takes on disk: a byte
 //! quota counting each entry's key, value and [`ENTRY_OVERHEAD_BYTES`], and a
 //! number of keys. Entries name their engine by a small number, so a long
@@ -63,6 +65,9 @@ pub enum StateError {
         #[source]
         source: rusqlite::Error,
     },
+    /// The shared store failed.
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
     /// The data directory could not be created.
     #[error("cannot create the data directory `{}`: {source}", path.display())]
     DataDir {
@@ -98,6 +103,34 @@ pub enum StateError {
         /// The key (cut to 64 characters).
         key: String,
     },
+}
+
+/// A durable key-value store with a private key space per engine id and
+/// per-engine limits, enforced by the store itself (so they hold however
+/// many hosts share it). Every write is atomic.
+pub trait EngineState: Send + Sync + std::fmt::Debug {
+    /// The value of `key` in `engine`'s store.
+    fn get(&self, engine: &str, key: &str) -> Result<Option<Vec<u8>>, StateError>;
+
+    /// Stores `value` under `key`, unless that takes `engine` past its quota
+    /// or number of keys (writes that shrink its usage always succeed).
+    fn set(&self, engine: &str, key: &str, value: &[u8]) -> Result<(), StateError>;
+
+    /// Deletes `key`; answers whether it existed.
+    fn delete(&self, engine: &str, key: &str) -> Result<bool, StateError>;
+
+    /// Up to `limit` entries of `engine` whose key starts with `prefix`, in
+    /// key (byte) order, after `start_after`.
+    fn scan(
+        &self,
+        engine: &str,
+        prefix: &str,
+        start_after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<(String, Vec<u8>)>, StateError>;
+
+    /// Bytes `engine` uses now, as the quota counts them.
+    fn usage(&self, engine: &str) -> Result<u64, StateError>;
 }
 
 /// The state database (share it behind an `Arc`).
@@ -142,8 +175,32 @@ impl StateStore {
         })
     }
 
+    fn limits(&self) -> Limits {
+        Limits {
+            quota_bytes: self.quota_bytes,
+            max_keys: self.max_keys,
+        }
+    }
+
+    fn connection(&self) -> std::sync::MutexGuard<'_, Connection> {
+        // SQLite rolls back a transaction that a panic left open; the
+        // connection itself stays usable.
+        self.connection
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn sqlite(&self, source: rusqlite::Error) -> StateError {
+        StateError::Sqlite {
+            path: self.path.clone(),
+            source,
+        }
+    }
+}
+
+impl EngineState for StateStore {
     /// The value of `key` in `engine`'s store.
-    pub fn get(&self, engine: &str, key: &str) -> Result<Option<Vec<u8>>, StateError> {
+    fn get(&self, engine: &str, key: &str) -> Result<Option<Vec<u8>>, StateError> {
         check_key(key)?;
         self.connection()
             .query_row(
@@ -158,7 +215,7 @@ impl StateStore {
 
     /// Stores `value` under `key`, unless that takes `engine` past its quota
     /// (writes that shrink its usage always succeed).
-    pub fn set(&self, engine: &str, key: &str, value: &[u8]) -> Result<(), StateError> {
+    fn set(&self, engine: &str, key: &str, value: &[u8]) -> Result<(), StateError> {
         check_key(key)?;
         let mut connection = self.connection();
         let transaction = connection
@@ -167,24 +224,9 @@ impl StateStore {
         let number = engine_number(&transaction, engine).map_err(|source| self.sqlite(source))?;
         let old = entry_bytes(&transaction, number, key).map_err(|source| self.sqlite(source))?;
         let used = usage_of(&transaction, number).map_err(|source| self.sqlite(source))?;
-        let new = entry_cost(key, value.len());
-        let needed = Usage {
-            bytes: used.bytes.saturating_sub(old.unwrap_or(0)) + new,
-            keys: used.keys + u64::from(old.is_none()),
-        };
-        if needed.bytes > self.quota_bytes && new > old.unwrap_or(0) {
-            return Err(StateError::QuotaExceeded {
-                engine: engine.to_owned(),
-                needed: needed.bytes,
-                quota: self.quota_bytes,
-            });
-        }
-        if needed.keys > self.max_keys {
-            return Err(StateError::TooManyKeys {
-                engine: engine.to_owned(),
-                keys: used.keys,
-            });
-        }
+        let needed = self
+            .limits()
+            .after_set(engine, used, old, entry_cost(key, value.len()))?;
         transaction
             .execute(
                 "INSERT INTO entries (engine, key, value) VALUES (?1, ?2, ?3)
@@ -197,7 +239,7 @@ impl StateStore {
     }
 
     /// Deletes `key`; answers whether it existed.
-    pub fn delete(&self, engine: &str, key: &str) -> Result<bool, StateError> {
+    fn delete(&self, engine: &str, key: &str) -> Result<bool, StateError> {
         check_key(key)?;
         let mut connection = self.connection();
         let transaction = connection
@@ -210,10 +252,7 @@ impl StateStore {
             return Ok(false);
         };
         let used = usage_of(&transaction, number).map_err(|source| self.sqlite(source))?;
-        let left = Usage {
-            bytes: used.bytes.saturating_sub(old),
-            keys: used.keys.saturating_sub(1),
-        };
+        let left = Limits::after_delete(used, old);
         transaction
             .execute(
                 "DELETE FROM entries WHERE engine = ?1 AND key = ?2",
@@ -227,7 +266,7 @@ impl StateStore {
 
     /// Up to `limit` entries of `engine` whose key starts with `prefix`, in
     /// key (byte) order, after `start_after`.
-    pub fn scan(
+    fn scan(
         &self,
         engine: &str,
         prefix: &str,
@@ -259,7 +298,7 @@ impl StateStore {
     }
 
     /// Bytes `engine` uses now, as the quota counts them.
-    pub fn usage(&self, engine: &str) -> Result<u64, StateError> {
+    fn usage(&self, engine: &str) -> Result<u64, StateError> {
         self.connection()
             .query_row(
                 "SELECT bytes FROM engines WHERE id = ?1",
@@ -270,24 +309,56 @@ impl StateStore {
             .map(|bytes| bytes.map_or(0, |bytes| bytes.max(0) as u64))
             .map_err(|source| self.sqlite(source))
     }
+}
 
-    fn connection(&self) -> std::sync::MutexGuard<'_, Connection> {
-        // SQLite rolls back a transaction that a panic left open; the
-        // connection itself stays usable.
-        self.connection
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+/// An engine's limits (`state.*`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    pub quota_bytes: u64,
+    pub max_keys: u64,
+}
+
+impl Limits {
+    /// What `engine` uses after writing an entry that counts for `new`
+    /// over one that counted for `old` (`None`: a new key), given it uses
+    /// `used` now; refused past a limit, unless the write shrinks it.
+    pub fn after_set(
+        self,
+        engine: &str,
+        used: Usage,
+        old: Option<u64>,
+        new: u64,
+    ) -> Result<Usage, StateError> {
+        let needed = Usage {
+            bytes: used.bytes.saturating_sub(old.unwrap_or(0)) + new,
+            keys: used.keys + u64::from(old.is_none()),
+        };
+        if needed.bytes > self.quota_bytes && new > old.unwrap_or(0) {
+            return Err(StateError::QuotaExceeded {
+                engine: engine.to_owned(),
+                needed: needed.bytes,
+                quota: self.quota_bytes,
+            });
+        }
+        if needed.keys > self.max_keys {
+            return Err(StateError::TooManyKeys {
+                engine: engine.to_owned(),
+                keys: used.keys,
+            });
+        }
+        Ok(needed)
     }
 
-    fn sqlite(&self, source: rusqlite::Error) -> StateError {
-        StateError::Sqlite {
-            path: self.path.clone(),
-            source,
+    /// What `engine` uses after deleting an entry that counted for `old`.
+    pub fn after_delete(used: Usage, old: u64) -> Usage {
+        Usage {
+            bytes: used.bytes.saturating_sub(old),
+            keys: used.keys.saturating_sub(1),
         }
     }
 }
 
-fn check_key(key: &str) -> Result<(), StateError> {
+pub(crate) fn check_key(key: &str) -> Result<(), StateError> {
     if key.is_empty() || key.len() > MAX_KEY_BYTES {
         return Err(StateError::BadKey {
             key: key.chars().take(64).collect(),
@@ -344,15 +415,15 @@ fn migrate(connection: &mut Connection) -> rusqlite::Result<()> {
 
 /// What the quota counts for an entry of `key` with a value of
 /// `value_bytes` bytes.
-fn entry_cost(key: &str, value_bytes: usize) -> u64 {
+pub(crate) fn entry_cost(key: &str, value_bytes: usize) -> u64 {
     (key.len() + value_bytes) as u64 + ENTRY_OVERHEAD_BYTES
 }
 
 /// What an engine stores, as its limits count it.
 #[derive(Debug, Clone, Copy, Default)]
-struct Usage {
-    bytes: u64,
-    keys: u64,
+pub(crate) struct Usage {
+    pub bytes: u64,
+    pub keys: u64,
 }
 
 /// The number of `engine` (registered on its first write).
@@ -405,7 +476,7 @@ fn set_usage(connection: &Connection, engine: i64, usage: Usage) -> rusqlite::Re
 
 /// The smallest string greater than every string starting with `prefix`
 /// (`None` when there is none: an empty prefix, or one of `char::MAX`s).
-fn prefix_end(prefix: &str) -> Option<String> {
+pub(crate) fn prefix_end(prefix: &str) -> Option<String> {
     let mut chars: Vec<char> = prefix.chars().collect();
     while let Some(last) = chars.pop() {
         let next = match last {

@@ -94,6 +94,22 @@ pub enum TranscriptError {
         /// The file the session continues in.
         successor: PathBuf,
     },
+    /// The shared store failed.
+    #[error("transcript `{}`: {source}", path.display())]
+    Store {
+        /// The transcript.
+        path: PathBuf,
+        /// What the store said.
+        #[source]
+        source: crate::store::StoreError,
+    },
+    /// Another host appended to the transcript since this one read it: its
+    /// appends would not follow the last entry, so they are refused.
+    #[error("transcript `{}` was appended to by another host since it was opened; reopen it (is the session leased?)", path.display())]
+    Conflict {
+        /// The transcript.
+        path: PathBuf,
+    },
     /// An entry id that the transcript does not hold.
     #[error("transcript `{}` has no entry `{id}`", path.display())]
     UnknownEntry {

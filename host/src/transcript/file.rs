@@ -13,6 +13,7 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 
 use super::error::TranscriptError;
+use super::log::{Access, Opened, TranscriptLog};
 use super::wire::unix_millis;
 
 /// When appends reach the disk.
@@ -63,18 +64,6 @@ impl std::fmt::Display for TornTail {
     }
 }
 
-/// How a transcript is opened.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Access {
-    /// For appending: locked against other writers, a torn last line moved
-    /// aside. Falls back to [`Access::ReadOnly`] when the file or file system
-    /// does not allow writes.
-    ReadWrite,
-    /// For reading only: no lock, nothing on disk changes, a torn last line
-    /// is ignored (another process may be writing it right now).
-    ReadOnly,
-}
-
 /// An open transcript file.
 #[derive(Debug)]
 pub(crate) struct TranscriptFile {
@@ -90,17 +79,6 @@ pub(crate) struct TranscriptFile {
     poisoned: bool,
     /// Appends were written without a sync since the last one.
     unsynced: bool,
-}
-
-/// What [`TranscriptFile::open`] found.
-pub(crate) struct Opened {
-    pub file: TranscriptFile,
-    /// How it was asked to be opened.
-    pub access: Access,
-    /// The complete lines (the file's bytes up to its last newline), or the
-    /// whole file when it has no newline at all (a header and nothing else).
-    pub contents: Vec<u8>,
-    pub torn_tail: Option<TornTail>,
 }
 
 impl TranscriptFile {
@@ -171,7 +149,7 @@ impl TranscriptFile {
             None
         };
         Ok(Opened {
-            file: opened,
+            log: Box::new(opened),
             access,
             contents,
             torn_tail,
@@ -197,13 +175,40 @@ impl TranscriptFile {
         write_atomically(path, contents)
     }
 
+    /// Saves `tail` (file line `line`) to a new side file and cuts it off the
+    /// transcript. A read-only transcript keeps it in place (it is ignored
+    /// all the same).
+    fn set_aside(&mut self, line: usize, tail: &[u8]) -> Result<TornTail, TranscriptError> {
+        let mut torn = TornTail {
+            path: self.path.clone(),
+            line,
+            offset: self.len,
+            bytes: tail.len() as u64,
+            saved_to: None,
+        };
+        if self.writable {
+            let side = write_side_file(&self.path, tail)?;
+            self.file
+                .set_len(self.len)
+                .and_then(|()| self.file.sync_all())
+                .map_err(|error| {
+                    TranscriptError::io(&self.path, "cut the torn last line off", error)
+                })?;
+            sync_parent(&self.path)?;
+            torn.saved_to = Some(side);
+        }
+        Ok(torn)
+    }
+}
+
+impl TranscriptLog for TranscriptFile {
     /// Whether appends are possible.
-    pub fn is_writable(&self) -> bool {
+    fn is_writable(&self) -> bool {
         self.writable
     }
 
     /// The file's device and inode numbers, where the platform has them.
-    pub fn identity(&self) -> Option<(u64, u64)> {
+    fn identity(&self) -> Option<(u64, u64)> {
         #[cfg(unix)]
         {
             use std::os::unix::fs::MetadataExt;
@@ -218,7 +223,7 @@ impl TranscriptFile {
     /// the header's missing newline, if it lacks one), then syncs as
     /// `policy` says. On failure the file is cut back to where it was; if even
     /// that fails, the handle refuses further writes.
-    pub fn append(&mut self, lines: &[u8], policy: FsyncPolicy) -> Result<(), TranscriptError> {
+    fn append(&mut self, lines: &[u8], policy: FsyncPolicy) -> Result<(), TranscriptError> {
         if !self.writable {
             return Err(TranscriptError::ReadOnly {
                 path: self.path.clone(),
@@ -258,7 +263,7 @@ impl TranscriptFile {
 
     /// Flushes appends written without a sync to stable storage
     /// (`fdatasync`); nothing to do when there are none.
-    pub fn sync(&mut self) -> Result<(), TranscriptError> {
+    fn sync(&mut self) -> Result<(), TranscriptError> {
         if !self.unsynced {
             return Ok(());
         }
@@ -267,31 +272,6 @@ impl TranscriptFile {
             .map_err(|error| TranscriptError::io(&self.path, "sync", error))?;
         self.unsynced = false;
         Ok(())
-    }
-
-    /// Saves `tail` (file line `line`) to a new side file and cuts it off the
-    /// transcript. A read-only transcript keeps it in place (it is ignored
-    /// all the same).
-    fn set_aside(&mut self, line: usize, tail: &[u8]) -> Result<TornTail, TranscriptError> {
-        let mut torn = TornTail {
-            path: self.path.clone(),
-            line,
-            offset: self.len,
-            bytes: tail.len() as u64,
-            saved_to: None,
-        };
-        if self.writable {
-            let side = write_side_file(&self.path, tail)?;
-            self.file
-                .set_len(self.len)
-                .and_then(|()| self.file.sync_all())
-                .map_err(|error| {
-                    TranscriptError::io(&self.path, "cut the torn last line off", error)
-                })?;
-            sync_parent(&self.path)?;
-            torn.saved_to = Some(side);
-        }
-        Ok(torn)
     }
 }
 
@@ -398,7 +378,7 @@ mod tests {
         ));
         let mut opened = TranscriptFile::open(&path, Access::ReadWrite).expect("opens");
         opened
-            .file
+            .log
             .append(b"two\n", FsyncPolicy::Always)
             .expect("append");
         drop(opened);

@@ -17,7 +17,8 @@ use super::TranscriptConfig;
 use super::context::{self, ActiveContext};
 use super::delta::{self, DeltaSource, PageLimits};
 use super::error::{CorruptLine, TranscriptError};
-use super::file::{Access, FsyncPolicy, Opened, TornTail, TranscriptFile, write_atomically};
+use super::file::{FsyncPolicy, TornTail};
+use super::log::{Access, Opened, TranscriptLog, TranscriptLogs};
 use super::record::{self, NodeKind, ROTATION_MARKER, Record};
 use super::wire::{self, SESSION_VERSION, SessionHeader};
 use crate::contract::history::History;
@@ -88,6 +89,8 @@ pub struct Transcript {
 
 pub(super) struct Shared {
     path: PathBuf,
+    /// Where the lines are stored.
+    logs: Arc<dyn TranscriptLogs>,
     config: TranscriptConfig,
     state: Mutex<State>,
     /// Held for the whole of a compaction so two never interleave.
@@ -95,7 +98,7 @@ pub(super) struct Shared {
 }
 
 struct State {
-    file: TranscriptFile,
+    log: Box<dyn TranscriptLog>,
     header: SessionHeader,
     header_line: Box<str>,
     /// Lines after the header.
@@ -120,10 +123,11 @@ impl Transcript {
     pub(super) fn load(
         path: PathBuf,
         config: TranscriptConfig,
+        logs: Arc<dyn TranscriptLogs>,
         opened: Opened,
     ) -> Result<Self, TranscriptError> {
         let Opened {
-            file,
+            log,
             access,
             contents,
             torn_tail,
@@ -218,17 +222,18 @@ impl Transcript {
                 }
             }
         }
-        let generation = delta::generation(header_line, file.identity());
+        let generation = delta::generation(header_line, log.identity());
         let predecessor = header
             .parent_session
             .as_deref()
-            .and_then(|parent| session_id_of(Path::new(parent)));
+            .and_then(|parent| session_id_of(logs.as_ref(), Path::new(parent)));
         Ok(Self {
             shared: Arc::new(Shared {
                 path,
+                logs,
                 config,
                 state: Mutex::new(State {
-                    file,
+                    log,
                     header_line: header_line.into(),
                     header,
                     records,
@@ -281,7 +286,7 @@ impl Transcript {
 
     /// Whether entries can be appended (the file was writable).
     pub fn is_writable(&self) -> bool {
-        self.state().file.is_writable()
+        self.state().log.is_writable()
     }
 
     /// The id of the entry the conversation continues from.
@@ -369,7 +374,7 @@ impl Transcript {
         if self.shared.config.fsync == FsyncPolicy::Never {
             return Ok(());
         }
-        self.state().file.sync()
+        self.state().log.sync()
     }
 
     fn append_messages(
@@ -468,7 +473,7 @@ impl Transcript {
             &path,
             first_kept_entry_id,
         )?;
-        TranscriptFile::create(new_path, contents.as_bytes())?;
+        self.shared.logs.create(new_path, contents.as_bytes())?;
         let successor = open(new_path)?;
         let rotated = RotatedSession {
             session_id: successor.session_id(),
@@ -487,7 +492,8 @@ impl Transcript {
     }
 
     /// Writes a byte-identical copy of the transcript (header, every line,
-    /// unreadable ones included) to a new file `destination`, atomically.
+    /// unreadable ones included) to a new transcript `destination` in the
+    /// same store, atomically: a branch of the session to continue apart.
     pub fn save_copy(&self, destination: &Path) -> Result<(), TranscriptError> {
         let contents = {
             let state = self.state();
@@ -504,12 +510,7 @@ impl Transcript {
             }
             contents
         };
-        if destination.exists() {
-            return Err(TranscriptError::AlreadyExists {
-                path: destination.to_owned(),
-            });
-        }
-        write_atomically(destination, contents.as_bytes())
+        self.shared.logs.create(destination, contents.as_bytes())
     }
 
     /// `read-transcript-delta`: the messages (and compaction summaries)
@@ -579,7 +580,7 @@ impl Transcript {
             bytes.extend_from_slice(line.as_bytes());
             bytes.push(b'\n');
         }
-        state.file.append(&bytes, policy)?;
+        state.log.append(&bytes, policy)?;
         for line in lines {
             // Lines this module encoded always parse.
             let node = record::parse(&line, self.shared.config.tokenizer)
@@ -632,11 +633,8 @@ fn new_id(taken: impl Fn(&str) -> bool) -> String {
 }
 
 /// The session id in the header of the transcript at `path`, if readable.
-fn session_id_of(path: &Path) -> Option<String> {
-    use std::io::BufRead;
-    let file = std::fs::File::open(path).ok()?;
-    let mut first = String::new();
-    std::io::BufReader::new(file).read_line(&mut first).ok()?;
+fn session_id_of(logs: &dyn TranscriptLogs, path: &Path) -> Option<String> {
+    let first = logs.header_line(path)?;
     serde_json::from_str::<SessionHeader>(&first)
         .ok()
         .map(|header| header.id)

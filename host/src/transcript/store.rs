@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use super::TranscriptConfig;
 use super::error::TranscriptError;
-use super::file::{Access, TranscriptFile};
 use super::handle::{Shared, Transcript};
+use super::log::{Access, Files, TranscriptLogs};
 use super::wire::SessionHeader;
 
 /// What a new session file starts with.
@@ -31,20 +31,33 @@ pub struct TranscriptStore {
 
 struct Registry {
     config: TranscriptConfig,
+    logs: Arc<dyn TranscriptLogs>,
     /// Canonical path → the live handle. Handles close when their last clone
     /// is dropped; the entry is then replaced on the next open.
     open: Mutex<HashMap<PathBuf, Weak<Shared>>>,
 }
 
 impl TranscriptStore {
-    /// A store whose transcripts follow `config`.
+    /// A store of session files whose transcripts follow `config`.
     pub fn new(config: TranscriptConfig) -> Self {
+        Self::with_logs(config, Arc::new(Files))
+    }
+
+    /// A store keeping its transcripts in `logs` (e.g.
+    /// [`PostgresLogs`](super::PostgresLogs)).
+    pub fn with_logs(config: TranscriptConfig, logs: Arc<dyn TranscriptLogs>) -> Self {
         Self {
             inner: Arc::new(Registry {
                 config,
+                logs,
                 open: Mutex::new(HashMap::new()),
             }),
         }
+    }
+
+    /// Where the transcripts are kept.
+    pub fn logs(&self) -> &Arc<dyn TranscriptLogs> {
+        &self.inner.logs
     }
 
     /// The configuration in force.
@@ -55,7 +68,7 @@ impl TranscriptStore {
     /// The handle of the existing transcript at `path` (the one already open
     /// in this process, if any).
     pub fn open(&self, path: &Path) -> Result<Transcript, TranscriptError> {
-        let canonical = canonical_existing(path)?;
+        let canonical = self.inner.logs.resolve(path)?;
         let mut open = self.registry();
         if let Some(live) = open.get(&canonical).and_then(Weak::upgrade) {
             return Ok(Transcript { shared: live });
@@ -63,7 +76,8 @@ impl TranscriptStore {
         let transcript = Transcript::load(
             canonical.clone(),
             self.inner.config.clone(),
-            TranscriptFile::open(&canonical, Access::ReadWrite)?,
+            self.inner.logs.clone(),
+            self.inner.logs.open(&canonical, Access::ReadWrite)?,
         )?;
         open.retain(|_, handle| handle.strong_count() > 0);
         open.insert(canonical, Arc::downgrade(&transcript.shared));
@@ -78,14 +92,15 @@ impl TranscriptStore {
     /// caller to surface; it is logged only at debug level. Appends to a
     /// snapshot fail with [`TranscriptError::ReadOnly`].
     pub fn open_read_only(&self, path: &Path) -> Result<Transcript, TranscriptError> {
-        let canonical = canonical_existing(path)?;
+        let canonical = self.inner.logs.resolve(path)?;
         if let Some(live) = self.registry().get(&canonical).and_then(Weak::upgrade) {
             return Ok(Transcript { shared: live });
         }
         Transcript::load(
             canonical.clone(),
             self.inner.config.clone(),
-            TranscriptFile::open(&canonical, Access::ReadOnly)?,
+            self.inner.logs.clone(),
+            self.inner.logs.open(&canonical, Access::ReadOnly)?,
         )
     }
 
@@ -105,7 +120,7 @@ impl TranscriptStore {
                 reason: format!("the session header cannot be written: {error}"),
             })?;
         contents.push('\n');
-        TranscriptFile::create(path, contents.as_bytes())?;
+        self.inner.logs.create(path, contents.as_bytes())?;
         self.open(path)
     }
 
@@ -166,16 +181,4 @@ impl std::fmt::Debug for TranscriptStore {
             .field("config", &self.inner.config)
             .finish_non_exhaustive()
     }
-}
-
-fn canonical_existing(path: &Path) -> Result<PathBuf, TranscriptError> {
-    path.canonicalize().map_err(|error| {
-        if error.kind() == std::io::ErrorKind::NotFound {
-            TranscriptError::NotFound {
-                path: path.to_owned(),
-            }
-        } else {
-            TranscriptError::io(path, "resolve", error)
-        }
-    })
 }

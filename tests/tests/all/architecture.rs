@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 /// and the ones before it. (`cli` is the binary: it sits on top of all.)
 const LAYERS: &[&[&str]] = &[
     &["contract"],
+    &["store"],
     &["transcript"],
     &["provider"],
     &["services"],

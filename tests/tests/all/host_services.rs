@@ -15,7 +15,7 @@ use ctxbox_host::sandbox::{Sandbox, SandboxConfig, WasmEngine};
 use ctxbox_host::services::compaction::{CompactionConfig, Compactor};
 use ctxbox_host::services::native::NativeServices;
 use ctxbox_host::services::state::{
-    ENTRY_OVERHEAD_BYTES, StateConfig, StateStore, WAL_LIMIT_BYTES,
+    ENTRY_OVERHEAD_BYTES, EngineState, StateConfig, StateStore, WAL_LIMIT_BYTES,
 };
 use ctxbox_host::services::summarize::ExtractiveSummarizer;
 use ctxbox_host::transcript::{NewSession, Transcript, TranscriptConfig, TranscriptStore};

@@ -15,7 +15,7 @@ use ctxbox_host::provider::{
 use ctxbox_host::runner::Session;
 use ctxbox_host::runtime::Runtime;
 use ctxbox_host::runtime::config::Config;
-use ctxbox_host::services::state::{StateConfig, StateStore};
+use ctxbox_host::services::state::{EngineState, StateConfig, StateStore};
 use ctxbox_host::transcript::{NewSession, TranscriptStore};
 use ctxbox_tests::fixture;
 use tokio_util::sync::CancellationToken;

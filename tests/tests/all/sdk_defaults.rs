@@ -10,7 +10,7 @@ use ctxbox_host::contract::history::History;
 use ctxbox_host::contract::types::AfterTurnParams;
 use ctxbox_host::services::compaction::{CompactionConfig, Compactor};
 use ctxbox_host::services::native::NativeServices;
-use ctxbox_host::services::state::{StateConfig, StateStore};
+use ctxbox_host::services::state::{EngineState, StateConfig, StateStore};
 use ctxbox_host::services::summarize::ExtractiveSummarizer;
 use ctxbox_host::transcript::{TranscriptConfig, TranscriptStore};
 use ctxbox_tests::{conversation, engine_with, guests, sandbox, session};

@@ -1,0 +1,99 @@
+//! [`PostgresCommits`]: turn commits in the shared PostgreSQL database. The
+//! advancement key is the primary key, so a turn retried on another host
+//! after a failover is answered `duplicate` there too.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::commits::{CommitError, CommitStatus, TurnCommits};
+use crate::store::Postgres;
+
+/// Turn commits in PostgreSQL.
+#[derive(Debug, Clone)]
+pub struct PostgresCommits {
+    postgres: Arc<Postgres>,
+}
+
+impl PostgresCommits {
+    /// The commits in `postgres`.
+    pub fn new(postgres: Arc<Postgres>) -> Self {
+        Self { postgres }
+    }
+}
+
+impl TurnCommits for PostgresCommits {
+    fn commit(
+        &self,
+        key: &str,
+        session_id: &str,
+        messages: &[Value],
+    ) -> Result<CommitStatus, CommitError> {
+        let json = Value::Array(messages.to_vec()).to_string();
+        let count = messages.len() as i64;
+        let now = crate::transcript::unix_millis(std::time::SystemTime::now());
+        let (key, session_id, postgres) =
+            (key.to_owned(), session_id.to_owned(), self.postgres.clone());
+        self.postgres.run(move |client| async move {
+            let inserted = client
+                .execute(
+                    "INSERT INTO ctxbox_turn_commits
+                         (advancement_key, session_id, message_count, messages_json, committed_at_ms)
+                     VALUES ($1, $2, $3, $4, $5)
+                     ON CONFLICT (advancement_key) DO NOTHING",
+                    &[&key, &session_id, &count, &json, &now],
+                )
+                .await
+                .map_err(|error| postgres.query_error("commit a turn", &error))?;
+            Ok(if inserted == 1 {
+                CommitStatus::Committed
+            } else {
+                CommitStatus::Duplicate
+            })
+        })
+    }
+
+    fn get(&self, key: &str) -> Result<Option<(String, u64)>, CommitError> {
+        let (key, postgres) = (key.to_owned(), self.postgres.clone());
+        self.postgres.run(move |client| async move {
+            client
+                .query_opt(
+                    "SELECT session_id, message_count FROM ctxbox_turn_commits
+                     WHERE advancement_key = $1",
+                    &[&key],
+                )
+                .await
+                .map(|row| row.map(|row| (row.get(0), row.get::<_, i64>(1).max(0) as u64)))
+                .map_err(|error| postgres.query_error("read a turn commit", &error).into())
+        })
+    }
+
+    fn count(&self, session_id: &str) -> Result<u64, CommitError> {
+        let (session_id, postgres) = (session_id.to_owned(), self.postgres.clone());
+        self.postgres.run(move |client| async move {
+            client
+                .query_one(
+                    "SELECT count(*) FROM ctxbox_turn_commits WHERE session_id = $1",
+                    &[&session_id],
+                )
+                .await
+                .map(|row| row.get::<_, i64>(0).max(0) as u64)
+                .map_err(|error| postgres.query_error("count turn commits", &error).into())
+        })
+    }
+
+    fn keys(&self, session_id: &str) -> Result<Vec<String>, CommitError> {
+        let (session_id, postgres) = (session_id.to_owned(), self.postgres.clone());
+        self.postgres.run(move |client| async move {
+            client
+                .query(
+                    "SELECT advancement_key FROM ctxbox_turn_commits
+                     WHERE session_id = $1 ORDER BY seq",
+                    &[&session_id],
+                )
+                .await
+                .map(|rows| rows.iter().map(|row| row.get(0)).collect())
+                .map_err(|error| postgres.query_error("list turn commits", &error).into())
+        })
+    }
+}

@@ -1,0 +1,199 @@
+//! [`PostgresState`]: engine state in the shared PostgreSQL database, with
+//! the same keys, limits and answers as the embedded [`StateStore`]. A write
+//! locks the engine's usage row (`SELECT … FOR UPDATE`) for its transaction,
+//! so writes of one engine from many hosts are serialized and its quota and
+//! key limit hold across all of them. Keys compare bytewise (`COLLATE "C"`),
+//! as in SQLite.
+//!
+//! [`StateStore`]: super::state::StateStore
+
+use std::sync::Arc;
+
+use super::state::{
+    EngineState, Limits, StateConfig, StateError, Usage, check_key, entry_cost, prefix_end,
+};
+use crate::store::Postgres;
+
+/// Engine state in PostgreSQL.
+#[derive(Debug, Clone)]
+pub struct PostgresState {
+    postgres: Arc<Postgres>,
+    limits: Limits,
+}
+
+impl PostgresState {
+    /// The engines' state in `postgres`, limited per `config`.
+    pub fn new(postgres: Arc<Postgres>, config: &StateConfig) -> Self {
+        Self {
+            postgres,
+            limits: Limits {
+                quota_bytes: config.quota_bytes,
+                max_keys: config.max_keys,
+            },
+        }
+    }
+}
+
+fn clamp(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+impl EngineState for PostgresState {
+    fn get(&self, engine: &str, key: &str) -> Result<Option<Vec<u8>>, StateError> {
+        check_key(key)?;
+        let (engine, key, postgres) = (engine.to_owned(), key.to_owned(), self.postgres.clone());
+        self.postgres.run(move |client| async move {
+            client
+                .query_opt(
+                    "SELECT value FROM ctxbox_state_entries WHERE engine = $1 AND key = $2",
+                    &[&engine, &key],
+                )
+                .await
+                .map(|row| row.map(|row| row.get(0)))
+                .map_err(|error| postgres.query_error("read engine state", &error).into())
+        })
+    }
+
+    fn set(&self, engine: &str, key: &str, value: &[u8]) -> Result<(), StateError> {
+        check_key(key)?;
+        let (engine, key, value) = (engine.to_owned(), key.to_owned(), value.to_vec());
+        let (postgres, limits) = (self.postgres.clone(), self.limits);
+        self.postgres.run(move |mut client| async move {
+            let fail = |error: tokio_postgres::Error| -> StateError {
+                postgres.query_error("write engine state", &error).into()
+            };
+            let transaction = client.transaction().await.map_err(fail)?;
+            let used = lock_usage(&transaction, &engine).await.map_err(fail)?;
+            let old: Option<u64> = transaction
+                .query_opt(
+                    "SELECT octet_length(value) FROM ctxbox_state_entries WHERE engine = $1 AND key = $2",
+                    &[&engine, &key],
+                )
+                .await
+                .map_err(fail)?
+                .map(|row| entry_cost(&key, row.get::<_, i32>(0).max(0) as usize));
+            let needed = limits.after_set(&engine, used, old, entry_cost(&key, value.len()))?;
+            transaction
+                .execute(
+                    "INSERT INTO ctxbox_state_entries (engine, key, value) VALUES ($1, $2, $3)
+                     ON CONFLICT (engine, key) DO UPDATE SET value = excluded.value",
+                    &[&engine, &key, &value],
+                )
+                .await
+                .map_err(fail)?;
+            set_usage(&transaction, &engine, needed).await.map_err(fail)?;
+            transaction.commit().await.map_err(fail)
+        })
+    }
+
+    fn delete(&self, engine: &str, key: &str) -> Result<bool, StateError> {
+        check_key(key)?;
+        let (engine, key, postgres) = (engine.to_owned(), key.to_owned(), self.postgres.clone());
+        self.postgres.run(move |mut client| async move {
+            let fail = |error: tokio_postgres::Error| -> StateError {
+                postgres.query_error("delete engine state", &error).into()
+            };
+            let transaction = client.transaction().await.map_err(fail)?;
+            let used = lock_usage(&transaction, &engine).await.map_err(fail)?;
+            let Some(row) = transaction
+                .query_opt(
+                    "DELETE FROM ctxbox_state_entries WHERE engine = $1 AND key = $2
+                     RETURNING octet_length(value)",
+                    &[&engine, &key],
+                )
+                .await
+                .map_err(fail)?
+            else {
+                return Ok(false);
+            };
+            let old = entry_cost(&key, row.get::<_, i32>(0).max(0) as usize);
+            set_usage(&transaction, &engine, Limits::after_delete(used, old))
+                .await
+                .map_err(fail)?;
+            transaction.commit().await.map_err(fail)?;
+            Ok(true)
+        })
+    }
+
+    fn scan(
+        &self,
+        engine: &str,
+        prefix: &str,
+        start_after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<(String, Vec<u8>)>, StateError> {
+        let (engine, prefix, postgres) =
+            (engine.to_owned(), prefix.to_owned(), self.postgres.clone());
+        let end = prefix_end(&prefix);
+        let start_after = start_after.map(str::to_owned);
+        let limit = i64::from(limit);
+        self.postgres.run(move |client| async move {
+            client
+                .query(
+                    "SELECT key, value FROM ctxbox_state_entries
+                     WHERE engine = $1 AND key >= $2
+                       AND ($3::text IS NULL OR key < $3) AND ($4::text IS NULL OR key > $4)
+                     ORDER BY key LIMIT $5",
+                    &[&engine, &prefix, &end, &start_after, &limit],
+                )
+                .await
+                .map(|rows| rows.iter().map(|row| (row.get(0), row.get(1))).collect())
+                .map_err(|error| postgres.query_error("scan engine state", &error).into())
+        })
+    }
+
+    fn usage(&self, engine: &str) -> Result<u64, StateError> {
+        let (engine, postgres) = (engine.to_owned(), self.postgres.clone());
+        self.postgres.run(move |client| async move {
+            client
+                .query_opt(
+                    "SELECT bytes FROM ctxbox_state_engines WHERE id = $1",
+                    &[&engine],
+                )
+                .await
+                .map(|row| row.map_or(0, |row| row.get::<_, i64>(0).max(0) as u64))
+                .map_err(|error| {
+                    postgres
+                        .query_error("read engine state usage", &error)
+                        .into()
+                })
+        })
+    }
+}
+
+/// The engine's usage, its row created if needed and locked until the
+/// transaction ends.
+async fn lock_usage(
+    transaction: &deadpool_postgres::Transaction<'_>,
+    engine: &str,
+) -> Result<Usage, tokio_postgres::Error> {
+    transaction
+        .execute(
+            "INSERT INTO ctxbox_state_engines (id) VALUES ($1) ON CONFLICT (id) DO NOTHING",
+            &[&engine],
+        )
+        .await?;
+    let row = transaction
+        .query_one(
+            "SELECT bytes, keys FROM ctxbox_state_engines WHERE id = $1 FOR UPDATE",
+            &[&engine],
+        )
+        .await?;
+    Ok(Usage {
+        bytes: row.get::<_, i64>(0).max(0) as u64,
+        keys: row.get::<_, i64>(1).max(0) as u64,
+    })
+}
+
+async fn set_usage(
+    transaction: &deadpool_postgres::Transaction<'_>,
+    engine: &str,
+    usage: Usage,
+) -> Result<u64, tokio_postgres::Error> {
+    transaction
+        .execute(
+            "UPDATE ctxbox_state_engines SET bytes = $2, keys = $3 WHERE id = $1",
+            &[&engine, &clamp(usage.bytes), &clamp(usage.keys)],
+        )
+        .await
+}

@@ -1,0 +1,135 @@
+//! The ctxbox schema in PostgreSQL, created and migrated by ctxbox itself:
+//! `ctxbox_schema` records each applied version; migrations run in one
+//! transaction under an advisory lock, so hosts starting together migrate
+//! once, and a database of a newer version is refused.
+
+use deadpool_postgres::Object;
+
+use super::error::{StoreError, describe};
+
+/// The newest schema version this build knows.
+pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
+
+/// Key of the advisory lock migrations hold ("ctxbox" in ASCII).
+const MIGRATION_LOCK: i64 = 0x63_74_78_62_6f_78;
+
+/// Each version's statements; version N is `MIGRATIONS[N - 1]`. Never edit
+/// one that has shipped: add the next.
+const MIGRATIONS: &[&str] = &[
+    // 1: transcripts, engine state, quarantine, turn commits, session leases.
+    r#"
+    CREATE TABLE ctxbox_transcripts (
+        id            BIGSERIAL PRIMARY KEY,
+        name          TEXT NOT NULL UNIQUE,
+        created_at_ms BIGINT NOT NULL
+    );
+    CREATE TABLE ctxbox_transcript_lines (
+        transcript BIGINT NOT NULL REFERENCES ctxbox_transcripts (id),
+        seq        BIGINT NOT NULL,
+        line       TEXT NOT NULL,
+        PRIMARY KEY (transcript, seq)
+    );
+    CREATE TABLE ctxbox_state_engines (
+        id    TEXT PRIMARY KEY,
+        bytes BIGINT NOT NULL DEFAULT 0,
+        keys  BIGINT NOT NULL DEFAULT 0
+    );
+    CREATE TABLE ctxbox_state_entries (
+        engine TEXT NOT NULL REFERENCES ctxbox_state_engines (id),
+        key    TEXT COLLATE "C" NOT NULL,
+        value  BYTEA NOT NULL,
+        PRIMARY KEY (engine, key)
+    );
+    CREATE TABLE ctxbox_quarantine (
+        engine_id      TEXT PRIMARY KEY,
+        owner          TEXT NOT NULL,
+        fingerprint    TEXT,
+        operation      TEXT NOT NULL,
+        classification TEXT NOT NULL,
+        reason         TEXT NOT NULL,
+        stderr_tail    TEXT NOT NULL,
+        at_ms          BIGINT NOT NULL,
+        failures       BIGINT NOT NULL,
+        retry_at_ms    BIGINT
+    );
+    CREATE TABLE ctxbox_turn_commits (
+        advancement_key TEXT PRIMARY KEY,
+        seq             BIGSERIAL NOT NULL UNIQUE,
+        session_id      TEXT NOT NULL,
+        message_count   BIGINT NOT NULL,
+        messages_json   TEXT NOT NULL,
+        committed_at_ms BIGINT NOT NULL
+    );
+    CREATE INDEX ctxbox_turn_commits_session ON ctxbox_turn_commits (session_id, seq);
+    CREATE TABLE ctxbox_session_leases (
+        session_id TEXT PRIMARY KEY,
+        holder     TEXT NOT NULL,
+        expires_at TIMESTAMPTZ NOT NULL
+    );
+    "#,
+];
+
+/// Brings the database to [`SCHEMA_VERSION`].
+pub(super) async fn migrate(client: &Object, server: &str) -> Result<(), StoreError> {
+    let fail = |what: &'static str| {
+        let server = server.to_owned();
+        move |error: tokio_postgres::Error| StoreError::Query {
+            server,
+            what,
+            reason: describe(&error),
+        }
+    };
+    client
+        .batch_execute("BEGIN")
+        .await
+        .map_err(fail("begin the migration"))?;
+    let result = async {
+        client
+            .execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+            .await
+            .map_err(fail("lock the schema"))?;
+        client
+            .batch_execute(
+                "CREATE TABLE IF NOT EXISTS ctxbox_schema (
+                     version    INTEGER PRIMARY KEY,
+                     applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+                 )",
+            )
+            .await
+            .map_err(fail("create ctxbox_schema"))?;
+        let found: i32 = client
+            .query_one("SELECT coalesce(max(version), 0) FROM ctxbox_schema", &[])
+            .await
+            .map_err(fail("read the schema version"))?
+            .get(0);
+        if found > SCHEMA_VERSION {
+            return Err(StoreError::SchemaTooNew {
+                server: server.to_owned(),
+                found,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        for (index, statements) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+            let version = index as i32 + 1;
+            client
+                .batch_execute(statements)
+                .await
+                .map_err(fail("migrate the schema"))?;
+            client
+                .execute(
+                    "INSERT INTO ctxbox_schema (version) VALUES ($1)",
+                    &[&version],
+                )
+                .await
+                .map_err(fail("record the schema version"))?;
+        }
+        Ok(())
+    }
+    .await;
+    let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
+    let ended = client
+        .batch_execute(end)
+        .await
+        .map_err(fail("end the migration"));
+    result.and(ended)
+}

@@ -1,0 +1,56 @@
+//! One `ctxbox serve` host of the multi-host test: the same service and
+//! stdio protocol as `ctxbox serve --store URL`, built from the library with
+//! a short session lease, so a test can run several, kill one and watch the
+//! others take its sessions over.
+//!
+//! Usage: `serve-host <postgres-url> <data-dir> <lease-ms>`
+
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use ctxbox_host::runtime::Runtime;
+use ctxbox_host::runtime::config::Config;
+use ctxbox_host::sandbox::SandboxConfig;
+use ctxbox_host::serve::{Service, serve};
+use ctxbox_host::store::StoreConfig;
+
+fn main() -> Result<()> {
+    let mut args = std::env::args().skip(1);
+    let (Some(url), Some(data_dir), Some(lease_ms)) = (args.next(), args.next(), args.next())
+    else {
+        anyhow::bail!("usage: serve-host <postgres-url> <data-dir> <lease-ms>");
+    };
+    let lease_ms: u64 = lease_ms.parse().context("lease-ms")?;
+    let config = Config {
+        data_dir: Some(data_dir.into()),
+        store: StoreConfig {
+            lease_ms,
+            lease_wait_ms: lease_ms * 10,
+            ..StoreConfig::default()
+        }
+        .with_url(url),
+        sandbox: SandboxConfig {
+            max_instances: 16,
+            ..SandboxConfig::default()
+        },
+        ..Config::default()
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let host = Runtime::new(config).context("cannot set up the host")?;
+        // `legacy` serves: the test is about the store, not an engine.
+        let service = Arc::new(
+            Service::new(host, Some("legacy".to_owned())).context("cannot start the server")?,
+        );
+        serve(
+            service,
+            tokio::io::BufReader::new(tokio::io::stdin()),
+            tokio::io::stdout(),
+        )
+        .await
+        .context("the request channel failed")
+    })
+}

@@ -1,0 +1,344 @@
+//! Many hosts, one PostgreSQL: four `serve-host` processes (the `ctxbox
+//! serve --store` service) share one database; 200 sessions × 10 turns are
+//! routed to them by session key; one host is killed with SIGKILL in the
+//! middle and its sessions go to the others, which retry the unanswered turn
+//! with the same advancement key. Afterwards every acknowledged turn is in
+//! the store, each session's turns are there once each, in turn order, and
+//! two hosts racing on the same turn commit it once.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{Sender, channel};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use ctxbox_host::serve::PostgresCommits;
+use ctxbox_host::serve::commits::TurnCommits;
+use ctxbox_host::store::Postgres;
+use serde_json::{Value, json};
+
+use crate::pg_cluster;
+
+const HOST: &str = env!("CARGO_BIN_EXE_serve-host");
+const HOSTS: usize = 4;
+const SESSIONS: usize = 200;
+const TURNS: usize = 10;
+const WORKERS: usize = 25;
+/// Short, so the killed host's sessions are free again soon.
+const LEASE_MS: u64 = 1_500;
+
+/// One host process and the requests waiting for its answers.
+pub(crate) struct Host {
+    child: Mutex<Child>,
+    stdin: Mutex<ChildStdin>,
+    waiting: Arc<Mutex<HashMap<u64, Sender<Option<Value>>>>>,
+    next_id: AtomicUsize,
+    alive: std::sync::atomic::AtomicBool,
+}
+
+impl Host {
+    pub(crate) fn start(url: &str, data_dir: &std::path::Path) -> Arc<Self> {
+        let mut child = Command::new(HOST)
+            .args([url, &data_dir.display().to_string(), &LEASE_MS.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starts a host");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = child.stdout.take().expect("stdout");
+        let waiting: Arc<Mutex<HashMap<u64, Sender<Option<Value>>>>> = Arc::default();
+        let host = Arc::new(Self {
+            child: Mutex::new(child),
+            stdin: Mutex::new(stdin),
+            waiting: waiting.clone(),
+            next_id: AtomicUsize::new(1),
+            alive: true.into(),
+        });
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let answer: Value = serde_json::from_str(&line).expect("answers are JSON");
+                let id = answer["id"].as_u64().expect("answers carry our id");
+                if let Some(sender) = waiting.lock().unwrap().remove(&id) {
+                    let _ = sender.send(Some(answer));
+                }
+            }
+            // The host is gone: whatever it did not answer never will be.
+            for (_, sender) in waiting.lock().unwrap().drain() {
+                let _ = sender.send(None);
+            }
+        });
+        host
+    }
+
+    /// The answer to `method`, or `None` if the host died first.
+    pub(crate) fn call(&self, method: &str, params: Value) -> Option<Value> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed) as u64;
+        let (sender, answer) = channel();
+        self.waiting.lock().unwrap().insert(id, sender);
+        let line = json!({"id": id, "method": method, "params": params, "deadlineMs": 60_000});
+        let sent = {
+            let mut stdin = self.stdin.lock().unwrap();
+            writeln!(stdin, "{line}").and_then(|()| stdin.flush())
+        };
+        if sent.is_err() {
+            self.waiting.lock().unwrap().remove(&id);
+            return None;
+        }
+        answer.recv_timeout(Duration::from_secs(90)).ok().flatten()
+    }
+
+    /// Requests sent and not answered yet.
+    fn in_flight(&self) -> usize {
+        self.waiting.lock().unwrap().len()
+    }
+
+    fn kill(&self) {
+        self.alive.store(false, Ordering::SeqCst);
+        self.child.lock().unwrap().kill().expect("SIGKILL");
+    }
+
+    fn is_alive(&self) -> bool {
+        self.alive.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        let mut child = self.child.lock().unwrap();
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+/// The host a session goes to: its home host by key while that is alive,
+/// else one of the live ones by key (only a dead host's sessions move).
+fn route(hosts: &[Arc<Host>], session: usize) -> usize {
+    let home = session % hosts.len();
+    if hosts[home].is_alive() {
+        return home;
+    }
+    let live: Vec<usize> = (0..hosts.len())
+        .filter(|&index| hosts[index].is_alive())
+        .collect();
+    live[session % live.len()]
+}
+
+/// An acknowledged commit.
+pub(crate) struct Ack {
+    /// `committed` or `duplicate`.
+    pub status: String,
+    /// Whether it took more than one attempt.
+    pub retried: bool,
+    /// The host that answered.
+    pub host: usize,
+    /// How many messages of the session that host holds afterwards.
+    pub length: u64,
+}
+
+fn turn_messages(session: usize, turn: usize) -> Value {
+    json!([
+        {"role": "user", "content": format!("session {session} turn {turn}"), "timestamp": 1},
+        {"role": "assistant", "content": [{"type": "text", "text": format!("answer {turn}")}],
+         "stopReason": "stop", "timestamp": 2}
+    ])
+}
+
+/// Commits one turn, retrying (on another host if its host died) until it
+/// is acknowledged.
+pub(crate) fn commit(hosts: &[Arc<Host>], session: usize, turn: usize) -> Ack {
+    let params = json!({
+        "sessionId": format!("s{session:03}"),
+        "advancementKey": format!("s{session:03}:{turn}"),
+        "messages": turn_messages(session, turn),
+    });
+    let mut retried = false;
+    let started = Instant::now();
+    loop {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "turn {session}:{turn} never committed"
+        );
+        let index = route(hosts, session);
+        let host = &hosts[index];
+        match host.call("commitTurn", params.clone()) {
+            Some(answer) if answer["error"].is_null() => {
+                return Ack {
+                    status: answer["result"]["status"]
+                        .as_str()
+                        .expect("a status")
+                        .to_owned(),
+                    retried,
+                    host: index,
+                    length: answer["result"]["length"].as_u64().expect("a length"),
+                };
+            }
+            Some(answer) => {
+                // `session-busy` while a dead host's lease runs out.
+                assert_eq!(answer["error"]["code"], "session-busy", "{answer}");
+            }
+            None => assert!(!host.is_alive(), "a live host stopped answering"),
+        }
+        retried = true;
+    }
+}
+
+#[test]
+fn four_hosts_lose_nothing_when_one_is_killed_mid_run() {
+    let Some(url) = pg_cluster::database("four_hosts_lose_nothing") else {
+        return;
+    };
+    let dirs: Vec<tempfile::TempDir> = (0..HOSTS)
+        .map(|_| tempfile::tempdir().expect("dir"))
+        .collect();
+    let hosts: Arc<Vec<Arc<Host>>> = Arc::new(
+        dirs.iter()
+            .map(|dir| Host::start(&url, dir.path()))
+            .collect(),
+    );
+    for host in hosts.iter() {
+        let hello = host
+            .call("hello", json!({"protocol": 1}))
+            .expect("a host answers");
+        assert_eq!(hello["result"]["protocol"], 1, "{hello}");
+    }
+
+    let started = Instant::now();
+    let acknowledged = Arc::new(AtomicUsize::new(0));
+    // Per session: (turn, ack) of every acknowledged commit.
+    let acks: Arc<Mutex<HashMap<usize, Vec<(usize, Ack)>>>> = Arc::default();
+    let retried = Arc::new(AtomicUsize::new(0));
+    let workers: Vec<_> = (0..WORKERS)
+        .map(|worker| {
+            let (hosts, acks, acknowledged, retried) = (
+                hosts.clone(),
+                acks.clone(),
+                acknowledged.clone(),
+                retried.clone(),
+            );
+            std::thread::spawn(move || {
+                let mine: Vec<usize> = (worker..SESSIONS).step_by(WORKERS).collect();
+                for turn in 0..TURNS {
+                    for &session in &mine {
+                        let ack = commit(&hosts, session, turn);
+                        if ack.retried {
+                            retried.fetch_add(1, Ordering::Relaxed);
+                        }
+                        acks.lock()
+                            .unwrap()
+                            .entry(session)
+                            .or_default()
+                            .push((turn, ack));
+                        acknowledged.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            })
+        })
+        .collect();
+    // Kill host 0 in the middle of the run, with requests in flight on it.
+    while acknowledged.load(Ordering::Relaxed) < SESSIONS * TURNS / 2 || hosts[0].in_flight() < 3 {
+        assert!(
+            !workers.iter().any(std::thread::JoinHandle::is_finished),
+            "a client stopped before the kill"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    hosts[0].kill();
+    for worker in workers {
+        worker.join().expect("a worker finished");
+    }
+    let elapsed = started.elapsed();
+    eprintln!(
+        "multi-host: {} turns in {:.1} s ({:.0} turns/s) on {HOSTS} hosts, one killed; {} turns retried on another host",
+        SESSIONS * TURNS,
+        elapsed.as_secs_f64(),
+        (SESSIONS * TURNS) as f64 / elapsed.as_secs_f64(),
+        retried.load(Ordering::Relaxed)
+    );
+    assert!(
+        retried.load(Ordering::Relaxed) > 0,
+        "the kill hit sessions of the killed host"
+    );
+
+    // Everything acknowledged is in the store, once, in turn order.
+    let commits = PostgresCommits::new(Postgres::connect(&url, 2).expect("connects"));
+    let acks = acks.lock().unwrap();
+    let mut duplicates_acknowledged = 0;
+    for session in 0..SESSIONS {
+        let id = format!("s{session:03}");
+        let expected: Vec<String> = (0..TURNS).map(|turn| format!("{id}:{turn}")).collect();
+        assert_eq!(
+            commits.keys(&id).expect("lists"),
+            expected,
+            "session {id}: every turn once, in turn order"
+        );
+        let turns: Vec<usize> = acks[&session].iter().map(|(turn, _)| *turn).collect();
+        assert_eq!(
+            turns,
+            (0..TURNS).collect::<Vec<_>>(),
+            "session {id}: acknowledged in order"
+        );
+        duplicates_acknowledged += acks[&session]
+            .iter()
+            .filter(|(_, ack)| ack.status == "duplicate")
+            .count();
+        // Served by its home host, or by that and then one other after the
+        // kill; never back and forth. Each host's copy of the session holds
+        // exactly the turns it committed (2 messages each), none of another's.
+        let served: Vec<usize> = acks[&session].iter().map(|(_, ack)| ack.host).collect();
+        let moves = served.windows(2).filter(|pair| pair[0] != pair[1]).count();
+        assert!(served[0] == session % HOSTS, "session {id}: starts at home");
+        assert!(
+            moves == 0 || (moves == 1 && served[0] == 0),
+            "session {id}: moved only off the killed host: {served:?}"
+        );
+        let mut committed_on: HashMap<usize, u64> = HashMap::new();
+        for (turn, ack) in &acks[&session] {
+            let count = committed_on.entry(ack.host).or_default();
+            if ack.status == "committed" {
+                *count += 1;
+            }
+            assert_eq!(
+                ack.length,
+                2 * *count,
+                "session {id} turn {turn}: the host's copy"
+            );
+        }
+    }
+    // A `duplicate` only ever answers a retry of a turn the killed host
+    // committed without answering.
+    assert!(duplicates_acknowledged <= retried.load(Ordering::Relaxed));
+
+    // Two hosts racing on the same turn of a session: it commits once.
+    let live: Vec<Arc<Host>> = hosts
+        .iter()
+        .filter(|host| host.is_alive())
+        .cloned()
+        .collect();
+    let racers: Vec<_> = (0..2)
+        .map(|index| {
+            let host = live[index].clone();
+            std::thread::spawn(move || {
+                host.call(
+                    "commitTurn",
+                    json!({"sessionId": "raced", "advancementKey": "raced:0", "messages": turn_messages(0, 0)}),
+                )
+                .expect("answers")
+            })
+        })
+        .collect();
+    let answers: Vec<Value> = racers
+        .into_iter()
+        .map(|racer| racer.join().expect("joins"))
+        .collect();
+    let mut statuses: Vec<&str> = answers
+        .iter()
+        .map(|answer| answer["result"]["status"].as_str().unwrap_or("error"))
+        .collect();
+    statuses.sort();
+    assert_eq!(statuses, ["committed", "duplicate"], "{answers:?}");
+    assert_eq!(commits.keys("raced").expect("lists"), ["raced:0"]);
+}
