@@ -68,7 +68,8 @@ if (!existsSync(options.entry)) usage(`no engine module at ${options.entry}`);
 if (!existsSync(path.join(options.wit, "world.wit"))) usage(`${options.wit} holds no ctxbox WIT (world.wit)`);
 
 const tsc = require.resolve("typescript/bin/tsc");
-const jco = require.resolve("@bytecodealliance/jco/src/jco.js");
+// jco exports only its API; its command line (`bin`) sits next to it.
+const jco = path.join(path.dirname(require.resolve("@bytecodealliance/jco")), "jco.js");
 
 // 1. Type-check.
 if (existsSync(options.tsconfig)) {

@@ -74,6 +74,24 @@ export function readTranscriptDelta(cursor?: string, options: DeltaOptions = {})
   return call("readTranscriptDelta", () => raw.readTranscriptDelta(cursor, options.maxMessages, maxBytes));
 }
 
+/**
+ * JSON text for `value`, with bigints (the contract's 64-bit numbers, such as
+ * a message's `timestampMs`) written as `{"$bigint": "digits"}` so that
+ * {@link fromJson} gives them back as bigints.
+ */
+export function toJson(value: unknown): string {
+  return JSON.stringify(value, (_, v) => (typeof v === "bigint" ? { $bigint: v.toString() } : v));
+}
+
+/** Parses what {@link toJson} wrote. */
+export function fromJson<T = unknown>(text: string): T {
+  return JSON.parse(text, (_, v) =>
+    v !== null && typeof v === "object" && typeof v.$bigint === "string" && Object.keys(v).length === 1
+      ? BigInt(v.$bigint)
+      : v,
+  ) as T;
+}
+
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
@@ -119,13 +137,13 @@ export const state = {
   setText(key: string, text: string): void {
     state.set(key, encoder.encode(text));
   },
-  /** The JSON value stored under `key` (parsed). */
+  /** The JSON value stored under `key` (parsed; see {@link toJson} for bigints). */
   getJson<T = unknown>(key: string): T | undefined {
     const text = state.getText(key);
-    return text === undefined ? undefined : (JSON.parse(text) as T);
+    return text === undefined ? undefined : fromJson<T>(text);
   },
-  /** Stores `value` under `key` as JSON text. */
+  /** Stores `value` under `key` as JSON text (bigints kept, see {@link toJson}). */
   setJson(key: string, value: unknown): void {
-    state.setText(key, JSON.stringify(value));
+    state.setText(key, toJson(value));
   },
 };
