@@ -22,7 +22,18 @@ import { fileURLToPath } from "node:url";
 import { checkWorld } from "./imports.mjs";
 
 const sdk = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
-const require = createRequire(import.meta.url);
+
+/** Where a tool package resolves: from the project first (its pinned install), else from the SDK's own. */
+function resolveTool(specifier) {
+  for (const from of [path.join(process.cwd(), "package.json"), import.meta.url]) {
+    try {
+      return createRequire(from).resolve(specifier);
+    } catch {
+      // Not installed there; try the next place.
+    }
+  }
+  usage(`${specifier} is not installed: run \`npm install\` in the engine project`);
+}
 
 function usage(message) {
   if (message) console.error(`ctxbox-ts-build: ${message}`);
@@ -67,9 +78,9 @@ const options = parseArgs(process.argv.slice(2));
 if (!existsSync(options.entry)) usage(`no engine module at ${options.entry}`);
 if (!existsSync(path.join(options.wit, "world.wit"))) usage(`${options.wit} holds no ctxbox WIT (world.wit)`);
 
-const tsc = require.resolve("typescript/bin/tsc");
+const tsc = resolveTool("typescript/bin/tsc");
 // jco exports only its API; its command line (`bin`) sits next to it.
-const jco = path.join(path.dirname(require.resolve("@bytecodealliance/jco")), "jco.js");
+const jco = path.join(path.dirname(resolveTool("@bytecodealliance/jco")), "jco.js");
 
 // 1. Type-check.
 if (existsSync(options.tsconfig)) {

@@ -18,14 +18,17 @@ use tokio_util::sync::CancellationToken;
 async fn a_new_engine_builds_passes_check_and_runs() {
     let dir = tempfile::tempdir().expect("temp dir");
     let crate_dir = dir.path().join("my-engine");
-    let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-sdk");
-    scaffold::new_engine(&crate_dir, "my-engine", &sdk).expect("scaffolds");
+    // The default: the SDK bundled in the binary, so this works outside a checkout.
+    let (rust, bundled) = (scaffold::Language::Rust, scaffold::SdkSource::Bundled);
+    scaffold::new_engine(&crate_dir, "my-engine", rust, &bundled).expect("scaffolds");
     assert!(
         crate_dir.join("Cargo.lock").exists(),
         "the new crate is pinned to the checkout's dependency versions"
     );
+    assert!(crate_dir.join("vendor/ctxbox-guest/src/lib.rs").exists());
+    assert!(crate_dir.join("vendor/wit/world.wit").exists());
     assert!(matches!(
-        scaffold::new_engine(&crate_dir, "my-engine", &sdk),
+        scaffold::new_engine(&crate_dir, "my-engine", rust, &bundled),
         Err(scaffold::ScaffoldError::Exists(_))
     ));
 
