@@ -5,10 +5,11 @@
 import { log as hostLog } from "ctxbox:engine/host@0.1.0";
 import type { LogLevel } from "./wit.js";
 
-/** One argument as text: strings as they are, errors with their stack, the rest as JSON. */
+/** One argument as text: strings as they are, errors with name, message and stack, the rest as JSON. */
 function format(value: unknown): string {
   if (typeof value === "string") return value;
-  if (value instanceof Error) return value.stack ?? `${value.name}: ${value.message}`;
+  // SpiderMonkey's `stack` holds the frames only.
+  if (value instanceof Error) return `${value.name}: ${value.message}${value.stack ? `\n${value.stack}` : ""}`;
   try {
     const json = JSON.stringify(value, (_, v) => (typeof v === "bigint" ? v.toString() : v));
     return json ?? String(value);
