@@ -14,6 +14,7 @@ use ctxbox_host::engines::selection::Engines;
 use ctxbox_host::sandbox::{Sandbox, SandboxConfig, WasmEngine};
 
 pub mod traces;
+pub mod typescript;
 
 /// Paths of the guest components the build script compiled.
 pub mod guests {

@@ -19,5 +19,6 @@ mod serve;
 mod soak;
 mod transcript_crash;
 mod transcript_fixtures;
+mod ts_engine;
 mod untrusted_output;
 mod walkthrough;
