@@ -161,18 +161,18 @@ fn new_rust_engine(dir: &Path, name: &str, sdk: &SdkSource) -> Result<(), Scaffo
             .display()
             .to_string(),
     };
-    let fill = |template: &str| {
-        template
-            .replace("{name}", name)
-            .replace("{sdk}", &sdk_path)
-    };
+    let fill = |template: &str| template.replace("{name}", name).replace("{sdk}", &sdk_path);
     bundled::write(&dir.join("Cargo.toml"), &fill(CARGO_TOML))?;
     bundled::write(&dir.join("src/lib.rs"), &fill(LIB_RS))?;
     bundled::write(&dir.join(".gitignore"), "/target\n")?;
     bundled::write(&dir.join("Cargo.lock"), bundled::CARGO_LOCK)?;
     if *sdk == SdkSource::Bundled {
         let vendor = dir.join("vendor");
-        bundled::write_files(&vendor.join("ctxbox-guest"), bundled::RUST_SDK, str::to_owned)?;
+        bundled::write_files(
+            &vendor.join("ctxbox-guest"),
+            bundled::RUST_SDK,
+            str::to_owned,
+        )?;
         bundled::write(
             &vendor.join("ctxbox-guest/Cargo.toml"),
             &bundled::rust_sdk_manifest(),

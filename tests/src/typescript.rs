@@ -111,7 +111,9 @@ pub fn build(project: &Path, entry: &str, name: &str) -> Result<PathBuf, String>
     let out = Path::new(env!("OUT_DIR"))
         .join("ts-engines")
         .join(format!("{name}-{:016x}.wasm", hasher.finish()));
-    let _one_at_a_time = BUILDS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _one_at_a_time = BUILDS
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     if out.exists() {
         return Ok(out);
     }
@@ -148,6 +150,8 @@ pub fn link_sdk(project: &Path, sdk: &Path) -> Result<(), String> {
         return Ok(());
     }
     let parent = link.parent().expect("a parent folder");
-    std::fs::create_dir_all(parent).map_err(|error| format!("cannot create {}: {error}", parent.display()))?;
-    std::os::unix::fs::symlink(sdk, &link).map_err(|error| format!("cannot link {}: {error}", link.display()))
+    std::fs::create_dir_all(parent)
+        .map_err(|error| format!("cannot create {}: {error}", parent.display()))?;
+    std::os::unix::fs::symlink(sdk, &link)
+        .map_err(|error| format!("cannot link {}: {error}", link.display()))
 }

@@ -50,7 +50,10 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let wasm = match language {
         Language::Rust => {
             println!("  cargo build --release --target wasm32-wasip2");
-            format!("target/wasm32-wasip2/release/{}.wasm", name.replace('-', "_"))
+            format!(
+                "target/wasm32-wasip2/release/{}.wasm",
+                name.replace('-', "_")
+            )
         }
         Language::TypeScript => {
             println!("  npm install && npm run build");

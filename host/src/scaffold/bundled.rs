@@ -23,14 +23,35 @@ pub(super) const WIT: &[File] = &[
 /// `guest-sdk/src/`: the Rust SDK's sources (its `Cargo.toml` is written by
 /// [`rust_sdk_manifest`], without the workspace's inherited keys).
 pub(super) const RUST_SDK: &[File] = &[
-    ("src/codec.rs", include_str!("../../../guest-sdk/src/codec.rs")),
-    ("src/engine.rs", include_str!("../../../guest-sdk/src/engine.rs")),
-    ("src/glue.rs", include_str!("../../../guest-sdk/src/glue.rs")),
-    ("src/history.rs", include_str!("../../../guest-sdk/src/history.rs")),
-    ("src/host.rs", include_str!("../../../guest-sdk/src/host.rs")),
+    (
+        "src/codec.rs",
+        include_str!("../../../guest-sdk/src/codec.rs"),
+    ),
+    (
+        "src/engine.rs",
+        include_str!("../../../guest-sdk/src/engine.rs"),
+    ),
+    (
+        "src/glue.rs",
+        include_str!("../../../guest-sdk/src/glue.rs"),
+    ),
+    (
+        "src/history.rs",
+        include_str!("../../../guest-sdk/src/history.rs"),
+    ),
+    (
+        "src/host.rs",
+        include_str!("../../../guest-sdk/src/host.rs"),
+    ),
     ("src/lib.rs", include_str!("../../../guest-sdk/src/lib.rs")),
-    ("src/testing.rs", include_str!("../../../guest-sdk/src/testing.rs")),
-    ("src/types.rs", include_str!("../../../guest-sdk/src/types.rs")),
+    (
+        "src/testing.rs",
+        include_str!("../../../guest-sdk/src/testing.rs"),
+    ),
+    (
+        "src/types.rs",
+        include_str!("../../../guest-sdk/src/types.rs"),
+    ),
 ];
 
 /// The workspace manifest: the versions the Rust SDK is built and tested with.
@@ -43,32 +64,95 @@ pub(super) const CARGO_LOCK: &str = include_str!("../../../Cargo.lock");
 /// `guest-sdk-ts/`: the TypeScript SDK (package, sources, build command,
 /// generated types).
 pub(super) const TS_SDK: &[File] = &[
-    ("package.json", include_str!("../../../guest-sdk-ts/package.json")),
+    (
+        "package.json",
+        include_str!("../../../guest-sdk-ts/package.json"),
+    ),
     ("README.md", include_str!("../../../guest-sdk-ts/README.md")),
-    ("tsconfig.json", include_str!("../../../guest-sdk-ts/tsconfig.json")),
-    ("bin/ctxbox-ts-build.mjs", include_str!("../../../guest-sdk-ts/bin/ctxbox-ts-build.mjs")),
-    ("bin/imports.mjs", include_str!("../../../guest-sdk-ts/bin/imports.mjs")),
-    ("src/console.ts", include_str!("../../../guest-sdk-ts/src/console.ts")),
-    ("src/engine.ts", include_str!("../../../guest-sdk-ts/src/engine.ts")),
-    ("src/errors.ts", include_str!("../../../guest-sdk-ts/src/errors.ts")),
-    ("src/globals.d.ts", include_str!("../../../guest-sdk-ts/src/globals.d.ts")),
-    ("src/history.ts", include_str!("../../../guest-sdk-ts/src/history.ts")),
-    ("src/host.ts", include_str!("../../../guest-sdk-ts/src/host.ts")),
-    ("src/index.ts", include_str!("../../../guest-sdk-ts/src/index.ts")),
-    ("src/prompt.ts", include_str!("../../../guest-sdk-ts/src/prompt.ts")),
-    ("src/wit.ts", include_str!("../../../guest-sdk-ts/src/wit.ts")),
-    ("types/wit.d.ts", include_str!("../../../guest-sdk-ts/types/wit.d.ts")),
-    ("types/interfaces/ctxbox-engine-engine.d.ts", include_str!("../../../guest-sdk-ts/types/interfaces/ctxbox-engine-engine.d.ts")),
-    ("types/interfaces/ctxbox-engine-history.d.ts", include_str!("../../../guest-sdk-ts/types/interfaces/ctxbox-engine-history.d.ts")),
-    ("types/interfaces/ctxbox-engine-host.d.ts", include_str!("../../../guest-sdk-ts/types/interfaces/ctxbox-engine-host.d.ts")),
-    ("types/interfaces/ctxbox-engine-types.d.ts", include_str!("../../../guest-sdk-ts/types/interfaces/ctxbox-engine-types.d.ts")),
+    (
+        "tsconfig.json",
+        include_str!("../../../guest-sdk-ts/tsconfig.json"),
+    ),
+    (
+        "bin/ctxbox-ts-build.mjs",
+        include_str!("../../../guest-sdk-ts/bin/ctxbox-ts-build.mjs"),
+    ),
+    (
+        "bin/imports.mjs",
+        include_str!("../../../guest-sdk-ts/bin/imports.mjs"),
+    ),
+    (
+        "src/console.ts",
+        include_str!("../../../guest-sdk-ts/src/console.ts"),
+    ),
+    (
+        "src/engine.ts",
+        include_str!("../../../guest-sdk-ts/src/engine.ts"),
+    ),
+    (
+        "src/errors.ts",
+        include_str!("../../../guest-sdk-ts/src/errors.ts"),
+    ),
+    (
+        "src/globals.d.ts",
+        include_str!("../../../guest-sdk-ts/src/globals.d.ts"),
+    ),
+    (
+        "src/history.ts",
+        include_str!("../../../guest-sdk-ts/src/history.ts"),
+    ),
+    (
+        "src/host.ts",
+        include_str!("../../../guest-sdk-ts/src/host.ts"),
+    ),
+    (
+        "src/index.ts",
+        include_str!("../../../guest-sdk-ts/src/index.ts"),
+    ),
+    (
+        "src/prompt.ts",
+        include_str!("../../../guest-sdk-ts/src/prompt.ts"),
+    ),
+    (
+        "src/wit.ts",
+        include_str!("../../../guest-sdk-ts/src/wit.ts"),
+    ),
+    (
+        "types/wit.d.ts",
+        include_str!("../../../guest-sdk-ts/types/wit.d.ts"),
+    ),
+    (
+        "types/interfaces/ctxbox-engine-engine.d.ts",
+        include_str!("../../../guest-sdk-ts/types/interfaces/ctxbox-engine-engine.d.ts"),
+    ),
+    (
+        "types/interfaces/ctxbox-engine-history.d.ts",
+        include_str!("../../../guest-sdk-ts/types/interfaces/ctxbox-engine-history.d.ts"),
+    ),
+    (
+        "types/interfaces/ctxbox-engine-host.d.ts",
+        include_str!("../../../guest-sdk-ts/types/interfaces/ctxbox-engine-host.d.ts"),
+    ),
+    (
+        "types/interfaces/ctxbox-engine-types.d.ts",
+        include_str!("../../../guest-sdk-ts/types/interfaces/ctxbox-engine-types.d.ts"),
+    ),
 ];
 
 /// The new TypeScript engine's own files (`{name}` is filled in).
 pub(super) const TS_TEMPLATE: &[File] = &[
-    ("src/engine.ts", include_str!("../../../guest-sdk-ts/template/src/engine.ts")),
-    ("tsconfig.json", include_str!("../../../guest-sdk-ts/template/tsconfig.json")),
-    (".gitignore", include_str!("../../../guest-sdk-ts/template/gitignore")),
+    (
+        "src/engine.ts",
+        include_str!("../../../guest-sdk-ts/template/src/engine.ts"),
+    ),
+    (
+        "tsconfig.json",
+        include_str!("../../../guest-sdk-ts/template/tsconfig.json"),
+    ),
+    (
+        ".gitignore",
+        include_str!("../../../guest-sdk-ts/template/gitignore"),
+    ),
 ];
 
 /// The Rust SDK's `Cargo.toml`, with the edition, license and `wit-bindgen`
@@ -80,7 +164,10 @@ pub(super) fn rust_sdk_manifest() -> String {
         for key in &path[1..] {
             value = value.and_then(|value| value.get(key));
         }
-        value.and_then(toml::Value::as_str).unwrap_or_default().to_owned()
+        value
+            .and_then(toml::Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
     };
     format!(
         "[package]\nname = \"ctxbox-guest\"\ndescription = \"SDK for writing ctxbox context engines as WebAssembly components (bundled by ctxbox {version})\"\nversion = \"{version}\"\nedition = \"{edition}\"\nlicense = \"{license}\"\n\n[dependencies]\nwit-bindgen = \"{wit_bindgen}\"\n",
@@ -147,7 +234,9 @@ mod tests {
     }
 
     fn on_disk(folder: &str, skip: &[&str]) -> Vec<String> {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(folder);
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join(folder);
         let mut found = Vec::new();
         listing(&root, "", skip, &mut found);
         found.sort();
@@ -176,7 +265,9 @@ mod tests {
     fn the_rust_sdk_manifest_takes_the_workspace_versions() {
         let manifest: toml::Table = toml::from_str(&rust_sdk_manifest()).expect("valid TOML");
         assert_eq!(manifest["package"]["edition"].as_str(), Some("2024"));
-        let wit_bindgen = manifest["dependencies"]["wit-bindgen"].as_str().unwrap_or("");
+        let wit_bindgen = manifest["dependencies"]["wit-bindgen"]
+            .as_str()
+            .unwrap_or("");
         assert!(!wit_bindgen.is_empty(), "{manifest:?}");
         assert_eq!(ts_sdk_package()["name"], "@ctxbox/guest");
     }

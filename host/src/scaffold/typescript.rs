@@ -73,8 +73,14 @@ mod tests {
     fn the_package_pins_the_sdk_tools_and_their_override() {
         let package = package_json("my-engine", "file:vendor/ctxbox-guest");
         let sdk = bundled::ts_sdk_package();
-        assert_eq!(package["dependencies"]["@ctxbox/guest"], "file:vendor/ctxbox-guest");
-        for (tool, version) in sdk["dependencies"].as_object().expect("the SDK has dependencies") {
+        assert_eq!(
+            package["dependencies"]["@ctxbox/guest"],
+            "file:vendor/ctxbox-guest"
+        );
+        for (tool, version) in sdk["dependencies"]
+            .as_object()
+            .expect("the SDK has dependencies")
+        {
             assert_eq!(&package["dependencies"][tool], version, "{tool}");
         }
         assert_eq!(package["overrides"], sdk["overrides"]);

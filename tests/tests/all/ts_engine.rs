@@ -31,10 +31,15 @@ async fn assert_passes_check(component: &Path, id: &str) {
     let options = CheckOptions {
         cache_dir: compile_cache(component),
     };
-    let report = check::check_file(component, &options).await.expect("checker");
+    let report = check::check_file(component, &options)
+        .await
+        .expect("checker");
     let failures: Vec<_> = report.failures().collect();
     assert!(failures.is_empty(), "{failures:#?}");
-    assert_eq!(report.engine.as_ref().map(|info| info.id.as_str()), Some(id));
+    assert_eq!(
+        report.engine.as_ref().map(|info| info.id.as_str()),
+        Some(id)
+    );
 }
 
 /// A runtime with `component` registered as `id`, its data in `data_dir`.
@@ -64,17 +69,34 @@ fn runtime_with(component: &Path, id: &str, data_dir: &Path) -> Runtime {
 /// Replays fixture `name` through engine `id` at `window`; answers the
 /// written session's id. No turn may fail and no call may fall back.
 async fn replay(runtime: &Runtime, id: &str, name: &str, window: u64, out: &Path) -> String {
-    let recording = runtime.transcripts().open(&fixture(name)).expect("fixture opens");
+    let recording = runtime
+        .transcripts()
+        .open(&fixture(name))
+        .expect("fixture opens");
     let script = ReplayScript::from_messages(
-        recording.active_branch().into_iter().map(|entry| entry.message),
+        recording
+            .active_branch()
+            .into_iter()
+            .map(|entry| entry.message),
     );
     let engine = runtime.select(Some(id)).await;
     let report = runtime
-        .replay(&script, engine.clone(), window, out, &CancellationToken::new(), &mut |_, _| {})
+        .replay(
+            &script,
+            engine.clone(),
+            window,
+            out,
+            &CancellationToken::new(),
+            &mut |_, _| {},
+        )
         .await
         .expect("replays");
     let label = format!("{name} with {id} at {window}");
-    assert!(report.failed_turns.is_empty(), "{label}: {:?}", report.failed_turns);
+    assert!(
+        report.failed_turns.is_empty(),
+        "{label}: {:?}",
+        report.failed_turns
+    );
     assert_eq!(report.turns.len(), script.turns.len(), "{label}");
     assert_eq!(report.fallbacks, 0, "{label}: {:?}", report.quarantined);
     assert_eq!(engine.serving_id(), id, "{label}: {:?}", report.quarantined);
@@ -113,7 +135,9 @@ async fn ts_lossless_replays_every_fixture_at_16k_keeping_every_message() {
     let fixtures = std::fs::read_dir(fixture(""))
         .expect("fixtures")
         .filter(|entry| {
-            entry.as_ref().is_ok_and(|entry| entry.file_name().to_string_lossy().ends_with(".jsonl"))
+            entry
+                .as_ref()
+                .is_ok_and(|entry| entry.file_name().to_string_lossy().ends_with(".jsonl"))
         })
         .count();
     assert_eq!(fixtures, FIXTURES.len(), "every fixture is replayed");
@@ -121,13 +145,21 @@ async fn ts_lossless_replays_every_fixture_at_16k_keeping_every_message() {
         let out = dir.path().join(format!("{name}-ts.jsonl"));
         let session_id = replay(&runtime, "ts-lossless", name, 16_384, &out).await;
         // Its store (`s/<session>/m/<seq>`) holds every message once.
-        let written = runtime.transcripts().open(&out).expect("reopens").active_branch().len();
+        let written = runtime
+            .transcripts()
+            .open(&out)
+            .expect("reopens")
+            .active_branch()
+            .len();
         let state = StateStore::open_in(dir.path(), &StateConfig::default()).expect("state store");
         let stored = state
             .scan("ts-lossless", &format!("s/{session_id}/m/"), None, 100_000)
             .expect("scan")
             .len();
-        assert_eq!(stored, written, "{name}: every message is in the ts-lossless store");
+        assert_eq!(
+            stored, written,
+            "{name}: every message is in the ts-lossless store"
+        );
     }
 }
 
@@ -135,14 +167,22 @@ async fn ts_lossless_replays_every_fixture_at_16k_keeping_every_message() {
 async fn a_new_ts_engine_builds_passes_check_and_runs() {
     let dir = tempfile::tempdir().expect("temp dir");
     let project = dir.path().join("my-ts-engine");
-    scaffold::new_engine(&project, "my-ts-engine", Language::TypeScript, &SdkSource::Bundled)
-        .expect("scaffolds");
+    scaffold::new_engine(
+        &project,
+        "my-ts-engine",
+        Language::TypeScript,
+        &SdkSource::Bundled,
+    )
+    .expect("scaffolds");
     let vendored = project.join("vendor/ctxbox-guest");
     assert!(vendored.join("wit/world.wit").exists());
     let package: serde_json::Value =
         serde_json::from_slice(&std::fs::read(project.join("package.json")).expect("package.json"))
             .expect("valid JSON");
-    assert_eq!(package["dependencies"]["@ctxbox/guest"], "file:vendor/ctxbox-guest");
+    assert_eq!(
+        package["dependencies"]["@ctxbox/guest"],
+        "file:vendor/ctxbox-guest"
+    );
 
     // `npm install`, offline: the vendored SDK linked as npm links a `file:`
     // dependency, the tools from the SDK's own pinned install.

@@ -4,6 +4,7 @@
 //! (`cargo bench -p ctxbox-tests`) give the detailed statistics behind it.
 
 mod compaction;
+mod instance_cost;
 mod measure;
 mod memory;
 mod recorded;
@@ -42,6 +43,13 @@ pub struct Args {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
+    /// Also measure this TypeScript (or any) engine's instance cost beside
+    /// the Rust keep-recent's: fresh instances and memory per warm session.
+    #[arg(long, value_name = "PATH.wasm")]
+    ts_engine: Option<PathBuf>,
+    /// Warm sessions per engine for the instance-cost memory figures.
+    #[arg(long, default_value_t = 200)]
+    ts_sessions: usize,
 }
 
 /// The groups of measurements.
@@ -64,6 +72,7 @@ pub struct Options {
     max_sessions: usize,
     compaction_messages: usize,
     transcript: Option<PathBuf>,
+    ts_sessions: usize,
 }
 
 impl Options {
@@ -123,6 +132,12 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             args.compaction_messages
         },
         transcript: args.transcript,
+        ts_sessions: if args.quick {
+            args.ts_sessions.min(50)
+        } else {
+            args.ts_sessions
+        }
+        .max(1),
     };
     if cfg!(debug_assertions) {
         eprintln!(
@@ -143,6 +158,9 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     if wanted(Group::Replay) {
         replay::rows(&options, &mut rows).await?;
+    }
+    if let Some(ts_engine) = &args.ts_engine {
+        instance_cost::rows(&options, ts_engine, &mut rows).await?;
     }
 
     let machine = Machine::read(options.quick);
