@@ -251,13 +251,17 @@ mod tests {
         rust.sort();
         assert_eq!(rust, on_disk("guest-sdk", &[]));
         let mut ts = names(TS_SDK);
-        // The lockfile pins the SDK's own development install; `wit` links to
-        // the contract (bundled as WIT); the template is the new engine's.
+        // Not bundled: the lockfile of the SDK's own development install, `wit`
+        // (a link to the contract, bundled as WIT), the template (the new
+        // engine's files), the SDK's tests and CI script.
         ts.extend(["package-lock.json".into()]);
         ts.sort();
         assert_eq!(
             ts,
-            on_disk("guest-sdk-ts", &["node_modules", "wit", "template", "test"])
+            on_disk(
+                "guest-sdk-ts",
+                &["node_modules", "wit", "template", "test", "ci.sh"]
+            )
         );
     }
 
