@@ -18,14 +18,29 @@ function format(value: unknown): string {
   }
 }
 
+/** Export calls in progress: the host's imports exist only during one. */
+let callDepth = 0;
+
+/**
+ * Runs `run` as (part of) an export call, so `console` writes reach the host;
+ * `defineEngine` wraps every export in it.
+ */
+export function duringCall<T>(run: () => T): T {
+  callDepth += 1;
+  try {
+    return run();
+  } finally {
+    callDepth -= 1;
+  }
+}
+
 function writer(level: LogLevel) {
   return (...args: unknown[]): void => {
-    try {
-      hostLog(level, args.map(format).join(" "));
-    } catch {
-      // No host outside a call (e.g. while the build pre-initializes the
-      // module): the record is dropped rather than failing the engine.
-    }
+    // Outside a call (the module's top level, which the build runs while it
+    // pre-initializes the component) there is no host: calling an import
+    // there fails the build, so the record is dropped.
+    if (callDepth === 0) return;
+    hostLog(level, args.map(format).join(" "));
   };
 }
 

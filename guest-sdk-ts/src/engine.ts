@@ -4,7 +4,7 @@
  * defaults as the Rust SDK's `Engine` trait), every export guarded so that
  * whatever it throws reaches the host as an `engine-error` instead of a trap.
  */
-import { installConsole } from "./console.js";
+import { duringCall, installConsole } from "./console.js";
 import { toEngineError } from "./errors.js";
 import { delegateCompaction } from "./host.js";
 import { readRange } from "./history.js";
@@ -113,7 +113,7 @@ const defaults: Omit<Engine, "info" | "assemble"> = {
 function guarded<A extends unknown[], R>(run: (...args: A) => R): (...args: A) => R {
   return (...args: A): R => {
     try {
-      return run(...args);
+      return duringCall(() => run(...args));
     } catch (thrown) {
       // componentize-js answers `err(value)` for a thrown non-Error value.
       throw toEngineError(thrown);

@@ -119,7 +119,8 @@ test("console writes to host.log at each level", () => {
     { level: "warn", message: "careful" },
   ]);
   assert.equal(host.logs[2].level, "error");
-  assert.match(host.logs[2].message, /shown/);
+  assert.match(host.logs[2].message, /Error: shown/);
+  assert.ok(!host.logs.some((record) => record.message === "top level"), "nothing logged outside a call");
 });
 
 test("state helpers round-trip JSON with bigints, text, scans and deletes", () => {

@@ -17,6 +17,9 @@ import {
   userText,
 } from "@ctxbox/guest";
 
+// Logged while the build pre-initializes the module: dropped, not a failed build.
+console.log("top level");
+
 export const engine = defineEngine({
   info: () => ({ id: "sdk-test", name: "SDK test engine" }),
 
