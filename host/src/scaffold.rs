@@ -1,7 +1,33 @@
-//! Scaffolding a new engine crate (`ctxbox new`): a `Cargo.toml` pointing at
-//! the guest SDK and a small working engine to start from.
+//! Scaffolding a new engine (`ctxbox new`): a Rust crate or a TypeScript
+//! project with a small working engine to start from, built on the SDK
+//! bundled in this binary (`bundled`) or on a ctxbox checkout's.
 
-use std::path::Path;
+mod bundled;
+mod typescript;
+
+pub use typescript::component_path as ts_component_path;
+
+use std::path::{Path, PathBuf};
+
+/// The language of a new engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Language {
+    /// A Rust crate on `ctxbox-guest`, built with cargo for `wasm32-wasip2`.
+    Rust,
+    /// A TypeScript project on `@ctxbox/guest`, built with `ctxbox-ts-build`.
+    TypeScript,
+}
+
+/// Where a new engine's SDK comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SdkSource {
+    /// A copy written into the engine's `vendor/` folder: the SDK this binary
+    /// was built with. Works anywhere, no checkout needed.
+    Bundled,
+    /// The SDK folder of a ctxbox checkout (`guest-sdk` or `guest-sdk-ts`),
+    /// referred to by path: for working on the SDK itself.
+    Checkout(PathBuf),
+}
 
 /// `Cargo.toml` of a new engine; `{name}` and `{sdk}` are filled in.
 const CARGO_TOML: &str = r#"[package]
@@ -75,9 +101,12 @@ pub enum ScaffoldError {
     /// The target exists already.
     #[error("`{0}` already exists")]
     Exists(String),
-    /// The SDK folder is not ctxbox's guest SDK.
-    #[error("`{0}` is not ctxbox's guest-sdk (no Cargo.toml there)")]
-    NoSdk(String),
+    /// The SDK folder is not ctxbox's guest SDK for the language.
+    #[error("`{0}` is not ctxbox's {1} (no {2} there)")]
+    NoSdk(String, &'static str, &'static str),
+    /// The name cannot name a crate or package.
+    #[error("`{0}` is not a usable engine name (letters, digits, - and _)")]
+    BadName(String),
     /// Writing failed.
     #[error("cannot write `{path}`: {source}")]
     Write {
@@ -88,40 +117,68 @@ pub enum ScaffoldError {
     },
 }
 
-/// Creates engine crate `name` in `dir`, depending on the guest SDK at
-/// `sdk`.
-pub fn new_engine(dir: &Path, name: &str, sdk: &Path) -> Result<(), ScaffoldError> {
+/// Creates engine `name` in `dir`, in `language`, on the SDK from `sdk`.
+pub fn new_engine(
+    dir: &Path,
+    name: &str,
+    language: Language,
+    sdk: &SdkSource,
+) -> Result<(), ScaffoldError> {
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return Err(ScaffoldError::BadName(name.to_owned()));
+    }
     if dir.exists() {
         return Err(ScaffoldError::Exists(dir.display().to_string()));
     }
-    let sdk = std::fs::canonicalize(sdk)
+    match language {
+        Language::Rust => new_rust_engine(dir, name, sdk),
+        Language::TypeScript => typescript::new_engine(dir, name, sdk),
+    }
+}
+
+/// The checkout SDK folder `sdk`, made absolute, if it holds `marker`.
+fn checkout_sdk(
+    sdk: &Path,
+    what: &'static str,
+    marker: &'static str,
+) -> Result<PathBuf, ScaffoldError> {
+    std::fs::canonicalize(sdk)
         .ok()
-        .filter(|sdk| sdk.join("Cargo.toml").exists())
-        .ok_or_else(|| ScaffoldError::NoSdk(sdk.display().to_string()))?;
-    let fill = |template: &str| {
-        template
-            .replace("{name}", name)
-            .replace("{sdk}", &sdk.display().to_string())
+        .filter(|sdk| sdk.join(marker).exists())
+        .ok_or_else(|| ScaffoldError::NoSdk(sdk.display().to_string(), what, marker))
+}
+
+/// A Rust engine crate: `Cargo.toml`, `src/lib.rs`, the lockfile ctxbox is
+/// tested with, and (bundled) the SDK and WIT under `vendor/`.
+fn new_rust_engine(dir: &Path, name: &str, sdk: &SdkSource) -> Result<(), ScaffoldError> {
+    let sdk_path = match sdk {
+        SdkSource::Bundled => "vendor/ctxbox-guest".to_owned(),
+        SdkSource::Checkout(path) => checkout_sdk(path, "guest-sdk", "Cargo.toml")?
+            .display()
+            .to_string(),
     };
-    let write = |path: &Path, contents: &str| {
-        std::fs::write(path, contents).map_err(|source| ScaffoldError::Write {
-            path: path.display().to_string(),
-            source,
-        })
-    };
-    std::fs::create_dir_all(dir.join("src")).map_err(|source| ScaffoldError::Write {
-        path: dir.display().to_string(),
-        source,
-    })?;
-    write(&dir.join("Cargo.toml"), &fill(CARGO_TOML))?;
-    write(&dir.join("src/lib.rs"), &fill(LIB_RS))?;
-    write(&dir.join(".gitignore"), "/target\n")?;
-    // The checkout's lockfile pins the SDK's dependencies to the versions
-    // ctxbox is tested with; cargo drops the entries the engine does not use.
-    if let Some(lock) = sdk.parent().map(|checkout| checkout.join("Cargo.lock"))
-        && let Ok(contents) = std::fs::read_to_string(&lock)
-    {
-        write(&dir.join("Cargo.lock"), &contents)?;
+    let fill = |template: &str| template.replace("{name}", name).replace("{sdk}", &sdk_path);
+    bundled::write(&dir.join("Cargo.toml"), &fill(CARGO_TOML))?;
+    bundled::write(&dir.join("src/lib.rs"), &fill(LIB_RS))?;
+    bundled::write(&dir.join(".gitignore"), "/target\n")?;
+    bundled::write(&dir.join("Cargo.lock"), bundled::CARGO_LOCK)?;
+    if *sdk == SdkSource::Bundled {
+        let vendor = dir.join("vendor");
+        bundled::write_files(
+            &vendor.join("ctxbox-guest"),
+            bundled::RUST_SDK,
+            str::to_owned,
+        )?;
+        bundled::write(
+            &vendor.join("ctxbox-guest/Cargo.toml"),
+            &bundled::rust_sdk_manifest(),
+        )?;
+        // The SDK's bindings read `../wit` from its own folder.
+        bundled::write_files(&vendor.join("wit"), bundled::WIT, str::to_owned)?;
     }
     Ok(())
 }

@@ -24,5 +24,6 @@ mod store;
 mod store_bench;
 mod transcript_crash;
 mod transcript_fixtures;
+mod ts_engine;
 mod untrusted_output;
 mod walkthrough;

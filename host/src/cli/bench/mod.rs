@@ -4,6 +4,7 @@
 //! (`cargo bench -p ctxbox-tests`) give the detailed statistics behind it.
 
 mod compaction;
+mod instance_cost;
 mod measure;
 mod memory;
 mod recorded;
@@ -49,6 +50,13 @@ pub struct Args {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
+    /// Also measure this TypeScript (or any) engine's instance cost beside
+    /// the Rust keep-recent's: fresh instances and memory per warm session.
+    #[arg(long, value_name = "PATH.wasm")]
+    ts_engine: Option<PathBuf>,
+    /// Warm sessions per engine for the instance-cost memory figures.
+    #[arg(long, default_value_t = 200)]
+    ts_sessions: usize,
 }
 
 /// The groups of measurements.
@@ -75,6 +83,7 @@ pub struct Options {
     soak_sessions: usize,
     soak_turns: usize,
     transcript: Option<PathBuf>,
+    ts_sessions: usize,
 }
 
 impl Options {
@@ -144,6 +153,12 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             args.soak_turns
         },
         transcript: args.transcript,
+        ts_sessions: if args.quick {
+            args.ts_sessions.min(50)
+        } else {
+            args.ts_sessions
+        }
+        .max(1),
     };
     if cfg!(debug_assertions) {
         eprintln!(
@@ -165,6 +180,10 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     if wanted(Group::Replay) {
         replay::rows(&options, &mut rows).await?;
     }
+    if let Some(ts_engine) = &args.ts_engine {
+        instance_cost::rows(&options, ts_engine, &mut rows).await?;
+    }
+    // Last: a thousand sessions' transcripts grow the heap.
     if wanted(Group::Soak) {
         soak::rows(&options, &mut rows).await?;
     }

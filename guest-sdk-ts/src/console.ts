@@ -1,0 +1,64 @@
+/**
+ * A `console` that writes to `host.log`: engines are built without WASI stdio,
+ * so the runtime's own console would go nowhere.
+ */
+import { log as hostLog } from "ctxbox:engine/host@0.1.0";
+import type { LogLevel } from "./wit.js";
+
+/** One argument as text: strings as they are, errors with name, message and stack, the rest as JSON. */
+function format(value: unknown): string {
+  if (typeof value === "string") return value;
+  // SpiderMonkey's `stack` holds the frames only.
+  if (value instanceof Error) return `${value.name}: ${value.message}${value.stack ? `\n${value.stack}` : ""}`;
+  try {
+    const json = JSON.stringify(value, (_, v) => (typeof v === "bigint" ? v.toString() : v));
+    return json ?? String(value);
+  } catch {
+    return String(value);
+  }
+}
+
+/** Export calls in progress: the host's imports exist only during one. */
+let callDepth = 0;
+
+/**
+ * Runs `run` as (part of) an export call, so `console` writes reach the host;
+ * `defineEngine` wraps every export in it.
+ */
+export function duringCall<T>(run: () => T): T {
+  callDepth += 1;
+  try {
+    return run();
+  } finally {
+    callDepth -= 1;
+  }
+}
+
+function writer(level: LogLevel) {
+  return (...args: unknown[]): void => {
+    // Outside a call (the module's top level, which the build runs while it
+    // pre-initializes the component) there is no host: calling an import
+    // there fails the build, so the record is dropped.
+    if (callDepth === 0) return;
+    hostLog(level, args.map(format).join(" "));
+  };
+}
+
+/** The console engines see: `log`/`info` at info, `debug`, `warn`, `error`, `trace`. */
+export const hostConsole = {
+  log: writer("info"),
+  info: writer("info"),
+  debug: writer("debug"),
+  warn: writer("warn"),
+  error: writer("error"),
+  trace: writer("trace"),
+};
+
+/** Replaces `globalThis.console` with {@link hostConsole}; `defineEngine` calls it. */
+export function installConsole(): void {
+  Object.defineProperty(globalThis, "console", {
+    value: hostConsole,
+    writable: true,
+    configurable: true,
+  });
+}

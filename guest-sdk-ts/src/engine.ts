@@ -1,0 +1,146 @@
+/**
+ * `defineEngine`: an engine written as an object with `info` and `assemble`,
+ * every other export filled with the reference's default behaviour (the same
+ * defaults as the Rust SDK's `Engine` trait), every export guarded so that
+ * whatever it throws reaches the host as an `engine-error` instead of a trap.
+ */
+import { duringCall, installConsole } from "./console.js";
+import { toEngineError } from "./errors.js";
+import { delegateCompaction } from "./host.js";
+import { readRange } from "./history.js";
+import type {
+  AfterTurnParams,
+  AssembleParams,
+  AssembleResult,
+  BootstrapResult,
+  CompactParams,
+  CompactResult,
+  EngineInfo,
+  History,
+  IngestBatchResult,
+  IngestResult,
+  Json,
+  MaintainReason,
+  MaintainResult,
+  MessageEntry,
+  SessionRef,
+  SubagentEndReason,
+  SubagentSpawn,
+} from "./wit.js";
+
+/** `engine-info` with everything but `id` and `name` optional (`ownsCompaction` defaults to false). */
+export type EngineInfoInit = Omit<EngineInfo, "ownsCompaction"> & { ownsCompaction?: boolean };
+
+/**
+ * What an engine author writes. Only `info` and `assemble` are required; the
+ * methods run with the completed engine as `this`, so a method may call
+ * another (the default `ingestBatch` calls `ingest`, the default `afterTurn`
+ * calls `ingestBatch`).
+ */
+export interface EngineSpec {
+  /** Who the engine is; the host asks once per load. */
+  info: EngineInfoInit | (() => EngineInfoInit);
+  /** Builds the prompt for the next model call from `history`. */
+  assemble(this: Engine, session: SessionRef, history: History, params: AssembleParams): AssembleResult;
+  /** First sight of a session. Default: nothing to import. */
+  bootstrap?(this: Engine, session: SessionRef, history: History): BootstrapResult;
+  /** A message was appended. Default: not ingested (the host's transcript keeps it). */
+  ingest?(this: Engine, session: SessionRef, entry: MessageEntry, isHeartbeat: boolean): IngestResult;
+  /** Several messages were appended. Default: `ingest` each, count the ingested ones. */
+  ingestBatch?(this: Engine, session: SessionRef, entries: MessageEntry[], isHeartbeat: boolean): IngestBatchResult;
+  /** Makes the context smaller. Default: the host's native compaction (`host.delegateCompaction`). */
+  compact?(this: Engine, session: SessionRef, history: History, params: CompactParams): CompactResult;
+  /** The turn is over. Default: `ingestBatch` the turn's new messages (from `prePromptMessageCount`). */
+  afterTurn?(this: Engine, session: SessionRef, history: History, params: AfterTurnParams): void;
+  /** Housekeeping. Default: nothing changed. */
+  maintain?(
+    this: Engine,
+    session: SessionRef,
+    history: History,
+    reason: MaintainReason,
+    runtimeContext: Json | undefined,
+  ): MaintainResult;
+  /** A subagent is about to be spawned. Default: nothing to undo (`undefined`). */
+  prepareSubagentSpawn?(this: Engine, spawn: SubagentSpawn): string | undefined;
+  /** Undoes a preparation after a failed spawn. Default: nothing. */
+  rollbackSubagentSpawn?(this: Engine, preparationId: string): void;
+  /** A subagent's session ended. Default: nothing. */
+  onSubagentEnded?(this: Engine, childSessionKey: string, reason: SubagentEndReason): void;
+  /** The instance is about to be dropped. Default: nothing. */
+  dispose?(this: Engine): void;
+}
+
+/** The complete `engine` export: every function of `wit/engine.wit`. */
+export interface Engine {
+  info(): EngineInfo;
+  assemble(session: SessionRef, history: History, params: AssembleParams): AssembleResult;
+  bootstrap(session: SessionRef, history: History): BootstrapResult;
+  ingest(session: SessionRef, entry: MessageEntry, isHeartbeat: boolean): IngestResult;
+  ingestBatch(session: SessionRef, entries: MessageEntry[], isHeartbeat: boolean): IngestBatchResult;
+  compact(session: SessionRef, history: History, params: CompactParams): CompactResult;
+  afterTurn(session: SessionRef, history: History, params: AfterTurnParams): void;
+  maintain(session: SessionRef, history: History, reason: MaintainReason, runtimeContext: Json | undefined): MaintainResult;
+  prepareSubagentSpawn(spawn: SubagentSpawn): string | undefined;
+  rollbackSubagentSpawn(preparationId: string): void;
+  onSubagentEnded(childSessionKey: string, reason: SubagentEndReason): void;
+  dispose(): void;
+}
+
+/** The reference's behaviour for every optional export. */
+const defaults: Omit<Engine, "info" | "assemble"> = {
+  bootstrap: () => ({ bootstrapped: false }),
+  ingest: () => ({ ingested: false }),
+  ingestBatch(session, entries, isHeartbeat) {
+    let ingestedCount = 0;
+    for (const entry of entries) {
+      if (this.ingest(session, entry, isHeartbeat).ingested) ingestedCount += 1;
+    }
+    return { ingestedCount };
+  },
+  compact: (_session, _history, params) => delegateCompaction(params),
+  afterTurn(session, history, params) {
+    const fresh = readRange(history, params.prePromptMessageCount, history.len());
+    if (fresh.length > 0) this.ingestBatch(session, fresh, params.isHeartbeat);
+  },
+  maintain: () => ({ changed: false, rewrittenEntries: 0 }),
+  prepareSubagentSpawn: () => undefined,
+  rollbackSubagentSpawn: () => {},
+  onSubagentEnded: () => {},
+  dispose: () => {},
+};
+
+/** Runs `run`, turning anything it throws into the `engine-error` the export answers. */
+function guarded<A extends unknown[], R>(run: (...args: A) => R): (...args: A) => R {
+  return (...args: A): R => {
+    try {
+      return duringCall(() => run(...args));
+    } catch (thrown) {
+      // componentize-js answers `err(value)` for a thrown non-Error value.
+      throw toEngineError(thrown);
+    }
+  };
+}
+
+/**
+ * The `engine` export of an engine module: `export const engine = defineEngine({...})`.
+ * Also installs a `console` that writes to `host.log`.
+ */
+export function defineEngine(spec: EngineSpec): Engine {
+  installConsole();
+  const { info, ...methods } = spec;
+  const complete = { ...defaults, ...methods } as Omit<Engine, "info">;
+  const engine = {
+    info: (): EngineInfo => {
+      const init = typeof info === "function" ? info() : info;
+      return { ...init, ownsCompaction: init.ownsCompaction ?? false };
+    },
+  } as Engine;
+  for (const name of Object.keys(complete) as (keyof typeof complete)[]) {
+    const method = complete[name] as (...args: unknown[]) => unknown;
+    (engine as unknown as Record<string, unknown>)[name] = guarded((...args: unknown[]) =>
+      method.apply(engine, args),
+    );
+  }
+  engine.info = guarded(engine.info);
+  return engine;
+}

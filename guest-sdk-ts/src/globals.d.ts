@@ -1,0 +1,20 @@
+/**
+ * The globals an engine can use inside the component (StarlingMonkey's web
+ * APIs), declared without the DOM library so nothing unavailable type-checks.
+ */
+declare class TextEncoder {
+  encode(input?: string): Uint8Array;
+}
+declare class TextDecoder {
+  constructor(label?: string, options?: { fatal?: boolean });
+  decode(input?: Uint8Array): string;
+}
+/** Writes to `host.log` once `defineEngine` has run (see `console.ts`). */
+declare var console: {
+  log(...args: unknown[]): void;
+  info(...args: unknown[]): void;
+  debug(...args: unknown[]): void;
+  warn(...args: unknown[]): void;
+  error(...args: unknown[]): void;
+  trace(...args: unknown[]): void;
+};

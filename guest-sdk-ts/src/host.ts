@@ -1,0 +1,149 @@
+/**
+ * The services the ctxbox host offers during a call, with host errors thrown
+ * as {@link HostFailure} (which an export reports as `host-failure`) and token
+ * counts as plain numbers.
+ */
+import * as raw from "ctxbox:engine/host@0.1.0";
+import { HostFailure, hostErrorOf } from "./errors.js";
+import type {
+  CompactParams,
+  CompactResult,
+  LogLevel,
+  MessageEntry,
+  StateEntry,
+  TranscriptDelta,
+} from "./wit.js";
+
+/** Runs a host call that answers `result<_, host-error>`, rethrowing its error as a {@link HostFailure}. */
+function call<T>(service: string, run: () => T): T {
+  try {
+    return run();
+  } catch (thrown) {
+    const hostError = hostErrorOf(thrown);
+    throw hostError ? new HostFailure(service, hostError) : thrown;
+  }
+}
+
+/** Writes a record to the host's log (limited per call by the host; see `wit/host.wit`). */
+export function log(level: LogLevel, message: string): void {
+  raw.log(level, message);
+}
+
+/** Tells the host a long `compact` or `afterTurn` is making progress (re-arms its watchdog). */
+export function reportProgress(): void {
+  raw.reportProgress();
+}
+
+/** Whether the caller has cancelled the current call: return early if so. */
+export function aborted(): boolean {
+  return raw.aborted();
+}
+
+/** The host's token estimate for `entries`. */
+export function estimateTokens(entries: MessageEntry[]): number {
+  return Number(raw.estimateTokens(entries));
+}
+
+/** Runs the host's native compaction on the current session (only during `compact`). */
+export function delegateCompaction(params: CompactParams): CompactResult {
+  return call("delegateCompaction", () => raw.delegateCompaction(params));
+}
+
+/** Options of {@link summarize}. */
+export interface SummarizeOptions {
+  /** What the summary must keep or how to write it. */
+  instructions?: string;
+  /** The most tokens the summary may take. */
+  maxTokens: number;
+}
+
+/** Summarizes `text` with the host's configured summarizer. */
+export function summarize(text: string, options: SummarizeOptions): string {
+  return call("summarize", () => raw.summarize(text, options.instructions, options.maxTokens));
+}
+
+/** Options of {@link readTranscriptDelta}: host defaults when left out. */
+export interface DeltaOptions {
+  maxMessages?: number;
+  maxBytes?: number;
+}
+
+/** Transcript entries appended after `cursor` (from the start when undefined). */
+export function readTranscriptDelta(cursor?: string, options: DeltaOptions = {}): TranscriptDelta {
+  const maxBytes = options.maxBytes === undefined ? undefined : BigInt(options.maxBytes);
+  return call("readTranscriptDelta", () => raw.readTranscriptDelta(cursor, options.maxMessages, maxBytes));
+}
+
+/**
+ * JSON text for `value`, with bigints (the contract's 64-bit numbers, such as
+ * a message's `timestampMs`) written as `{"$bigint": "digits"}` so that
+ * {@link fromJson} gives them back as bigints.
+ */
+export function toJson(value: unknown): string {
+  return JSON.stringify(value, (_, v) => (typeof v === "bigint" ? { $bigint: v.toString() } : v));
+}
+
+/** Parses what {@link toJson} wrote. */
+export function fromJson<T = unknown>(text: string): T {
+  return JSON.parse(text, (_, v) =>
+    v !== null && typeof v === "object" && typeof v.$bigint === "string" && Object.keys(v).length === 1
+      ? BigInt(v.$bigint)
+      : v,
+  ) as T;
+}
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+/** Entries read per `state-scan` crossing by {@link state.scan}. */
+const SCAN_PAGE = 256;
+
+/**
+ * The engine's durable key-value store: private to the engine id, shared by
+ * its sessions, kept across restarts, limited by a byte quota.
+ */
+export const state = {
+  /** The bytes stored under `key`. */
+  get(key: string): Uint8Array | undefined {
+    return call("stateGet", () => raw.stateGet(key));
+  },
+  /** Stores `value` under `key`, atomically. */
+  set(key: string, value: Uint8Array): void {
+    call("stateSet", () => raw.stateSet(key, value));
+  },
+  /** Deletes `key`; answers whether it existed. */
+  delete(key: string): boolean {
+    return call("stateDelete", () => raw.stateDelete(key));
+  },
+  /** One page of at most `limit` entries under `prefix`, in key order, after `startAfter`. */
+  scanPage(prefix: string, startAfter: string | undefined, limit: number): StateEntry[] {
+    return call("stateScan", () => raw.stateScan(prefix, startAfter, limit));
+  },
+  /** Every entry under `prefix`, in key order (paging as needed). */
+  scan(prefix: string): StateEntry[] {
+    const all: StateEntry[] = [];
+    for (;;) {
+      const page = state.scanPage(prefix, all.at(-1)?.key, SCAN_PAGE);
+      all.push(...page);
+      if (page.length < SCAN_PAGE) return all;
+    }
+  },
+  /** The UTF-8 text stored under `key`. */
+  getText(key: string): string | undefined {
+    const bytes = state.get(key);
+    return bytes === undefined ? undefined : decoder.decode(bytes);
+  },
+  /** Stores `text` under `key` as UTF-8. */
+  setText(key: string, text: string): void {
+    state.set(key, encoder.encode(text));
+  },
+  /** The JSON value stored under `key` (parsed; see {@link toJson} for bigints). */
+  getJson<T = unknown>(key: string): T | undefined {
+    const text = state.getText(key);
+    return text === undefined ? undefined : fromJson<T>(text);
+  },
+  /** Stores `value` under `key` as JSON text (bigints kept, see {@link toJson}). */
+  setJson(key: string, value: unknown): void {
+    state.setText(key, toJson(value));
+  },
+};

@@ -1,0 +1,26 @@
+/**
+ * `{name}`: a ctxbox context engine. `assemble` keeps the newest messages that
+ * fit the budget; every other export has the reference's default behaviour
+ * (compaction is delegated to the host).
+ */
+import { assembled, defineEngine, keep, splitPair, tokens } from "@ctxbox/guest";
+
+export const engine = defineEngine({
+  info: { id: "{name}", name: "{name}", version: "0.1.0" },
+
+  assemble(_session, history, params) {
+    const len = history.len();
+    const budget = params.tokenBudget === undefined ? Infinity : Number(params.tokenBudget);
+    let start = len;
+    while (start > 0 && tokens(history, start - 1, len) <= budget) start -= 1;
+    // Never open on a tool result whose call is left out.
+    const pair = splitPair(history, start);
+    if (pair) start = pair[1];
+    if (start >= len && len > 0) {
+      // Nothing fits: the newest message (with its call) beats an empty prompt.
+      start = splitPair(history, len - 1)?.[0] ?? len - 1;
+    }
+    console.debug(`keeping ${len - start} of ${len} messages`);
+    return assembled([keep(start, len)], tokens(history, start, len));
+  },
+});

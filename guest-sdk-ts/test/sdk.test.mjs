@@ -1,0 +1,147 @@
+// The SDK's unit tests: the test engine (test/engine), built with
+// ctxbox-ts-build and transpiled by jco, run in Node against a fake host.
+import assert from "node:assert/strict";
+import { readFile } from "node:fs/promises";
+import path from "node:path";
+import { before, describe, test } from "node:test";
+import { pathToFileURL } from "node:url";
+import { transpiledEngine } from "./build.mjs";
+import { History, fakeHost } from "./fake-host.mjs";
+
+let engine;
+let host;
+
+before(async () => {
+  const dir = transpiledEngine();
+  const { instantiate } = await import(pathToFileURL(path.join(dir, "engine.js")).href);
+  host = fakeHost();
+  const instance = await instantiate(
+    async (name) => WebAssembly.compile(await readFile(path.join(dir, name))),
+    host.imports,
+  );
+  engine = instance.engine ?? instance["ctxbox:engine/engine@0.1.0"];
+});
+
+const session = (sessionId) => ({ sessionId, sessionFile: `/sessions/${sessionId}.jsonl` });
+const text = (value) => [{ tag: "text", val: value }];
+const entry = (id, message) => ({ id, timestampMs: 1700000000000n, message });
+const user = (id, value) => entry(id, { tag: "user", val: { content: text(value) } });
+const call = (id) =>
+  entry(id, {
+    tag: "assistant",
+    val: { content: [{ tag: "tool-call", val: { id: "c1", name: "read", argumentsJson: "{}" } }], stopReason: "tool-use" },
+  });
+const result = (id) =>
+  entry(id, { tag: "tool-result", val: { toolCallId: "c1", toolName: "read", content: text("ok"), isError: false } });
+const params = { availableTools: [] };
+const errorOf = (run) => {
+  try {
+    run();
+  } catch (error) {
+    return error.payload;
+  }
+  assert.fail("expected the export to answer an error");
+};
+/** The JSON the test engine put into its one inserted message. */
+const inserted = (answer) => JSON.parse(answer.items[0].val.val.content[0].val);
+
+describe("defineEngine", () => {
+  test("fills info's optional fields", () => {
+    const info = engine.info();
+    assert.equal(info.id, "sdk-test");
+    assert.equal(info.ownsCompaction, false);
+  });
+
+  test("gives the reference's defaults", () => {
+    const history = new History([user("a", "hi")]);
+    assert.deepEqual(engine.bootstrap(session("s"), history), { bootstrapped: false, importedMessages: undefined, reason: undefined });
+    assert.deepEqual(engine.maintain(session("s"), history, "turn", undefined), { changed: false, rewrittenEntries: 0, reason: undefined });
+    assert.equal(engine.prepareSubagentSpawn({ parentSessionKey: "p", childSessionKey: "c", contextMode: "isolated" }), undefined);
+    engine.rollbackSubagentSpawn("x");
+    engine.onSubagentEnded("c", "completed");
+    engine.dispose();
+  });
+
+  test("the default ingestBatch calls the engine's own ingest", () => {
+    const answer = engine.ingestBatch(session("batch"), [user("one", "1"), user("skip-two", "2"), user("three", "3")], false);
+    assert.equal(answer.ingestedCount, 2);
+    assert.ok(host.state.has("ingested/batch/skip-two"));
+  });
+
+  test("the default afterTurn ingests the turn's new messages", () => {
+    const history = new History([user("old", "0"), user("new1", "1"), user("new2", "2")]);
+    engine.afterTurn(session("turn"), history, { prePromptMessageCount: 1, isHeartbeat: false });
+    const keys = [...host.state.keys()].filter((key) => key.startsWith("ingested/turn/")).sort();
+    assert.deepEqual(keys, ["ingested/turn/new1", "ingested/turn/new2"]);
+  });
+
+  test("the default compact delegates to the host", () => {
+    const compactParams = { force: true, compactionTarget: "budget", tokenBudget: 100n };
+    const answer = engine.compact(session("c"), new History([]), compactParams);
+    assert.equal(answer.reason, "fake");
+    assert.equal(host.delegated.at(-1).tokenBudget, 100n);
+  });
+});
+
+describe("errors", () => {
+  test("a thrown Error is internal with its message", () => {
+    assert.deepEqual(errorOf(() => engine.assemble(session("throw-error"), new History([]), params)), {
+      kind: "internal",
+      message: "boom",
+    });
+  });
+
+  test("an EngineFailure keeps its kind", () => {
+    assert.deepEqual(errorOf(() => engine.assemble(session("throw-failure"), new History([]), params)), {
+      kind: "invalid-input",
+      message: "the input is wrong",
+    });
+  });
+
+  test("a thrown non-Error is internal with its JSON", () => {
+    const error = errorOf(() => engine.assemble(session("throw-value"), new History([]), params));
+    assert.equal(error.kind, "internal");
+    assert.match(error.message, /not an Error/);
+  });
+
+  test("a host error is host-failure naming the service", () => {
+    const error = errorOf(() => engine.assemble(session("host-error"), new History([]), params));
+    assert.equal(error.kind, "host-failure");
+    assert.match(error.message, /host\.summarize failed \(unavailable\): no summarizer configured/);
+  });
+});
+
+test("console writes to host.log at each level", () => {
+  host.logs.length = 0;
+  engine.assemble(session("console"), new History([]), params);
+  assert.deepEqual(host.logs.slice(0, 2), [
+    { level: "info", message: 'hello {"n":1,"big":"2"}' },
+    { level: "warn", message: "careful" },
+  ]);
+  assert.equal(host.logs[2].level, "error");
+  assert.match(host.logs[2].message, /Error: shown/);
+  assert.ok(!host.logs.some((record) => record.message === "top level"), "nothing logged outside a call");
+});
+
+test("state helpers round-trip JSON with bigints, text, scans and deletes", () => {
+  const answer = inserted(engine.assemble(session("state"), new History([]), params));
+  assert.deepEqual(answer, { bigint: true, text: "héllo", scanned: ["k/json", "k/text"], deleted: true, missing: true });
+});
+
+test("history helpers page, count tokens and keep tool pairs whole", () => {
+  // The fake history answers `range` two entries at a time: the helpers page.
+  const history = new History([user("u", "question"), call("a"), result("r"), user("u2", "thanks"), user("u3", "bye")]);
+  const answer = inserted(engine.assemble(session("history"), history, params));
+  assert.equal(answer.read, 5);
+  assert.deepEqual(answer.ids, ["a", "r"]);
+  assert.deepEqual(answer.split, [null, null, [1, 3], null, null]);
+  assert.equal(answer.text, "question");
+  assert.equal(answer.tokens, 50);
+  assert.equal(answer.estimate, 35);
+});
+
+test("assemble answers keep ranges with a bigint estimate", () => {
+  const answer = engine.assemble(session("plain"), new History([user("u", "hi")]), { ...params, tokenBudget: 10n });
+  assert.deepEqual(answer.items, [{ tag: "keep", val: { start: 0, end: 1 } }]);
+  assert.equal(answer.estimatedTokens, 10n);
+});

@@ -1,0 +1,73 @@
+/// <reference path="./ctxbox-engine-types.d.ts" />
+declare module 'ctxbox:engine/history@0.1.0' {
+  export type MessageEntry = import('ctxbox:engine/types@0.1.0').MessageEntry;
+  export type MessageKind = import('ctxbox:engine/types@0.1.0').MessageKind;
+  /**
+   * An entry's role in tool-call pairing.
+   */
+  export type ToolPairing = ToolPairingNone | ToolPairingToolCalls | ToolPairingToolResult;
+  /**
+   * Not part of a tool-call pair.
+   */
+  export interface ToolPairingNone {
+    tag: 'none',
+  }
+  /**
+   * An assistant message with tool calls, whose results in the history
+   * end at this index (inclusive; the message's own index when none of
+   * its calls has a result yet).
+   */
+  export interface ToolPairingToolCalls {
+    tag: 'tool-calls',
+    val: number,
+  }
+  /**
+   * A tool result answering a call made by the assistant message at this
+   * index (`none` when the call is not in the history).
+   */
+  export interface ToolPairingToolResult {
+    tag: 'tool-result',
+    val: number | undefined,
+  }
+  
+  export class History implements Disposable {
+    /**
+     * This type does not have a public constructor.
+     */
+    private constructor();
+    /**
+    * Number of entries.
+    */
+    len(): number;
+    /**
+    * The entry at `index`, or none past the end.
+    */
+    entry(index: number): MessageEntry | undefined;
+    /**
+    * Entries `start..end` (end exclusive, clamped to `len`). The host caps
+    * the bytes one call copies into the guest, so the answer may be a
+    * shorter prefix of the range (never empty while `start < len`): page
+    * through long histories (the SDK's `History::to_vec` does).
+    */
+    range(start: number, end: number): Array<MessageEntry>;
+    /**
+    * The kind of the entry at `index` without copying it.
+    */
+    kind(index: number): MessageKind | undefined;
+    /**
+    * Whether the entry at `index` is an assistant message with tool calls,
+    * or a tool result: the two halves of a pair that must never be split.
+    */
+    toolPairing(index: number): ToolPairing | undefined;
+    /**
+    * Position of the entry with this transcript id.
+    */
+    find(entryId: string): number | undefined;
+    /**
+    * The host's token estimate for entries `start..end` (cached per entry,
+    * O(1) after the first call), the same estimator the host budgets with.
+    */
+    tokens(start: number, end: number): bigint;
+    [Symbol.dispose](): void;
+  }
+}

@@ -1,0 +1,161 @@
+/// <reference path="./ctxbox-engine-types.d.ts" />
+declare module 'ctxbox:engine/host@0.1.0' {
+  /**
+   * Writes to the host's log (`tracing`, target `ctxbox::engine`), tagged
+   * with engine and session. Per call, the first `sandbox.maxLogRecordsPerCall`
+   * records (100 by default) are logged; later ones are dropped and the host
+   * logs how many. A message longer than `sandbox.maxLogMessageBytes` (4,096
+   * by default) is cut at that many bytes and marked. Neither fails the
+   * call. A call that writes more than 100 times its allowance is flooding
+   * the host: that record traps the call with `host-limit`. Message bytes
+   * count against the call's input budget.
+   */
+  export function log(level: LogLevel, message: string): void;
+  /**
+   * Tells the host that long work is making progress. During `compact` and
+   * `after-turn` (both run under the compaction watchdog) each call re-arms
+   * the watchdog for one more window; the total never exceeds ten windows,
+   * however often it is called. During any other call it does not change
+   * the deadline.
+   */
+  export function reportProgress(): void;
+  /**
+   * Whether the caller has cancelled the current call. An engine doing long
+   * work should check it and return early; the host interrupts the engine
+   * shortly after an abort either way.
+   */
+  export function aborted(): boolean;
+  /**
+   * The host's token estimate for these entries: the same estimator it
+   * budgets with, so engine and host agree.
+   */
+  export function estimateTokens(entries: Array<MessageEntry>): bigint;
+  /**
+   * Runs the host's native compaction on this session, as if the engine did
+   * not exist (OpenClaw's `delegateCompactionToRuntime`). Only during `compact`.
+   */
+  export function delegateCompaction(params: CompactParams): CompactResult;
+  /**
+   * Summarizes `text` with the host's configured summarizer, in at most
+   * `max-tokens` tokens, within the time left to the current call.
+   */
+  export function summarize(text: string, instructions: string | undefined, maxTokens: number): string;
+  /**
+   * Reads transcript entries appended since `cursor` (from the start when
+   * none). Defaults: 1,000 messages and 1 MiB per page; caps: 10,000 and 64 MiB.
+   * Entries are measured by their line in the transcript file; a page's
+   * first entry may exceed `max-bytes`, never the 64 MiB cap. An entry larger
+   * than the cap is never returned: when it is next, the answer is a `reset`
+   * whose reason names the entry and whose cursor continues right after it
+   * (everything before it was already delivered, so keep what you have).
+   */
+  export function readTranscriptDelta(cursor: string | undefined, maxMessages: number | undefined, maxBytes: bigint | undefined): TranscriptDelta;
+  /**
+   * Reads a value from the engine's durable key-value store. Each engine has
+   * its own store, shared by all its sessions and surviving restarts, named
+   * by the id the host registered the engine under (not the id its `info`
+   * declares: declaring another engine's id does not reach that engine's
+   * store).
+   */
+  export function stateGet(key: string): Uint8Array | undefined;
+  /**
+   * Writes a value atomically. Fails with `quota-exceeded` if the engine's
+   * store would grow past its byte quota.
+   */
+  export function stateSet(key: string, value: Uint8Array): void;
+  /**
+   * Deletes a key; answers whether it existed.
+   */
+  export function stateDelete(key: string): boolean;
+  /**
+   * Up to `limit` entries whose key starts with `prefix`, in key order,
+   * starting after `start-after` (for paging).
+   */
+  export function stateScan(prefix: string, startAfter: string | undefined, limit: number): Array<StateEntry>;
+  export type MessageEntry = import('ctxbox:engine/types@0.1.0').MessageEntry;
+  export type CompactParams = import('ctxbox:engine/types@0.1.0').CompactParams;
+  export type CompactResult = import('ctxbox:engine/types@0.1.0').CompactResult;
+  /**
+   * # Variants
+   * 
+   * ## `"trace"`
+   * 
+   * ## `"debug"`
+   * 
+   * ## `"info"`
+   * 
+   * ## `"warn"`
+   * 
+   * ## `"error"`
+   */
+  export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error';
+  /**
+   * Why a host service refused or failed.
+   * # Variants
+   * 
+   * ## `"unavailable"`
+   * 
+   * The service does not exist in this host (or is not configured).
+   * ## `"invalid-argument"`
+   * 
+   * An argument was malformed or out of range.
+   * ## `"quota-exceeded"`
+   * 
+   * The engine's storage quota would be exceeded.
+   * ## `"aborted"`
+   * 
+   * The call was aborted or ran out of time.
+   * ## `"failed"`
+   * 
+   * The service itself failed (I/O, network, summarizer).
+   */
+  export type HostErrorKind = 'unavailable' | 'invalid-argument' | 'quota-exceeded' | 'aborted' | 'failed';
+  export interface HostError {
+    kind: HostErrorKind,
+    message: string,
+  }
+  export interface TranscriptPage {
+    cursor: string,
+    entries: Array<MessageEntry>,
+    hasMore: boolean,
+  }
+  export interface TranscriptReset {
+    cursor: string,
+    reason: string,
+  }
+  /**
+   * A page of `read-transcript-delta`.
+   */
+  export type TranscriptDelta = TranscriptDeltaPage | TranscriptDeltaReset | TranscriptDeltaMissing;
+  /**
+   * Entries appended after the cursor, in order, and the cursor to pass
+   * next time. `has-more` says another page is ready now.
+   */
+  export interface TranscriptDeltaPage {
+    tag: 'page',
+    val: TranscriptPage,
+  }
+  /**
+   * The cursor no longer applies (the transcript was rotated or rewritten,
+   * or the cursor belongs to another session): start again from `cursor`.
+   * Also how an entry over the page cap is skipped (see
+   * `read-transcript-delta`; `cursor` then continues after it).
+   */
+  export interface TranscriptDeltaReset {
+    tag: 'reset',
+    val: TranscriptReset,
+  }
+  /**
+   * The session has no transcript.
+   */
+  export interface TranscriptDeltaMissing {
+    tag: 'missing',
+  }
+  /**
+   * A key and its value in the engine's private store.
+   */
+  export interface StateEntry {
+    key: string,
+    value: Uint8Array,
+  }
+}
