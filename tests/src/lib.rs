@@ -14,6 +14,7 @@ use ctxbox_host::engines::selection::Engines;
 use ctxbox_host::sandbox::{Sandbox, SandboxConfig, WasmEngine};
 
 pub mod traces;
+pub mod typescript;
 
 /// Paths of the guest components the build script compiled.
 pub mod guests {
@@ -65,6 +66,49 @@ pub fn fixture(name: &str) -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("fixtures/sessions")
         .join(name)
+}
+
+/// Every real session of `tests/fixtures/sessions`, by file name.
+pub const FIXTURE_SESSIONS: [&str; 6] = [
+    "claude-opus46-bedrock-subagent-webdev-en.jsonl",
+    "deepseek-chat-windows-ops-zh-3-compactions.jsonl",
+    "kimi-k2-thinking-rust-coding-de-1-compaction.jsonl",
+    "pi-termux-deepseek-v4-discord-bot-ar.jsonl",
+    "qwen-minimax-feishu-zh-3-hook-compactions.jsonl",
+    "qwen35-feishu-delivery-mirror-branching-zh.jsonl",
+];
+
+/// The replay script of fixture `name`: its active branch, as `ctxbox run`
+/// replays it.
+pub fn fixture_script(
+    transcripts: &ctxbox_host::TranscriptStore,
+    name: &str,
+) -> ctxbox_host::provider::ReplayScript {
+    let recording = transcripts.open(&fixture(name)).expect("fixture opens");
+    ctxbox_host::provider::ReplayScript::from_messages(
+        recording
+            .active_branch()
+            .into_iter()
+            .map(|entry| entry.message),
+    )
+}
+
+/// Runs `ctxbox check` on `component` and asserts it passes every rule and
+/// reports itself as `id`.
+pub async fn assert_check_passes(
+    component: &Path,
+    options: &ctxbox_host::check::CheckOptions,
+    id: &str,
+) {
+    let report = ctxbox_host::check::check_file(component, options)
+        .await
+        .expect("checker");
+    let failures: Vec<_> = report.failures().collect();
+    assert!(failures.is_empty(), "{failures:#?}");
+    assert_eq!(
+        report.engine.as_ref().map(|info| info.id.as_str()),
+        Some(id)
+    );
 }
 
 /// An [`Engines`] in a fresh temporary data dir (kept alive by the

@@ -9,15 +9,13 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use ctxbox_host::contract::types::AgentMessage;
-use ctxbox_host::provider::{
-    ModelReply, ModelRequest, Provider, ProviderError, Replay, ReplayScript,
-};
+use ctxbox_host::provider::{ModelReply, ModelRequest, Provider, ProviderError, Replay};
 use ctxbox_host::runner::Session;
 use ctxbox_host::runtime::Runtime;
 use ctxbox_host::runtime::config::Config;
 use ctxbox_host::services::state::{EngineState, StateConfig, StateStore};
 use ctxbox_host::transcript::{NewSession, TranscriptStore};
-use ctxbox_tests::fixture;
+use ctxbox_tests::fixture_script;
 use tokio_util::sync::CancellationToken;
 
 /// Every fixture is replayed with each of these engines at each window.
@@ -81,16 +79,7 @@ async fn replay_fixture(name: &str) {
         ..Config::default()
     })
     .expect("runtime");
-    let recording = runtime
-        .transcripts()
-        .open(&fixture(name))
-        .expect("fixture opens");
-    let script = ReplayScript::from_messages(
-        recording
-            .active_branch()
-            .into_iter()
-            .map(|entry| entry.message),
-    );
+    let script = fixture_script(runtime.transcripts(), name);
     for (engine_id, windows) in RUNS {
         for &window in windows {
             let label = format!("{name} with {engine_id} at {window}");

@@ -22,7 +22,7 @@ use ctxbox_host::runner::RunReport;
 use ctxbox_host::runtime::Runtime;
 use ctxbox_host::runtime::config::Config;
 use ctxbox_host::transcript::NewSession;
-use ctxbox_tests::fixture;
+use ctxbox_tests::{FIXTURE_SESSIONS, fixture};
 use tokio_util::sync::CancellationToken;
 
 const ENGINES: [&str; 4] = ["legacy", "keep-recent", "lossless", "delegating"];
@@ -39,15 +39,6 @@ const SHAPES: [&str; 4] = [
     "delivery-mirror.jsonl",
     "errored-answers.jsonl",
     "orphan-results.jsonl",
-];
-
-const SESSIONS: [&str; 6] = [
-    "claude-opus46-bedrock-subagent-webdev-en.jsonl",
-    "deepseek-chat-windows-ops-zh-3-compactions.jsonl",
-    "kimi-k2-thinking-rust-coding-de-1-compaction.jsonl",
-    "pi-termux-deepseek-v4-discord-bot-ar.jsonl",
-    "qwen-minimax-feishu-zh-3-hook-compactions.jsonl",
-    "qwen35-feishu-delivery-mirror-branching-zh.jsonl",
 ];
 
 fn runtime(dir: &Path) -> Runtime {
@@ -275,7 +266,7 @@ async fn every_shape_with_every_engine_at_every_window() {
 async fn real_sessions_with(engine: &str) {
     let dir = tempfile::tempdir().expect("temp dir");
     let runtime = runtime(dir.path());
-    let recordings: Vec<PathBuf> = SESSIONS.iter().map(|name| fixture(name)).collect();
+    let recordings: Vec<PathBuf> = FIXTURE_SESSIONS.iter().map(|name| fixture(name)).collect();
     check_all(&recordings, &[engine], &runtime, dir.path()).await;
 }
 

@@ -10,15 +10,14 @@
 
 use std::path::{Path, PathBuf};
 
-use ctxbox_host::check::{self, CheckOptions};
+use ctxbox_host::check::CheckOptions;
 use ctxbox_host::engines::registry::{EngineFactory, RegisterOptions};
-use ctxbox_host::provider::ReplayScript;
 use ctxbox_host::runtime::Runtime;
 use ctxbox_host::runtime::config::Config;
 use ctxbox_host::sandbox::SandboxConfig;
 use ctxbox_host::scaffold::{self, Language, SdkSource};
 use ctxbox_host::services::state::{EngineState, StateConfig, StateStore};
-use ctxbox_tests::{fixture, typescript};
+use ctxbox_tests::{FIXTURE_SESSIONS, assert_check_passes, fixture, fixture_script, typescript};
 use tokio_util::sync::CancellationToken;
 
 /// Compiled components are cached next to the builds: the first run after a
@@ -31,15 +30,7 @@ async fn assert_passes_check(component: &Path, id: &str) {
     let options = CheckOptions {
         cache_dir: compile_cache(component),
     };
-    let report = check::check_file(component, &options)
-        .await
-        .expect("checker");
-    let failures: Vec<_> = report.failures().collect();
-    assert!(failures.is_empty(), "{failures:#?}");
-    assert_eq!(
-        report.engine.as_ref().map(|info| info.id.as_str()),
-        Some(id)
-    );
+    assert_check_passes(component, &options, id).await;
 }
 
 /// A runtime with `component` registered as `id`, its data in `data_dir`.
@@ -69,16 +60,7 @@ fn runtime_with(component: &Path, id: &str, data_dir: &Path) -> Runtime {
 /// Replays fixture `name` through engine `id` at `window`; answers the
 /// written session's id. No turn may fail and no call may fall back.
 async fn replay(runtime: &Runtime, id: &str, name: &str, window: u64, out: &Path) -> String {
-    let recording = runtime
-        .transcripts()
-        .open(&fixture(name))
-        .expect("fixture opens");
-    let script = ReplayScript::from_messages(
-        recording
-            .active_branch()
-            .into_iter()
-            .map(|entry| entry.message),
-    );
+    let script = fixture_script(runtime.transcripts(), name);
     let engine = runtime.select(Some(id)).await;
     let report = runtime
         .replay(
@@ -108,15 +90,6 @@ async fn replay(runtime: &Runtime, id: &str, name: &str, window: u64, out: &Path
         .id
 }
 
-const FIXTURES: &[&str] = &[
-    "claude-opus46-bedrock-subagent-webdev-en.jsonl",
-    "deepseek-chat-windows-ops-zh-3-compactions.jsonl",
-    "kimi-k2-thinking-rust-coding-de-1-compaction.jsonl",
-    "pi-termux-deepseek-v4-discord-bot-ar.jsonl",
-    "qwen-minimax-feishu-zh-3-hook-compactions.jsonl",
-    "qwen35-feishu-delivery-mirror-branching-zh.jsonl",
-];
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ts_lossless_passes_every_check() {
     let Some(component) = typescript::or_skip("ts-lossless", typescript::ts_lossless()) else {
@@ -140,8 +113,12 @@ async fn ts_lossless_replays_every_fixture_at_16k_keeping_every_message() {
                 .is_ok_and(|entry| entry.file_name().to_string_lossy().ends_with(".jsonl"))
         })
         .count();
-    assert_eq!(fixtures, FIXTURES.len(), "every fixture is replayed");
-    for name in FIXTURES {
+    assert_eq!(
+        fixtures,
+        FIXTURE_SESSIONS.len(),
+        "every fixture is replayed"
+    );
+    for name in FIXTURE_SESSIONS {
         let out = dir.path().join(format!("{name}-ts.jsonl"));
         let session_id = replay(&runtime, "ts-lossless", name, 16_384, &out).await;
         // Its store (`s/<session>/m/<seq>`) holds every message once.

@@ -5,27 +5,29 @@
 use std::path::Path;
 use std::process::Command;
 
-use ctxbox_host::check::{self, CheckOptions};
+use ctxbox_host::check::CheckOptions;
 use ctxbox_host::engines::registry::{EngineFactory, RegisterOptions};
-use ctxbox_host::provider::ReplayScript;
 use ctxbox_host::runtime::Runtime;
 use ctxbox_host::runtime::config::Config;
 use ctxbox_host::scaffold;
-use ctxbox_tests::fixture;
+use ctxbox_tests::{assert_check_passes, fixture_script};
 use tokio_util::sync::CancellationToken;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_engine_builds_passes_check_and_runs() {
     let dir = tempfile::tempdir().expect("temp dir");
     let crate_dir = dir.path().join("my-engine");
-    let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-sdk");
-    scaffold::new_engine(&crate_dir, "my-engine", &sdk).expect("scaffolds");
+    // The default: the SDK bundled in the binary, so this works outside a checkout.
+    let (rust, bundled) = (scaffold::Language::Rust, scaffold::SdkSource::Bundled);
+    scaffold::new_engine(&crate_dir, "my-engine", rust, &bundled).expect("scaffolds");
     assert!(
         crate_dir.join("Cargo.lock").exists(),
         "the new crate is pinned to the checkout's dependency versions"
     );
+    assert!(crate_dir.join("vendor/ctxbox-guest/src/lib.rs").exists());
+    assert!(crate_dir.join("vendor/wit/world.wit").exists());
     assert!(matches!(
-        scaffold::new_engine(&crate_dir, "my-engine", &sdk),
+        scaffold::new_engine(&crate_dir, "my-engine", rust, &bundled),
         Err(scaffold::ScaffoldError::Exists(_))
     ));
 
@@ -45,15 +47,7 @@ async fn a_new_engine_builds_passes_check_and_runs() {
     let wasm = target.join("wasm32-wasip2/release/my_engine.wasm");
 
     // `ctxbox check target/wasm32-wasip2/release/my_engine.wasm`
-    let report = check::check_file(&wasm, &CheckOptions::default())
-        .await
-        .expect("checker");
-    let failures: Vec<_> = report.failures().collect();
-    assert!(failures.is_empty(), "{failures:#?}");
-    assert_eq!(
-        report.engine.as_ref().map(|info| info.id.as_str()),
-        Some("my-engine")
-    );
+    assert_check_passes(&wasm, &CheckOptions::default(), "my-engine").await;
 
     // `ctxbox run --engine target/wasm32-wasip2/release/my_engine.wasm`
     let runtime = Runtime::new(Config {
@@ -71,15 +65,9 @@ async fn a_new_engine_builds_passes_check_and_runs() {
             RegisterOptions::default(),
         )
         .expect("registers");
-    let recording = runtime
-        .transcripts()
-        .open(&fixture("qwen-minimax-feishu-zh-3-hook-compactions.jsonl"))
-        .expect("sample");
-    let script = ReplayScript::from_messages(
-        recording
-            .active_branch()
-            .into_iter()
-            .map(|entry| entry.message),
+    let script = fixture_script(
+        runtime.transcripts(),
+        "qwen-minimax-feishu-zh-3-hook-compactions.jsonl",
     );
     let engine = runtime.select(Some("my-engine")).await;
     let report = runtime
