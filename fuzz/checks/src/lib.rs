@@ -31,7 +31,8 @@ pub fn transcript(data: &[u8]) {
     let dir = DIR.get_or_init(|| tempfile::tempdir().expect("a temporary directory"));
     let path = dir.path().join("session.jsonl");
     let mut file = std::fs::File::create(&path).expect("the scratch file is writable");
-    file.write_all(data).expect("the scratch file takes the bytes");
+    file.write_all(data)
+        .expect("the scratch file takes the bytes");
     drop(file);
     let store = TranscriptStore::new(Default::default());
     if let Ok(transcript) = store.open_read_only(&path) {
@@ -128,7 +129,11 @@ pub fn validators(data: &[u8]) {
                     AssembledItem::Insert(_) => 1,
                 })
                 .sum();
-            assert_eq!(prompt.len(), kept, "an accepted answer's ranges lie in the history");
+            assert_eq!(
+                prompt.len(),
+                kept,
+                "an accepted answer's ranges lie in the history"
+            );
         }
     }
     if let Some(compact) = &answers.compact {

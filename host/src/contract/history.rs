@@ -358,7 +358,10 @@ mod tests {
         assert_eq!(replaced.tokens(0..1), fresh.tokens(0..1));
         assert_eq!(replaced.tool_pairing(1), fresh.tool_pairing(1));
         let regrown = replaced.edited(9, vec![entry("s", result("c2"))], &[]);
-        assert_eq!(regrown.tool_pairing(1), Some(ToolPairing::ToolCalls { last_result: 2 }));
+        assert_eq!(
+            regrown.tool_pairing(1),
+            Some(ToolPairing::ToolCalls { last_result: 2 })
+        );
         assert!(regrown.splits_pair(2));
     }
 

@@ -96,7 +96,10 @@ pub async fn run_load(
         let path = dir.join(format!("session-{number}.jsonl"));
         let turns = plan.turns;
         tasks.push(tokio::spawn(async move {
-            let _slot = slots.acquire_owned().await.map_err(|e| LoadError::Task(e.to_string()))?;
+            let _slot = slots
+                .acquire_owned()
+                .await
+                .map_err(|e| LoadError::Task(e.to_string()))?;
             let answers = (0..turns).map(|turn| answer(number, turn));
             let runner = TurnRunner::new(
                 engine,
@@ -112,7 +115,11 @@ pub async fn run_load(
                 let report = runner
                     .run_turn(&mut session, vec![ask], &CancellationToken::new())
                     .await
-                    .map_err(|error| LoadError::Turn { session: number, turn, error })?;
+                    .map_err(|error| LoadError::Turn {
+                        session: number,
+                        turn,
+                        error,
+                    })?;
                 model_calls += u64::from(report.model_calls);
                 events.extend(report.guard_events);
             }

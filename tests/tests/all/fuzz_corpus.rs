@@ -16,7 +16,11 @@ fn every_corpus_input_passes_its_target() {
             .unwrap_or_else(|error| panic!("{}: {error}", dir.display()))
             .map(|entry| entry.expect("a corpus entry").path())
             .collect();
-        assert!(inputs.len() >= 3, "{target} has a seed corpus ({} inputs)", inputs.len());
+        assert!(
+            inputs.len() >= 3,
+            "{target} has a seed corpus ({} inputs)",
+            inputs.len()
+        );
         for input in inputs {
             let bytes = fs::read(&input).expect("a corpus input reads");
             let outcome = std::panic::catch_unwind(|| check(&bytes));

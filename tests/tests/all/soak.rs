@@ -52,6 +52,10 @@ async fn every_turn_completes_and_every_entry_is_kept_under_random_engine_faults
     // The faults happened (each turn reports the guard's decisions), and the
     // engine served again after its back-offs.
     let count = |action: GuardAction| report.events.iter().filter(|e| e.action == action).count();
-    assert!(count(GuardAction::FellBack) > 0, "some calls failed: {:?}", report.events);
+    assert!(
+        count(GuardAction::FellBack) > 0,
+        "some calls failed: {:?}",
+        report.events
+    );
     assert!(count(GuardAction::Recovered) > 0, "the engine came back");
 }

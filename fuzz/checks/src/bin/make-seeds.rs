@@ -14,10 +14,10 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use ctxbox_guest::HistoryView;
+use ctxbox_host::TranscriptStore;
 use ctxbox_host::contract::history::History;
 use ctxbox_host::contract::types::{AgentMessage, AssembleResult, AssembledItem, CompactResult};
 use ctxbox_host::serve::message;
-use ctxbox_host::TranscriptStore;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -26,7 +26,9 @@ const MAX_SEED: usize = 16 * 1024;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args_os().skip(1).map(PathBuf::from);
-    let out = args.next().ok_or("usage: make-seeds OUT_DIR [COMPONENT.wasm…]")?;
+    let out = args
+        .next()
+        .ok_or("usage: make-seeds OUT_DIR [COMPONENT.wasm…]")?;
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let mut fixtures = Vec::new();
     for dir in ["tests/fixtures/sessions", "tests/fixtures/shapes"] {
@@ -50,7 +52,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         sidecar_seeds(&out.join("sidecar"), history)?;
         validator_seeds(&out.join("validators"), history)?;
     }
-    config_seeds(&out.join("config"), &fs::read_to_string(root.join("README.md"))?)?;
+    config_seeds(
+        &out.join("config"),
+        &fs::read_to_string(root.join("README.md"))?,
+    )?;
     for component in args {
         let bytes = fs::read(&component)?;
         write_any(&out.join("component"), &bytes)?;
@@ -113,7 +118,9 @@ fn sidecar_seeds(dir: &Path, history: &History) -> std::io::Result<()> {
     let messages: Vec<Value> = history
         .entries()
         .iter()
-        .filter_map(|entry| message::to_openclaw(&entry.message, std::time::SystemTime::UNIX_EPOCH).ok())
+        .filter_map(|entry| {
+            message::to_openclaw(&entry.message, std::time::SystemTime::UNIX_EPOCH).ok()
+        })
         .collect();
     for (id, chunk) in messages.chunks(3).step_by(12).enumerate() {
         let sync = json!({"id": id, "method": "assemble", "params": {
@@ -168,7 +175,10 @@ fn config_seeds(dir: &Path, readme: &str) -> std::io::Result<()> {
         let block = block.split("```").next().unwrap_or_default();
         write(dir, block.as_bytes())?;
         for table in block.split("\n[") {
-            write(dir, format!("[{}", table.trim_start_matches('[')).as_bytes())?;
+            write(
+                dir,
+                format!("[{}", table.trim_start_matches('[')).as_bytes(),
+            )?;
         }
     }
     Ok(())

@@ -22,7 +22,8 @@ const CONCURRENT: usize = 32;
 
 /// One row: throughput, memory at each quarter of the sessions, losses.
 pub async fn rows(options: &Options, rows: &mut Vec<Row>) -> anyhow::Result<()> {
-    let bytes = bundled::probe("chaos").ok_or_else(|| anyhow::anyhow!("the chaos probe is not bundled"))?;
+    let bytes =
+        bundled::probe("chaos").ok_or_else(|| anyhow::anyhow!("the chaos probe is not bundled"))?;
     let dir = tempfile::tempdir()?;
     let runtime = Runtime::new(Config {
         data_dir: Some(dir.path().to_owned()),
@@ -72,7 +73,11 @@ pub async fn rows(options: &Options, rows: &mut Vec<Row>) -> anyhow::Result<()> 
         },
     )
     .await?;
-    let fell_back = report.events.iter().filter(|e| e.action == GuardAction::FellBack).count();
+    let fell_back = report
+        .events
+        .iter()
+        .filter(|e| e.action == GuardAction::FellBack)
+        .count();
     let memory = samples
         .lock()
         .map(|samples| {
