@@ -173,11 +173,15 @@ impl WireUsage {
             output,
             cache_read,
             cache_write,
-            // The reference falls back to the sum when the total is missing.
+            // The reference falls back to the sum when the total is missing
+            // (saturating: the counts are whatever a file or a peer wrote).
             total: if total > 0 {
                 total
             } else {
-                input + output + cache_read + cache_write
+                input
+                    .saturating_add(output)
+                    .saturating_add(cache_read)
+                    .saturating_add(cache_write)
             },
         }
     }
