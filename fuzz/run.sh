@@ -6,7 +6,9 @@
 # suite then replays it on every `cargo test`). Prints the executions run.
 # Needs cargo-fuzz (installed by .ci/run under ~/.cache/ctxbox/tools); runs
 # on stable Rust (`--sanitizer none`: the targets are safe Rust, so a crash
-# is a panic, which libFuzzer catches without a sanitizer).
+# is a panic, which libFuzzer catches without a sanitizer). The seed is
+# fixed (FUZZ_SEED, default 1) so a CI run explores the same way each time;
+# set another to explore further.
 set -euo pipefail
 cd "$(dirname "$0")"
 seconds="${1:-15}"
@@ -19,7 +21,7 @@ for target in $targets; do
   mkdir -p "$scratch/$target" "artifacts/$target"
   log="$scratch/$target.log"
   if ! cargo fuzz run --sanitizer none "$target" "$scratch/$target" "corpus/$target" -- \
-      -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
+      -max_total_time="$seconds" -seed="${FUZZ_SEED:-1}" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
       -artifact_prefix="artifacts/$target/" >"$log" 2>&1; then
     tail -n 40 "$log"
     echo "fuzz: $target CRASHED; the input is in fuzz/artifacts/$target/" >&2
