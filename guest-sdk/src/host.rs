@@ -28,6 +28,13 @@ use crate::{
     CompactParams, CompactResult, HostError, LogLevel, MessageEntry, StateEntry, TranscriptDelta,
 };
 
+/// The engine's own settings from the host's configuration
+/// (`plugins.entries.<id>.config`) as a JSON object, or `None` when nothing is
+/// configured. Parse it with the JSON library of your choice.
+pub fn engine_config() -> Option<String> {
+    raw::engine_config()
+}
+
 /// Writes a record to the host's log. Limited by the host: records past the
 /// per-call allowance are dropped and long ones truncated, and a call that
 /// logs a hundred times its allowance fails (`host-limit`). The [`trace!`](crate::trace), [`debug!`](crate::debug),

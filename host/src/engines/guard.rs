@@ -410,6 +410,8 @@ impl GuardedEngine {
         }
         let action = if strict {
             GuardAction::Reported
+        } else if failure.kind == FailureKind::Overloaded {
+            GuardAction::Overloaded
         } else {
             GuardAction::FellBack
         };

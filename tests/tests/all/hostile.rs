@@ -1190,7 +1190,7 @@ async fn resolving_one_engine_does_not_hold_up_selecting_another() {
         .plugin("zoo")
         .register(
             "slow-to-make",
-            ctxbox_host::engines::registry::EngineFactory::Native(Arc::new(move || {
+            ctxbox_host::engines::registry::EngineFactory::Native(Arc::new(move |_: &_| {
                 if let Some(started) = started.lock().expect("lock").take() {
                     let _ = started.send(());
                 }
