@@ -35,6 +35,14 @@ pub fn engine_config() -> Option<String> {
     raw::engine_config()
 }
 
+/// The runtime settings of the call in progress (schema version, runtime
+/// mode, model, limits, diagnostics) as a JSON object, during `assemble`,
+/// `compact` and `after-turn`; `None` otherwise, or when the engine's
+/// `accepted_host_params` leaves out `RuntimeSettings`.
+pub fn runtime_settings() -> Option<String> {
+    raw::runtime_settings()
+}
+
 /// Writes a record to the host's log. Limited by the host: records past the
 /// per-call allowance are dropped and long ones truncated, and a call that
 /// logs a hundred times its allowance fails (`host-limit`). The [`trace!`](crate::trace), [`debug!`](crate::debug),

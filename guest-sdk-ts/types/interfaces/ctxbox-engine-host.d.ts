@@ -9,6 +9,17 @@ declare module 'ctxbox:engine/host@0.1.0' {
    */
   export function engineConfig(): Json | undefined;
   /**
+   * The runtime settings of the call in progress (the reference's
+   * `runtimeSettings`: schema version, runtime mode, model, engine
+   * selection, limits such as `promptTokenBudget`, diagnostics such as
+   * `degradedReason`) as a JSON object, during `assemble`, `compact` and
+   * `after-turn`; none in other calls, when the host has none, or when the
+   * engine's `accepted-host-params` leaves out `runtime-settings`. During
+   * `compact` it is the same as `compact-params.runtime-settings`. (An
+   * import rather than a field, so engines built before it still load.)
+   */
+  export function runtimeSettings(): Json | undefined;
+  /**
    * Writes to the host's log (`tracing`, target `ctxbox::engine`), tagged
    * with engine and session. Per call, the first `sandbox.maxLogRecordsPerCall`
    * records (100 by default) are logged; later ones are dropped and the host

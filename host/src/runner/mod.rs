@@ -19,6 +19,7 @@ pub mod load;
 mod overflow;
 mod prompt;
 mod report;
+mod runtime_settings;
 mod script;
 mod session;
 mod subagent;
@@ -29,6 +30,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 pub use self::report::{TurnError, TurnReport};
+use self::runtime_settings::{CompactionTrigger, after_turn_context, compaction_context};
 pub use self::script::{FailedTurn, RunReport};
 pub use self::session::Session;
 pub use self::subagent::SpawnOutcome;
@@ -346,9 +348,12 @@ impl TurnRunner {
         if estimate <= self.config.prompt_budget() as f64 {
             return Ok(());
         }
+        let trigger = CompactionTrigger::Budget;
         let params = CompactParams {
             token_budget: Some(self.config.window),
             compaction_target: CompactionTarget::Threshold,
+            runtime_settings: Some(self.compaction_settings(trigger)),
+            runtime_context: Some(compaction_context(trigger, None, None)),
             ..CompactParams::default()
         };
         self.compact_session(session, call, &params, report).await?;
@@ -394,11 +399,14 @@ impl TurnRunner {
         custom_instructions: Option<String>,
         abort: &CancellationToken,
     ) -> Result<CompactResult, TurnError> {
+        let trigger = CompactionTrigger::Manual;
         let params = CompactParams {
             token_budget: Some(self.config.window),
             force: true,
             compaction_target: CompactionTarget::Threshold,
             custom_instructions,
+            runtime_settings: Some(self.compaction_settings(trigger)),
+            runtime_context: Some(compaction_context(trigger, None, None)),
             ..CompactParams::default()
         };
         let mut report = TurnReport::new(session.turns_run());
@@ -428,7 +436,8 @@ impl TurnRunner {
             pre_prompt_message_count: pre_prompt_count(&history, inputs, answers) as u32,
             token_budget: Some(self.config.prompt_budget()),
             is_heartbeat: false,
-            runtime_context: None,
+            runtime_context: after_turn_context(answers),
+            runtime_settings: Some(self.runtime_settings(None)),
         };
         self.engine
             .after_turn(call, session.session_ref(), &history, &params)

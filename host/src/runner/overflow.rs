@@ -3,18 +3,21 @@
 //! compaction that compacts nothing does not count against that and falls
 //! through to one pass of truncating oversized tool traffic.
 
+use super::runtime_settings::{Attempt, CompactionTrigger, compaction_context};
 use super::{Session, TurnError, TurnReport, TurnRunner};
 use crate::contract::engine::CallOptions;
 use crate::contract::types::{CompactParams, CompactionTarget};
 
 /// What a turn has left for overflow recovery.
 pub(super) struct Recovery {
+    max_compactions: u32,
     compactions_left: u32,
 }
 
 impl Recovery {
     pub(super) fn new(max_compactions: u32) -> Self {
         Self {
+            max_compactions,
             compactions_left: max_compactions,
         }
     }
@@ -32,11 +35,22 @@ impl TurnRunner {
         prompt_tokens: u64,
     ) -> Result<(), TurnError> {
         if recovery.compactions_left > 0 {
+            let trigger = CompactionTrigger::Overflow;
+            let attempt = Attempt {
+                number: recovery.max_compactions - recovery.compactions_left + 1,
+                of: recovery.max_compactions,
+            };
             let params = CompactParams {
                 token_budget: Some(self.config.prompt_budget()),
                 force: true,
                 current_token_count: Some(prompt_tokens),
                 compaction_target: CompactionTarget::Budget,
+                runtime_settings: Some(self.compaction_settings(trigger)),
+                runtime_context: Some(compaction_context(
+                    trigger,
+                    Some(prompt_tokens),
+                    Some(attempt),
+                )),
                 ..CompactParams::default()
             };
             let result = self.compact_session(session, call, &params, report).await?;
