@@ -1003,3 +1003,82 @@ async fn runtime_settings_reach_only_engines_that_accept_them() {
         "{seen:?}"
     );
 }
+
+/// The text blocks of `message`, joined.
+fn text_of(message: &AgentMessage) -> String {
+    message
+        .content()
+        .iter()
+        .filter_map(|block| match block {
+            ctxbox_host::contract::types::ContentBlock::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn user_texts(messages: &[AgentMessage]) -> Vec<String> {
+    messages
+        .iter()
+        .filter(|message| matches!(message, AgentMessage::User { .. }))
+        .map(text_of)
+        .collect()
+}
+
+/// The reference drops an orphaned trailing user message: a turn that
+/// failed before the model answered leaves nothing on the branch the next
+/// prompt is built from, and nothing is deleted from the file.
+#[tokio::test]
+async fn a_failed_turns_unanswered_message_is_rolled_back() {
+    let spy = Spy::new(false, Vec::new());
+    let provider = scripted(vec![
+        Err(ProviderError::Failed("upstream 500".into())),
+        answer(),
+    ]);
+    let mut harness = harness(spy.clone(), provider.clone(), false);
+    let error = harness
+        .turn("first, never answered")
+        .await
+        .expect_err("fails");
+    assert!(error.to_string().contains("upstream 500"), "{error}");
+    let branch = harness.session.transcript().active_branch();
+    assert!(branch.is_empty(), "rolled back: {branch:?}");
+
+    harness.turn("second").await.expect("answers");
+    let prompts = provider.prompts();
+    assert_eq!(user_texts(prompts.last().expect("a prompt")), ["second"]);
+
+    // Durable: the file, opened afresh, continues from the rollback, and it
+    // still holds the rolled-back message.
+    let path = harness.session.transcript().path().to_owned();
+    let reopened = harness.store.open(&path).expect("reopen");
+    let texts: Vec<String> = reopened
+        .history()
+        .entries()
+        .iter()
+        .map(|entry| text_of(&entry.message))
+        .collect();
+    assert_eq!(texts, ["second", "done"]);
+    let raw = std::fs::read_to_string(&path).expect("read");
+    assert!(raw.contains("first, never answered"), "kept in the file");
+    assert!(raw.contains("ctxbox.turn-rolled-back"));
+}
+
+#[tokio::test]
+async fn a_failed_turn_the_model_answered_keeps_its_messages() {
+    let spy = Spy::new(false, Vec::new());
+    let provider = scripted(vec![
+        Ok(tool_call("c1")),
+        Err(ProviderError::Failed("upstream 500".into())),
+    ]);
+    let mut harness = harness(spy, provider, false);
+    harness
+        .turn("run it")
+        .await
+        .expect_err("fails after a tool call");
+    let branch = harness.session.transcript().active_branch();
+    assert_eq!(
+        branch.len(),
+        3,
+        "the ask, the call and its result: {branch:?}"
+    );
+}
