@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 use super::config::SandboxConfig;
 use crate::contract::failure::{FailureKind, Operation};
 use crate::contract::history::History;
+use crate::contract::state_batch::StateBatch;
 use crate::contract::types::{
     AfterTurnParams, AssembleParams, AssembleResult, BootstrapResult, CompactParams, CompactResult,
     EngineInfo, IngestBatchResult, IngestResult, MaintainReason, MaintainResult, MessageEntry,
@@ -256,6 +257,8 @@ pub(crate) struct CallState {
     pub(crate) logs_dropped: u32,
     /// Why the epoch callback interrupted the guest, if it did.
     pub(crate) interrupted: Option<FailureKind>,
+    /// The call's state writes, committed when it answers.
+    pub(crate) state: StateBatch,
 }
 
 impl CallState {
@@ -288,6 +291,7 @@ impl CallState {
             log_records: 0,
             logs_dropped: 0,
             interrupted: None,
+            state: StateBatch::default(),
         }
     }
 }

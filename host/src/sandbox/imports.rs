@@ -58,6 +58,7 @@ impl StoreState {
             history: self.call.history.as_ref(),
             deadline: self.call.clock.deadline(),
             abort: &self.call.abort,
+            state: &self.call.state,
         }
     }
 
