@@ -251,14 +251,14 @@ pub(crate) struct CallState {
     pub(crate) history: Option<History>,
     pub(crate) clock: Arc<CallClock>,
     pub(crate) abort: CancellationToken,
+    /// The call's state writes, committed when it answers.
+    pub(crate) state: StateBatch,
     /// Bytes the guest passed to host imports so far.
     pub(crate) input_bytes: u64,
     pub(crate) log_records: u32,
     pub(crate) logs_dropped: u32,
     /// Why the epoch callback interrupted the guest, if it did.
     pub(crate) interrupted: Option<FailureKind>,
-    /// The call's state writes, committed when it answers.
-    pub(crate) state: StateBatch,
 }
 
 impl CallState {
@@ -287,11 +287,11 @@ impl CallState {
             history,
             clock,
             abort,
+            state: StateBatch::default(),
             input_bytes: 0,
             log_records: 0,
             logs_dropped: 0,
             interrupted: None,
-            state: StateBatch::default(),
         }
     }
 }
