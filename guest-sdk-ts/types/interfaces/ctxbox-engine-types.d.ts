@@ -312,7 +312,10 @@ declare module 'ctxbox:engine/types@0.1.0' {
   /**
    * How an engine call failed, as the engine reports it. Any error quarantines
    * the engine for the rest of the host's life (or its back-off period), so
-   * report errors only for real failures, not for "nothing to do".
+   * report errors only for real failures, not for "nothing to do". The one
+   * exception is `compact`: an error there is that compaction's answer (the
+   * caller gets `ok: false` with the message), not a quarantine, and the
+   * next compaction asks the engine again.
    */
   export interface EngineError {
     kind: EngineErrorKind,
