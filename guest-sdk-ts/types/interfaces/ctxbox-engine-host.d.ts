@@ -78,8 +78,12 @@ declare module 'ctxbox:engine/host@0.1.0' {
    */
   export function stateGet(key: string): Uint8Array | undefined;
   /**
-   * Writes a value atomically. Fails with `quota-exceeded` if the engine's
-   * store would grow past its byte quota.
+   * Writes a value. A call's writes and deletes are one batch: the call
+   * itself reads them back at once (`state-get`, `state-scan`), other calls
+   * see them once this call has answered, when the host commits the batch
+   * in one transaction before using the answer; a call that fails leaves
+   * none of them. Fails with `quota-exceeded` if the engine's store would
+   * grow past its byte quota (pending writes count).
    */
   export function stateSet(key: string, value: Uint8Array): void;
   /**
