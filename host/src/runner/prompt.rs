@@ -1,13 +1,15 @@
 //! Turning an `assemble` answer into what the provider is sent: the engine's
 //! messages (or a reused thread-bootstrap projection plus what came since),
-//! the system prompt with the engine's addition, oversized tool traffic
-//! (tool results, tool-call arguments, thinking) cut down when overflow
-//! recovery asked for it, and tool calls and results always paired. The
+//! the system prompt with the engine's addition, oversized tool traffic cut
+//! down when overflow recovery or the pre-prompt check asked for it (every
+//! tool result to the reference's cap on one result, then tool results,
+//! tool-call arguments and thinking as far as the budget needs), and tool
+//! calls and results always paired. The
 //! transcript keeps everything; only prompts are cut.
 
 use std::collections::HashSet;
 
-use super::{Session, TurnError, TurnRunner};
+use super::{Session, TurnError, TurnRunner, tool_results};
 use crate::contract::engine::{CallOptions, ContextEngine};
 use crate::contract::history::History;
 use crate::contract::tokens;
@@ -132,6 +134,10 @@ impl TurnRunner {
 
         let mut messages = pair_tool_messages(messages);
         if session.truncate_tool_traffic {
+            cap_tool_results(
+                &mut messages,
+                tool_results::result_cap_tokens(self.config.window),
+            );
             let budget = self
                 .config
                 .prompt_budget()
@@ -165,6 +171,23 @@ fn latest_user_text<'a>(
         ),
         _ => None,
     })
+}
+
+/// Cuts every tool result's text down to `max_tokens`, the reference's cap
+/// on one result for the window: a prompt the model refused can be over its
+/// window while the host's estimate says it fits.
+fn cap_tool_results(messages: &mut [AgentMessage], max_tokens: u64) {
+    for message in messages {
+        if let AgentMessage::ToolResult { content, .. } = message {
+            for block in content {
+                if let ContentBlock::Text { text } = block
+                    && let Some(cut) = truncated(text, max_tokens)
+                {
+                    *text = cut;
+                }
+            }
+        }
+    }
 }
 
 /// Cuts tool traffic so `messages` take at most `budget` tokens, by as
@@ -403,6 +426,21 @@ mod tests {
         );
         assert_eq!(paired[3], call("c2"));
         assert_eq!(paired[4], result("c2", "ok"));
+    }
+
+    #[test]
+    fn each_tool_result_is_capped_and_nothing_else_is_cut() {
+        let long_call =
+            AgentMessage::tool_call("c1", "exec", &format!("{{\"a\":\"{}\"}}", "b".repeat(900)));
+        let mut messages = vec![long_call.clone(), result("c1", &"a".repeat(4_000))];
+        cap_tool_results(&mut messages, 100);
+        assert_eq!(messages[0], long_call, "arguments are not results");
+        let AgentMessage::ToolResult { content, .. } = &messages[1] else {
+            panic!("still a tool result");
+        };
+        assert!(
+            matches!(&content[0], ContentBlock::Text { text } if text.contains("3600 more characters"))
+        );
     }
 
     #[test]

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::CompactionError;
 use super::accounting;
-use super::config::CompactionConfig;
+use super::config::{CompactionConfig, effective_reserve};
 use super::cut::{self, Cut};
 use super::files;
 use super::finalize;
@@ -152,7 +152,7 @@ impl Compactor {
         let tokens_before = accounting::tokens_before(&context, params.current_token_count);
         let threshold = params
             .token_budget
-            .map(|window| window.saturating_sub(self.config.reserve_tokens));
+            .map(|window| window - effective_reserve(window, self.config.reserve_tokens));
         if !params.force {
             let skip = if !self.config.enabled {
                 Some("compaction is disabled (agents.defaults.compaction.enabled)".to_owned())
