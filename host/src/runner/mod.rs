@@ -8,9 +8,10 @@
 //! that own compaction), which compacts, truncates tool results in prompts,
 //! or both → `assemble` → the provider → on a context overflow (an error, or
 //! an answer that stopped with one) or a timeout on a nearly full prompt,
-//! recovery (`overflow.rs`: `compact(force, budget)` at most three times per
-//! turn for overflows, every attempt counting, then truncating oversized tool
-//! results once if there are any; at most two compactions for timeouts) →
+//! recovery (`overflow.rs`: `compact(force, budget)` at most three times
+//! before the model answers again, every attempt counting, then truncating
+//! oversized tool results once if there are any; at most two compactions a
+//! turn for timeouts) →
 //! append the answer, run its tools, repeat while the model calls tools →
 //! `after-turn` (which is also how the engine hears of the turn's new
 //! messages; see [`TurnRunner::run_turn`]) and `maintain(turn)` in the
@@ -189,8 +190,7 @@ impl TurnRunner {
         session.commit()?;
         self.ingest(session, &call, &progress.inputs).await?;
 
-        // Overflow attempts are the turn's, not each model call's: a tool
-        // loop does not earn fresh compactions.
+        // Recovery attempts are drawn on across the turn's model calls.
         let mut recovery = overflow::Recovery::default();
         loop {
             self.append_arrived(session, progress)?;
@@ -213,11 +213,18 @@ impl TurnRunner {
                 .extend(session.append(std::slice::from_ref(&answer.message))?);
             // An answer that stopped with an overflow error is kept (and left
             // out of prompts, as every failed answer is); then the prompt is
-            // made to fit and the model asked again.
+            // made to fit and the model asked again. With nothing left to
+            // try, that failed answer is the model's last word, as the
+            // reference surfaces it.
             if let Some(refusal) = answer.refusal {
-                self.recover_overflow(session, &call, &mut progress.report, &mut recovery, refusal)
-                    .await?;
-                continue;
+                match self
+                    .recover_overflow(session, &call, &mut progress.report, &mut recovery, refusal)
+                    .await
+                {
+                    Ok(()) => continue,
+                    Err(TurnError::ContextOverflow { .. }) => {}
+                    Err(error) => return Err(error),
+                }
             }
             let reply = answer.message;
             // The calls of an answer that failed or was aborted are not run.
@@ -333,6 +340,7 @@ impl TurnRunner {
                 Ok(reply) => {
                     report.model_calls += 1;
                     report.note_prompt(prompt.estimated_tokens);
+                    recovery.answered(&reply.message);
                     let refusal = overflow::Refusal::in_answer(
                         &reply.message,
                         &prompt.messages,

@@ -4,9 +4,9 @@
 //!
 //! - **Overflow** — the provider refused the prompt, or answered with an
 //!   assistant message that stopped with an overflow error: compact
-//!   (`force`, aimed at the prompt budget) at most three times a turn. Every
-//!   attempt counts, whether it compacted, compacted nothing or failed; a
-//!   pre-prompt compaction counts too. When no compaction is left or the
+//!   (`force`, aimed at the prompt budget) at most three times before the
+//!   model answers again. Every attempt counts, whether it compacted,
+//!   compacted nothing or failed; a pre-prompt compaction counts too. When no compaction is left or the
 //!   last one changed nothing, one pass truncating tool traffic in prompts
 //!   follows, but only if the prompt holds oversized tool results
 //!   ([`Reducible`]); otherwise the overflow ends the turn.
@@ -21,7 +21,9 @@ use super::preflight;
 use super::tool_results::Reducible;
 use super::{Session, TurnError, TurnReport, TurnRunner};
 use crate::contract::engine::{CallOptions, ContextEngine};
-use crate::contract::types::{AgentMessage, CompactParams, CompactResult, CompactionTarget};
+use crate::contract::types::{
+    AgentMessage, CompactParams, CompactResult, CompactionTarget, StopReason,
+};
 use crate::provider::overflow;
 
 /// Overflow compactions (pre-prompt ones included) one turn may make.
@@ -31,8 +33,10 @@ const MAX_TIMEOUT_COMPACTIONS: u32 = 2;
 /// Share of the window a timed-out prompt must exceed to be compacted.
 const TIMEOUT_COMPACTION_SHARE: f64 = 0.65;
 
-/// What a turn has used of its recovery: attempts are the turn's, not each
-/// model call's, so a tool loop does not earn fresh ones.
+/// What a turn has used of its recovery. Overflow attempts start afresh
+/// once the model answers (the reference resets them on a successful model
+/// response): three in a row without an answer end the turn. Timeout
+/// attempts are the turn's.
 #[derive(Debug, Default)]
 pub(super) struct Recovery {
     overflow_compactions: u32,
@@ -40,6 +44,16 @@ pub(super) struct Recovery {
 }
 
 impl Recovery {
+    /// Notes the model's `answer`: one that stopped normally or to call
+    /// tools gives overflow recovery its attempts back.
+    pub(super) fn answered(&mut self, answer: &AgentMessage) {
+        if let AgentMessage::Assistant { stop_reason, .. } = answer
+            && matches!(stop_reason, StopReason::Stop | StopReason::ToolUse)
+        {
+            self.overflow_compactions = 0;
+        }
+    }
+
     /// Takes an overflow compaction attempt, if one is left.
     fn take_overflow_attempt(&mut self) -> bool {
         let left = self.overflow_compactions < MAX_OVERFLOW_COMPACTIONS;

@@ -6,6 +6,11 @@
 //! What exceeds those is what truncating tool results can take off a prompt.
 //! Overflow recovery truncates only when there is some; the pre-prompt check
 //! routes on how much there is.
+//!
+//! ctxbox's truncation also cuts tool-call arguments and thinking (a file
+//! written through a tool call is often the largest block of a prompt), so a
+//! tool-call's arguments or a thinking block over the one-result cap counts
+//! as oversized too; the aggregate is the tool results' alone.
 
 use crate::contract::tokens;
 use crate::contract::types::{AgentMessage, ContentBlock};
@@ -39,7 +44,8 @@ pub(super) fn result_cap_tokens(window: u64) -> u64 {
 /// What truncating tool results could take off a prompt.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(super) struct Reducible {
-    /// Results over the one-result cap.
+    /// Blocks of tool traffic (result text, tool-call arguments, thinking)
+    /// over the one-result cap.
     pub(super) oversized: usize,
     /// Characters above the one-result cap, summed.
     pub(super) oversized_chars: u64,
@@ -55,22 +61,40 @@ impl Reducible {
             .max((window as f64 * CHARS_PER_TOKEN as f64 * AGGREGATE_WINDOW_SHARE) as u64);
         let mut reducible = Self::default();
         let mut capped_total = 0u64;
-        for message in messages {
-            let AgentMessage::ToolResult { content, .. } = message else {
-                continue;
-            };
-            let chars: u64 = content
-                .iter()
-                .map(|block| match block {
-                    ContentBlock::Text { text } => tokens::weighted_chars(text),
-                    _ => 0,
-                })
-                .sum();
+        let mut note = |chars: u64| {
             if chars > cap {
                 reducible.oversized += 1;
                 reducible.oversized_chars += chars - cap;
             }
-            capped_total += chars.min(cap);
+        };
+        for message in messages {
+            match message {
+                AgentMessage::ToolResult { content, .. } => {
+                    let chars: u64 = content
+                        .iter()
+                        .map(|block| match block {
+                            ContentBlock::Text { text } => tokens::weighted_chars(text),
+                            _ => 0,
+                        })
+                        .sum();
+                    note(chars);
+                    capped_total += chars.min(cap);
+                }
+                AgentMessage::Assistant { content, .. } => {
+                    for block in content {
+                        match block {
+                            ContentBlock::ToolCall { arguments_json, .. } => {
+                                note(tokens::weighted_chars(arguments_json))
+                            }
+                            ContentBlock::Thinking { text, .. } => {
+                                note(tokens::weighted_chars(text))
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                _ => {}
+            }
         }
         reducible.aggregate_chars = capped_total.saturating_sub(aggregate_cap);
         reducible
@@ -113,6 +137,18 @@ mod tests {
         assert_eq!(large.oversized, 1);
         assert_eq!(large.oversized_chars, 30_000 - 16_000);
         assert!(large.any());
+    }
+
+    #[test]
+    fn a_large_tool_call_argument_is_oversized_too() {
+        let write = AgentMessage::tool_call(
+            "w",
+            "write",
+            &format!("{{\"content\":\"{}\"}}", "y".repeat(40_000)),
+        );
+        let reducible = Reducible::in_messages(&[write, result(100)], 16_384);
+        assert_eq!(reducible.oversized, 1);
+        assert!(reducible.any());
     }
 
     #[test]

@@ -180,6 +180,25 @@ async fn an_overflow_reported_in_an_assistant_error_message_is_recovered() {
 }
 
 #[tokio::test]
+async fn an_assistant_overflow_nothing_can_fix_ends_the_turn_with_that_answer() {
+    let spy = Spy::new(false, vec![nothing_to_compact()]);
+    let provider = scripted(vec![failed_answer("maximum context length is 8192 tokens")]);
+    let mut harness = harness(spy.clone(), provider.clone(), false);
+    let report = harness.turn("hi").await.expect("surfaced, not an error");
+    assert_eq!(report.overflow_retries, 1);
+    assert_eq!(compactions(&spy).len(), 1);
+    assert_eq!(provider.prompts().len(), 1, "not asked again");
+    let branch = harness.session.transcript().active_branch();
+    assert!(matches!(
+        &branch.last().expect("entries").message,
+        AgentMessage::Assistant {
+            stop_reason: StopReason::Error,
+            ..
+        }
+    ));
+}
+
+#[tokio::test]
 async fn an_assistant_overflow_without_a_count_is_taken_as_one_over_the_window() {
     let spy = Spy::new(false, vec![compacted()]);
     let provider = scripted(vec![failed_answer("request_too_large"), answer()]);
@@ -291,18 +310,21 @@ async fn the_pre_prompt_check_compacts_then_truncates_when_truncation_alone_fall
 
 #[tokio::test]
 async fn pre_prompt_compactions_count_toward_the_three_attempts() {
-    // Every prompt is over the budget (the spy's compactions change
-    // nothing on disk): three pre-prompt compactions, then none.
+    // The pre-prompt compaction is the first attempt: two overflows use the
+    // other two, the third ends the turn.
     let spy = Spy::new(false, vec![compacted(); 5]);
-    let provider = scripted(vec![
-        Ok(tool_call("c1")),
-        Ok(tool_call("c2")),
-        Ok(tool_call("c3")),
-        answer(),
-    ]);
-    let mut harness = harness(spy.clone(), provider, true);
-    harness.turn(&"word ".repeat(8_000)).await.expect("turn");
+    let provider = scripted(vec![overflow(), overflow(), overflow(), answer()]);
+    let mut harness = harness(spy.clone(), provider.clone(), true);
+    let error = harness
+        .turn(&"word ".repeat(8_000))
+        .await
+        .expect_err("out of attempts");
+    assert!(
+        matches!(error, TurnError::ContextOverflow { .. }),
+        "{error}"
+    );
     assert_eq!(compactions(&spy).len(), 3);
+    assert_eq!(provider.prompts().len(), 3);
 }
 
 // --- agent-compaction-constants / agent-settings ----------------------------

@@ -491,14 +491,15 @@ async fn at_most_three_compactions_then_an_error_when_no_tool_result_is_oversize
 }
 
 #[tokio::test]
-async fn the_three_attempts_are_the_turns_even_across_a_tool_call() {
+async fn a_model_answer_gives_overflow_recovery_its_three_attempts_back() {
     let spy = Spy::new(false, vec![compacted(); 6]);
-    // Two overflows, a tool call, then overflows again: the second model
-    // call has one compaction left, then nothing.
+    // Two overflows, a tool call (the model answered), then overflows
+    // again: three more compactions, then the fourth overflow ends the turn.
     let provider = scripted(vec![
         overflow(),
         overflow(),
         Ok(tool_call("c1")),
+        overflow(),
         overflow(),
         overflow(),
         overflow(),
@@ -510,14 +511,8 @@ async fn the_three_attempts_are_the_turns_even_across_a_tool_call() {
         matches!(error, TurnError::ContextOverflow { .. }),
         "{error}"
     );
-    assert_eq!(
-        spy.compactions.lock().expect("lock").len(),
-        3,
-        "three overflow compactions for the whole turn"
-    );
-    // 2 refusals + the tool call + 1 refusal after the last compaction, and
-    // the final one.
-    assert_eq!(provider.prompts().len(), 5);
+    assert_eq!(spy.compactions.lock().expect("lock").len(), 5);
+    assert_eq!(provider.prompts().len(), 7);
 }
 
 #[tokio::test]
