@@ -37,6 +37,7 @@ mod files;
 mod finalize;
 mod prompts;
 mod serialize;
+mod watchdog;
 
 pub(crate) use self::accounting::tokens_before as context_tokens;
 pub use self::compactor::Compactor;
@@ -66,9 +67,9 @@ pub enum CompactionError {
     /// The caller cancelled it.
     #[error("compaction was cancelled")]
     Aborted,
-    /// Summarization did not finish within `timeoutSeconds`.
+    /// Summarization made no progress for `timeoutSeconds`.
     #[error(
-        "compaction did not finish within its {seconds} s window (agents.defaults.compaction.timeoutSeconds)"
+        "compaction made no progress for {seconds} s (agents.defaults.compaction.timeoutSeconds)"
     )]
     Timeout {
         /// The window.
