@@ -24,6 +24,25 @@ function call<T>(service: string, run: () => T): T {
   }
 }
 
+/**
+ * The engine's own settings from the host's configuration
+ * (`plugins.entries.<id>.config`), parsed; `undefined` when nothing is configured.
+ */
+export function engineConfig(): unknown {
+  const json = raw.engineConfig();
+  return json === undefined ? undefined : JSON.parse(json);
+}
+
+/**
+ * The runtime settings of the call in progress (schema version, runtime mode,
+ * model, limits, diagnostics), parsed; `undefined` outside `assemble`,
+ * `compact` and `afterTurn`, or when the engine does not accept them.
+ */
+export function runtimeSettings(): unknown {
+  const json = raw.runtimeSettings();
+  return json === undefined ? undefined : JSON.parse(json);
+}
+
 /** Writes a record to the host's log (limited per call by the host; see `wit/host.wit`). */
 export function log(level: LogLevel, message: string): void {
   raw.log(level, message);

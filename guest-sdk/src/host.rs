@@ -28,6 +28,21 @@ use crate::{
     CompactParams, CompactResult, HostError, LogLevel, MessageEntry, StateEntry, TranscriptDelta,
 };
 
+/// The engine's own settings from the host's configuration
+/// (`plugins.entries.<id>.config`) as a JSON object, or `None` when nothing is
+/// configured. Parse it with the JSON library of your choice.
+pub fn engine_config() -> Option<String> {
+    raw::engine_config()
+}
+
+/// The runtime settings of the call in progress (schema version, runtime
+/// mode, model, limits, diagnostics) as a JSON object, during `assemble`,
+/// `compact` and `after-turn`; `None` otherwise, or when the engine's
+/// `accepted_host_params` leaves out `RuntimeSettings`.
+pub fn runtime_settings() -> Option<String> {
+    raw::runtime_settings()
+}
+
 /// Writes a record to the host's log. Limited by the host: records past the
 /// per-call allowance are dropped and long ones truncated, and a call that
 /// logs a hundred times its allowance fails (`host-limit`). The [`trace!`](crate::trace), [`debug!`](crate::debug),

@@ -1,6 +1,25 @@
 /// <reference path="./ctxbox-engine-types.d.ts" />
 declare module 'ctxbox:engine/host@0.1.0' {
   /**
+   * The engine's own settings from the host's configuration
+   * (`plugins.entries.<id>.config`, for the id the engine is registered
+   * under) as a JSON object, or none when nothing is configured. The host
+   * caps it at 64 KiB. The same during every call of an instance, `info`
+   * included; a changed configuration reaches new instances.
+   */
+  export function engineConfig(): Json | undefined;
+  /**
+   * The runtime settings of the call in progress (the reference's
+   * `runtimeSettings`: schema version, runtime mode, model, engine
+   * selection, limits such as `promptTokenBudget`, diagnostics such as
+   * `degradedReason`) as a JSON object, during `assemble`, `compact` and
+   * `after-turn`; none in other calls, when the host has none, or when the
+   * engine's `accepted-host-params` leaves out `runtime-settings`. During
+   * `compact` it is the same as `compact-params.runtime-settings`. (An
+   * import rather than a field, so engines built before it still load.)
+   */
+  export function runtimeSettings(): Json | undefined;
+  /**
    * Writes to the host's log (`tracing`, target `ctxbox::engine`), tagged
    * with engine and session. Per call, the first `sandbox.maxLogRecordsPerCall`
    * records (100 by default) are logged; later ones are dropped and the host
@@ -75,6 +94,7 @@ declare module 'ctxbox:engine/host@0.1.0' {
   export type MessageEntry = import('ctxbox:engine/types@0.1.0').MessageEntry;
   export type CompactParams = import('ctxbox:engine/types@0.1.0').CompactParams;
   export type CompactResult = import('ctxbox:engine/types@0.1.0').CompactResult;
+  export type Json = import('ctxbox:engine/types@0.1.0').Json;
   /**
    * # Variants
    * 

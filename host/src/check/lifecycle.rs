@@ -188,6 +188,7 @@ impl Checker {
             token_budget: Some(4_000),
             is_heartbeat: false,
             runtime_context: Some(r#"{"channel":"check"}"#.into()),
+            runtime_settings: Some(r#"{"schemaVersion":1}"#.into()),
         };
         let after_turn = self
             .timed(

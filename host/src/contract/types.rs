@@ -298,7 +298,7 @@ pub enum HostParam {
     SessionKey,
     /// `AssembleParams::prompt`.
     Prompt,
-    /// `CompactParams::runtime_settings`.
+    /// `runtime_settings` of assemble, compact and after-turn.
     RuntimeSettings,
     /// `runtime_context` of compact, after-turn and maintain.
     RuntimeContext,
@@ -378,6 +378,9 @@ pub struct AssembleParams {
     pub model: Option<String>,
     /// The user's new prompt (host-added).
     pub prompt: Option<String>,
+    /// Host-added runtime settings (JSON), which the engine reads with
+    /// `host.runtime-settings`.
+    pub runtime_settings: Option<Json>,
 }
 
 /// A piece of an assembled prompt.
@@ -449,6 +452,20 @@ pub struct CompactParams {
     pub runtime_settings: Option<Json>,
     /// Host-added runtime context (JSON).
     pub runtime_context: Option<Json>,
+}
+
+impl CompactParams {
+    /// The prompt size observed before this compaction: `current_token_count`,
+    /// else a positive `currentTokenCount` in the runtime context (where the
+    /// reference's hosts also put it), rounded down.
+    pub fn observed_token_count(&self) -> Option<u64> {
+        self.current_token_count.or_else(|| {
+            let context: serde_json::Value =
+                serde_json::from_str(self.runtime_context.as_deref()?).ok()?;
+            let count = context.get("currentTokenCount")?.as_f64()?;
+            (count.is_finite() && count >= 1.0).then(|| count.floor() as u64)
+        })
+    }
 }
 
 /// A transcript compaction rotated into.
@@ -529,6 +546,9 @@ pub struct AfterTurnParams {
     pub is_heartbeat: bool,
     /// Host-added runtime context (JSON).
     pub runtime_context: Option<Json>,
+    /// Host-added runtime settings (JSON), which the engine reads with
+    /// `host.runtime-settings`.
+    pub runtime_settings: Option<Json>,
 }
 
 /// Whether a subagent starts empty or from its parent's context.
@@ -566,4 +586,43 @@ pub enum SubagentEndReason {
     Swept,
     /// Released.
     Released,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_observed_token_count_falls_back_to_the_runtime_context() {
+        let with_context = |context: &str| CompactParams {
+            runtime_context: Some(context.to_owned()),
+            ..CompactParams::default()
+        };
+        assert_eq!(
+            CompactParams {
+                current_token_count: Some(7),
+                ..with_context(r#"{"currentTokenCount": 9}"#)
+            }
+            .observed_token_count(),
+            Some(7),
+            "the parameter wins"
+        );
+        assert_eq!(
+            with_context(r#"{"currentTokenCount": 9000.7}"#).observed_token_count(),
+            Some(9_000)
+        );
+        for ignored in [
+            r#"{"currentTokenCount": 0}"#,
+            r#"{"currentTokenCount": -5}"#,
+            r#"{"currentTokenCount": "many"}"#,
+            "not json",
+            "{}",
+        ] {
+            assert_eq!(
+                with_context(ignored).observed_token_count(),
+                None,
+                "{ignored}"
+            );
+        }
+    }
 }

@@ -130,8 +130,9 @@ type Pending<'a, T> = Pin<Box<dyn Future<Output = EngineResult<T>> + Send + 'a>>
 enum OnFailure<T> {
     /// Serve the same call with `legacy`.
     Retry,
-    /// Answer this instead (e.g. `ok: false`).
-    Answer(T),
+    /// Answer what this makes of the failure instead (e.g. `ok: false`
+    /// with the engine's reason).
+    Answer(fn(&EngineFailure) -> T),
     /// Report the failure as the call's error.
     Fail,
 }
@@ -270,6 +271,12 @@ impl GuardedEngine {
             .filter(|_| self.accepts(HostParam::RuntimeContext))
     }
 
+    fn project_settings(&self, settings: &Option<String>) -> Option<String> {
+        settings
+            .clone()
+            .filter(|_| self.accepts(HostParam::RuntimeSettings))
+    }
+
     /// Runs `call` on the selected engine; on failure records what happened
     /// and applies `on_failure`. `legacy` is the same call on `legacy`: it
     /// serves when there is no usable selected engine, and after a failure
@@ -336,7 +343,13 @@ impl GuardedEngine {
             return Err(failure);
         }
         let overloaded = failure.kind == FailureKind::Overloaded;
-        if !overloaded {
+        // A `compact` the engine itself refuses (an `engine-error`) is an
+        // answer, as in the reference: reported, and the next compaction
+        // asks the engine again. Its code failing (trap, limits, a bad
+        // answer) still quarantines.
+        let refused_compaction =
+            operation == Operation::Compact && failure.kind == FailureKind::EngineError;
+        if !overloaded && !refused_compaction {
             self.quarantine_engine(&failure);
         }
         let action = match (&on_failure, self.policy.strict) {
@@ -351,7 +364,7 @@ impl GuardedEngine {
                 self.served_by_legacy.fetch_add(1, Ordering::Relaxed);
                 legacy.await
             }
-            OnFailure::Answer(answer) => Ok(answer),
+            OnFailure::Answer(answer) => Ok(answer(&failure)),
             OnFailure::Fail => Err(failure),
         }
     }
@@ -410,6 +423,8 @@ impl GuardedEngine {
         }
         let action = if strict {
             GuardAction::Reported
+        } else if failure.kind == FailureKind::Overloaded {
+            GuardAction::Overloaded
         } else {
             GuardAction::FellBack
         };
@@ -422,6 +437,44 @@ impl GuardedEngine {
         }
         .sanitized();
         self.note(&failure, session, action);
+    }
+
+    /// Reports a compaction `legacy` made in place of the quarantined (or
+    /// unavailable) selected engine, in its result and as a guard event.
+    fn compacted_by_legacy(&self, result: CompactResult, session: &SessionRef) -> CompactResult {
+        let why = self
+            .quarantine
+            .get(&self.id)
+            .map(|record| EngineFailure::from(&record))
+            .or_else(|| self.unavailable.clone())
+            .unwrap_or_else(|| {
+                EngineFailure::new(
+                    &self.id,
+                    Operation::Compact,
+                    FailureKind::Load,
+                    "unavailable",
+                )
+            });
+        let note = format!(
+            "compacted by legacy: engine `{}` is quarantined ({}: {})",
+            self.id,
+            why.kind.as_str(),
+            why.message
+        );
+        let failure = EngineFailure {
+            operation: Operation::Compact,
+            message: note.clone(),
+            ..why
+        }
+        .sanitized();
+        self.note(&failure, Some(session), GuardAction::FellBack);
+        CompactResult {
+            reason: Some(match result.reason {
+                Some(reason) => format!("{}; {reason}", failure.message),
+                None => failure.message,
+            }),
+            ..result
+        }
     }
 
     fn recovered(&self, operation: Operation, session: Option<&SessionRef>) {
@@ -564,6 +617,7 @@ impl ContextEngine for GuardedEngine {
                 .prompt
                 .clone()
                 .filter(|_| self.accepts(HostParam::Prompt)),
+            runtime_settings: self.project_settings(&params.runtime_settings),
             ..params.clone()
         };
         let fallback = self.legacy.assemble(call, session, history, params);
@@ -597,34 +651,45 @@ impl ContextEngine for GuardedEngine {
     ) -> EngineResult<CompactResult> {
         let projected_session = self.project_session(session);
         let projected = CompactParams {
-            runtime_settings: params
-                .runtime_settings
-                .clone()
-                .filter(|_| self.accepts(HostParam::RuntimeSettings)),
+            runtime_settings: self.project_settings(&params.runtime_settings),
             runtime_context: self.project_context(&params.runtime_context),
             ..params.clone()
         };
-        // After a failure this call reports `ok: false`; the next goes to legacy.
+        // After a failure this call reports `ok: false` with the engine's
+        // reason; while the engine is quarantined, legacy compacts (it serves
+        // the session's prompts then, so the context it compacts is its own)
+        // and says so.
+        let by_legacy = self.primary_was_wanted() && self.active_primary().is_none();
         let fallback = self.legacy.compact(call, session, history, params);
-        self.guard(
-            Operation::Compact,
-            Some(session),
-            call,
-            |engine| {
-                Box::pin(async move {
-                    engine
-                        .compact(call, &projected_session, history, &projected)
-                        .await
-                })
-            },
-            |result| validate::check_compact(history, result),
-            fallback,
-            OnFailure::Answer(CompactResult::failed(format!(
-                "engine `{}` failed to compact; later compactions use legacy",
-                self.id
-            ))),
-        )
-        .await
+        let result = self
+            .guard(
+                Operation::Compact,
+                Some(session),
+                call,
+                |engine| {
+                    Box::pin(async move {
+                        engine
+                            .compact(call, &projected_session, history, &projected)
+                            .await
+                    })
+                },
+                |result| validate::check_compact(history, result),
+                fallback,
+                OnFailure::Answer(|failure| {
+                    CompactResult::failed(format!(
+                        "engine `{}` failed to compact ({}): {}",
+                        failure.engine_id,
+                        failure.kind.as_str(),
+                        failure.message
+                    ))
+                }),
+            )
+            .await?;
+        Ok(if by_legacy {
+            self.compacted_by_legacy(result, session)
+        } else {
+            result
+        })
     }
 
     async fn after_turn(
@@ -637,6 +702,7 @@ impl ContextEngine for GuardedEngine {
         let projected_session = self.project_session(session);
         let projected = AfterTurnParams {
             runtime_context: self.project_context(&params.runtime_context),
+            runtime_settings: self.project_settings(&params.runtime_settings),
             ..params.clone()
         };
         let fallback = self.legacy.after_turn(call, session, history, params);

@@ -2,12 +2,14 @@
 //! ([`registry`]), the guard that stands between a caller and a misbehaving
 //! engine ([`guard`]), durable quarantine records ([`quarantine`]), the
 //! built-in [`legacy`] engine every call can fall back to, the example
-//! engines compiled into this build ([`bundled`]), and resolving the
-//! configured slot to a guarded engine ([`selection`]).
+//! engines compiled into this build ([`bundled`]), what configuration says
+//! about plugins ([`plugins`]), and resolving the configured slot to a
+//! guarded engine ([`selection`]).
 
 pub mod bundled;
 pub mod guard;
 pub mod legacy;
+pub mod plugins;
 pub mod quarantine;
 mod quarantine_postgres;
 pub mod registry;
@@ -15,6 +17,7 @@ pub mod selection;
 
 pub use self::guard::{GuardPolicy, GuardedEngine};
 pub use self::legacy::LegacyEngine;
+pub use self::plugins::{FactoryContext, PluginSettings};
 pub use self::quarantine::QuarantineStore;
 pub use self::quarantine_postgres::PostgresQuarantine;
 pub use self::registry::{EngineFactory, LEGACY_ID, Registry};

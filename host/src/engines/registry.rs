@@ -9,8 +9,10 @@
 //!
 //! A successful registration clears the id's quarantine when the engine is
 //! really new: a different artifact than the one quarantined (by
-//! fingerprint), or an explicit re-registration of an id this registry
-//! already holds. Registering the same broken artifact again at the next
+//! fingerprint), a native engine (its code is the host's own, and it cannot
+//! be fingerprinted: registering it again is the reference's "re-register to
+//! clear"), or an explicit re-registration of an id this registry already
+//! holds. Registering the same broken wasm artifact again at the next
 //! start-up keeps it quarantined, so records survive restarts.
 
 use std::collections::HashMap;
@@ -20,6 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
 use crate::contract::engine::ContextEngine;
+use crate::engines::plugins::FactoryContext;
 use crate::engines::quarantine::{QuarantineError, QuarantineStore};
 
 /// The id of the built-in engine every host falls back to.
@@ -43,11 +46,14 @@ impl fmt::Display for Owner {
     }
 }
 
+/// Makes a native engine from its settings.
+pub type NativeFactory = dyn Fn(&FactoryContext) -> Arc<dyn ContextEngine> + Send + Sync;
+
 /// How to make an engine.
 #[derive(Clone)]
 pub enum EngineFactory {
-    /// A native engine, made by this function.
-    Native(Arc<dyn Fn() -> Arc<dyn ContextEngine> + Send + Sync>),
+    /// A native engine, made by this function from the engine's settings.
+    Native(Arc<NativeFactory>),
     /// A wasm component file.
     WasmFile(PathBuf),
     /// A wasm component in memory.
@@ -62,7 +68,7 @@ pub enum EngineFactory {
 impl EngineFactory {
     /// A factory that hands out the same native engine every time.
     pub fn native(engine: Arc<dyn ContextEngine>) -> Self {
-        Self::Native(Arc::new(move || engine.clone()))
+        Self::Native(Arc::new(move |_: &FactoryContext| engine.clone()))
     }
 
     /// SHA-256 of the component (hex), for wasm engines whose bytes can be
@@ -219,10 +225,11 @@ impl Registry {
                 });
             }
         }
+        let native = matches!(factory, EngineFactory::Native(_));
         let new_artifact = self
             .quarantine
             .get(id)
-            .is_some_and(|record| record.fingerprint != fingerprint);
+            .is_some_and(|record| native || record.fingerprint != fingerprint);
         if refresh || new_artifact {
             self.quarantine.clear(id)?;
         }
@@ -447,6 +454,33 @@ mod tests {
             .register("x", bytes(b"build-2"), RegisterOptions::default())
             .expect("register");
         assert!(!quarantine.is_blocked("x"));
+    }
+
+    #[test]
+    fn registering_a_native_engine_again_clears_its_quarantine() {
+        let (_dir, quarantine, registry) = registry();
+        let failure = EngineFailure::new("native", Operation::Assemble, FailureKind::Panic, "boom");
+        quarantine
+            .record("plugin:acme", None, &failure)
+            .expect("record");
+        let compactor = Arc::new(
+            crate::services::compaction::Compactor::from_config(
+                crate::transcript::TranscriptStore::new(Default::default()),
+                Default::default(),
+            )
+            .expect("default compactor"),
+        );
+        let engine: Arc<dyn ContextEngine> =
+            Arc::new(crate::engines::legacy::LegacyEngine::new(compactor));
+        registry
+            .plugin("acme")
+            .register(
+                "native",
+                EngineFactory::native(engine),
+                RegisterOptions::default(),
+            )
+            .expect("register");
+        assert!(!quarantine.is_blocked("native"));
     }
 
     #[test]

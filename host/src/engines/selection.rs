@@ -2,6 +2,12 @@
 //! (`plugins.slots.contextEngine`) resolved through the registry to a guarded
 //! engine, falling back to `legacy` — and quarantining the id — when it is not
 //! registered, will not load or instantiate, or answers `info` badly.
+//!
+//! Two outcomes use `legacy` without quarantining anything, as the
+//! reference's do: configuration turning the engine off ([`PluginSettings`]:
+//! the engine is never made, and a notice is logged once per selection), and
+//! the host failing to admit it (no free instance slot): that selection is
+//! degraded and the next one tries again.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -10,6 +16,7 @@ use crate::contract::engine::ContextEngine;
 use crate::contract::failure::{EngineFailure, FailureKind, Operation};
 use crate::contract::services::HostServices;
 use crate::engines::guard::{GuardPolicy, GuardedEngine, Selected};
+use crate::engines::plugins::PluginSettings;
 use crate::engines::quarantine::QuarantineStore;
 use crate::engines::registry::{
     EngineFactory, LEGACY_ID, Owner, RegisterError, RegisterOptions, Registration, Registry,
@@ -18,6 +25,8 @@ use crate::sandbox::{EngineIdentity, Sandbox};
 
 /// Owner recorded for an id that was selected but never registered.
 const UNREGISTERED: &str = "unregistered";
+/// Slot values that mean "the default engine" (the reference's too).
+const DEFAULT_SLOT_VALUES: [&str; 3] = ["", LEGACY_ID, "none"];
 
 /// The engines of one host: registry, sandbox, quarantine, and the guarded
 /// engines resolved so far.
@@ -28,6 +37,7 @@ pub struct Engines {
     services: Arc<dyn HostServices>,
     legacy: Arc<dyn ContextEngine>,
     policy: GuardPolicy,
+    plugins: std::sync::RwLock<PluginSettings>,
     /// One slot per selected id, each with its own lock: resolving (and
     /// compiling) one engine never holds up the selection of another.
     resolved: Mutex<HashMap<String, Arc<ResolvedSlot>>>,
@@ -64,8 +74,38 @@ impl Engines {
             services,
             legacy,
             policy,
+            plugins: std::sync::RwLock::new(PluginSettings::default()),
             resolved: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// Replaces what configuration says about plugins; later selections
+    /// follow it (an engine turned back on is made again, no re-registration
+    /// needed).
+    pub fn set_plugin_settings(&self, settings: PluginSettings) {
+        *self.plugins.write().unwrap_or_else(PoisonError::into_inner) = settings;
+    }
+
+    /// What configuration says about plugins now.
+    pub fn plugin_settings(&self) -> PluginSettings {
+        self.plugins
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Why configuration turns the engine of slot value `slot` off, naming
+    /// the key; `None` when it may be used (or is `legacy`).
+    pub fn refusal(&self, slot: Option<&str>) -> Option<String> {
+        let id = slot_id(slot);
+        if id == LEGACY_ID {
+            return None;
+        }
+        let owner = self.registry.get(id).map(|registration| registration.owner);
+        self.plugins
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .refusal(id, owner.as_ref())
     }
 
     /// The registry (to register engines; hand plugins
@@ -84,14 +124,23 @@ impl Engines {
         &self.sandbox
     }
 
-    /// The guarded engine for slot value `slot` (`None`, `""` and `legacy`
-    /// mean legacy). Never fails: whatever goes wrong is quarantined and the
-    /// engine answers through `legacy` (or fails its calls in strict mode).
+    /// The guarded engine for slot value `slot` (`None`, `""`, `none` and
+    /// `legacy` mean legacy). Never fails: whatever goes wrong is quarantined
+    /// and the engine answers through `legacy` (or fails its calls in strict
+    /// mode); an engine configuration turns off is served by `legacy`.
     pub async fn select(&self, slot: Option<&str>) -> Arc<GuardedEngine> {
-        let id = slot
-            .map(str::trim)
-            .filter(|id| !id.is_empty())
-            .unwrap_or(LEGACY_ID);
+        let id = slot_id(slot);
+        if let Some(reason) = self.refusal(Some(id)) {
+            tracing::info!(
+                engine = id,
+                reason,
+                "engine turned off by configuration; using legacy"
+            );
+            return Arc::new(GuardedEngine::legacy_only(
+                self.legacy.clone(),
+                self.quarantine.clone(),
+            ));
+        }
         let slot = self
             .resolved
             .lock()
@@ -169,6 +218,15 @@ impl Engines {
                 self.quarantine.clone(),
                 self.policy,
             ),
+            // The host could not admit the engine now: not its fault, so
+            // nothing is recorded, and the next selection tries again.
+            Err(failure) if failure.kind == FailureKind::Overloaded => GuardedEngine::unavailable(
+                selected,
+                failure,
+                self.legacy.clone(),
+                self.quarantine.clone(),
+                self.policy,
+            ),
             Err(failure) => self.unavailable(selected, failure),
         }
     }
@@ -207,7 +265,14 @@ impl Engines {
         // Compiling takes Cranelift a while: off the async workers.
         let sandbox = self.sandbox.clone();
         let load = match factory {
-            EngineFactory::Native(make) => return Ok(make()),
+            EngineFactory::Native(make) => {
+                let context = self
+                    .plugins
+                    .read()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .factory_context(id);
+                return Ok(make(&context));
+            }
             EngineFactory::WasmFile(path) => {
                 let path = path.clone();
                 tokio::task::spawn_blocking(move || sandbox.load_file(&path))
@@ -224,11 +289,26 @@ impl Engines {
         let identity = EngineIdentity {
             id: id.to_owned(),
             owner: selected.owner.to_string(),
+            config: self
+                .plugins
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .configs
+                .get(id)
+                .cloned(),
         };
         let engine = self
             .sandbox
             .instantiate_as(&component, identity, self.services.clone())
             .await?;
         Ok(Arc::new(engine))
+    }
+}
+
+/// The registry id slot value `slot` names.
+fn slot_id(slot: Option<&str>) -> &str {
+    match slot.map(str::trim) {
+        Some(id) if !DEFAULT_SLOT_VALUES.contains(&id) => id,
+        _ => LEGACY_ID,
     }
 }

@@ -23,6 +23,7 @@ mod overflow;
 mod preflight;
 mod prompt;
 mod report;
+mod runtime_settings;
 mod script;
 mod session;
 mod subagent;
@@ -34,6 +35,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 pub use self::report::{TurnError, TurnReport};
+use self::runtime_settings::{CompactionTrigger, after_turn_context, compaction_context};
 pub use self::script::{FailedTurn, RunReport};
 pub use self::session::Session;
 pub use self::subagent::SpawnOutcome;
@@ -138,6 +140,12 @@ impl TurnRunner {
     /// `afterTurn` — and every engine of this contract exports `after-turn`
     /// (an engine keeping its own copy of the conversation stores them
     /// there, as `lossless` does).
+    ///
+    /// A turn that fails before the model answered anything is rolled back:
+    /// its inputs leave the active branch (they stay in the file), so the
+    /// next prompt does not hold a message nobody answered. Engines heard of
+    /// them through `ingest` already; the contract has no way to take that
+    /// back, and their next `history` no longer holds them.
     pub async fn run_turn(
         &self,
         session: &mut Session,
@@ -145,9 +153,50 @@ impl TurnRunner {
         abort: &CancellationToken,
     ) -> Result<TurnReport, TurnError> {
         let mut progress = TurnProgress::new(session.turns_run());
-        self.run_turn_into(session, inputs, abort, &mut progress)
-            .await?;
+        let leaf_before = session.transcript().leaf_id();
+        if let Err(error) = self
+            .run_turn_into(session, inputs, abort, &mut progress)
+            .await
+        {
+            self.roll_back_unanswered(session, leaf_before.as_deref(), &progress, &error);
+            return Err(error);
+        }
         Ok(progress.report)
+    }
+
+    /// After a failed turn that appended nothing past its inputs: takes the
+    /// inputs off the active branch, so the next prompt (and the engine's
+    /// next history) does not hold a message the model never answered. The
+    /// reference does the same to an orphaned trailing user message. A turn
+    /// the model answered at least once keeps what it appended.
+    fn roll_back_unanswered(
+        &self,
+        session: &mut Session,
+        leaf_before: Option<&str>,
+        progress: &TurnProgress,
+        error: &TurnError,
+    ) {
+        if progress.inputs.is_empty() || !progress.answers.is_empty() {
+            return;
+        }
+        let ids: Vec<String> = progress
+            .inputs
+            .iter()
+            .map(|entry| entry.id.clone())
+            .collect();
+        match session.roll_back(leaf_before, &ids, &error.to_string()) {
+            Ok(()) => tracing::info!(
+                session = session.session_ref().session_id,
+                entries = ids.len(),
+                reason = %error,
+                "failed turn rolled back"
+            ),
+            Err(rollback) => tracing::error!(
+                session = session.session_ref().session_id,
+                %rollback,
+                "cannot roll back a failed turn; its messages stay on the branch"
+            ),
+        }
     }
 
     /// [`Self::run_turn`], keeping in `progress` what the turn did and
@@ -412,11 +461,14 @@ impl TurnRunner {
         custom_instructions: Option<String>,
         abort: &CancellationToken,
     ) -> Result<CompactResult, TurnError> {
+        let trigger = CompactionTrigger::Manual;
         let params = CompactParams {
             token_budget: Some(self.config.window),
             force: true,
             compaction_target: CompactionTarget::Threshold,
             custom_instructions,
+            runtime_settings: Some(self.compaction_settings(trigger)),
+            runtime_context: Some(compaction_context(trigger, None, None)),
             ..CompactParams::default()
         };
         let mut report = TurnReport::new(session.turns_run());
@@ -446,7 +498,8 @@ impl TurnRunner {
             pre_prompt_message_count: pre_prompt_count(&history, inputs, answers) as u32,
             token_budget: Some(self.config.prompt_budget()),
             is_heartbeat: false,
-            runtime_context: None,
+            runtime_context: after_turn_context(answers),
+            runtime_settings: Some(self.runtime_settings(None)),
         };
         self.engine
             .after_turn(call, session.session_ref(), &history, &params)

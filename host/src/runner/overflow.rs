@@ -18,6 +18,7 @@
 //!   both, as [`preflight::route`] decides.
 
 use super::preflight;
+use super::runtime_settings::{Attempt, CompactionTrigger, compaction_context};
 use super::tool_results::Reducible;
 use super::{Session, TurnError, TurnReport, TurnRunner};
 use crate::contract::engine::{CallOptions, ContextEngine};
@@ -44,6 +45,14 @@ pub(super) struct Recovery {
 }
 
 impl Recovery {
+    /// The overflow attempt a compaction about to run is.
+    fn overflow_attempt(&self) -> Attempt {
+        Attempt {
+            number: self.overflow_compactions,
+            of: MAX_OVERFLOW_COMPACTIONS,
+        }
+    }
+
     /// Notes the model's `answer`: one that stopped normally or to call
     /// tools gives overflow recovery its attempts back.
     pub(super) fn answered(&mut self, answer: &AgentMessage) {
@@ -123,7 +132,14 @@ impl TurnRunner {
         report.overflow_retries += 1;
         if recovery.take_overflow_attempt() {
             let result = self
-                .recovery_compaction(session, call, report, Some(prompt_tokens))
+                .recovery_compaction(
+                    session,
+                    call,
+                    report,
+                    CompactionTrigger::Overflow,
+                    Some(prompt_tokens),
+                    recovery.overflow_attempt(),
+                )
                 .await?;
             if result.compacted {
                 return Ok(());
@@ -155,8 +171,19 @@ impl TurnRunner {
             return Ok(false);
         }
         recovery.timeout_compactions += 1;
+        let attempt = Attempt {
+            number: recovery.timeout_compactions,
+            of: MAX_TIMEOUT_COMPACTIONS,
+        };
         let result = self
-            .recovery_compaction(session, call, report, None)
+            .recovery_compaction(
+                session,
+                call,
+                report,
+                CompactionTrigger::TimeoutRecovery,
+                None,
+                attempt,
+            )
             .await?;
         Ok(result.compacted)
     }
@@ -190,8 +217,15 @@ impl TurnRunner {
         };
         let route = preflight::route(estimate, self.config.prompt_budget(), reducible);
         if route.compacts() && recovery.take_overflow_attempt() {
-            self.recovery_compaction(session, call, report, Some(estimate))
-                .await?;
+            self.recovery_compaction(
+                session,
+                call,
+                report,
+                CompactionTrigger::Budget,
+                Some(estimate),
+                recovery.overflow_attempt(),
+            )
+            .await?;
         }
         if route.truncates() {
             truncate_tool_traffic(session, report);
@@ -199,19 +233,28 @@ impl TurnRunner {
         Ok(())
     }
 
-    /// A compaction to make room: forced, aimed at the prompt budget.
+    /// A compaction to make room: forced, aimed at the prompt budget, its
+    /// runtime context naming the `trigger` and the `attempt`.
     async fn recovery_compaction(
         &self,
         session: &mut Session,
         call: &CallOptions,
         report: &mut TurnReport,
+        trigger: CompactionTrigger,
         current_token_count: Option<u64>,
+        attempt: Attempt,
     ) -> Result<CompactResult, TurnError> {
         let params = CompactParams {
             token_budget: Some(self.config.prompt_budget()),
             force: true,
             current_token_count,
             compaction_target: CompactionTarget::Budget,
+            runtime_settings: Some(self.compaction_settings(trigger)),
+            runtime_context: Some(compaction_context(
+                trigger,
+                current_token_count,
+                Some(attempt),
+            )),
             ..CompactParams::default()
         };
         self.compact_session(session, call, &params, report).await

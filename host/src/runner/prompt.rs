@@ -87,6 +87,7 @@ impl TurnRunner {
             citations_mode: None,
             model: self.config.model.clone(),
             prompt: latest_user_text(history.entries().iter().map(|entry| &entry.message)),
+            runtime_settings: Some(self.runtime_settings(None)),
         };
         let assembled = self
             .engine

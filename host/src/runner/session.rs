@@ -126,6 +126,20 @@ impl Session {
     /// messages uncommitted and commits them together before the engine is
     /// told of them (`ingest`, `after-turn`, a compaction) and before the
     /// turn returns, one sync each time instead of one per append.
+    /// Takes the entries `ids` (everything after `leaf`) off the active
+    /// branch ([`Transcript::roll_back_to`]); a prompt the engine asked to
+    /// reuse may hold them, so it is dropped.
+    pub(super) fn roll_back(
+        &mut self,
+        leaf: Option<&str>,
+        ids: &[String],
+        reason: &str,
+    ) -> Result<(), TranscriptError> {
+        self.transcript.roll_back_to(leaf, ids, reason)?;
+        self.projection = None;
+        Ok(())
+    }
+
     pub(super) fn commit(&self) -> Result<(), TranscriptError> {
         self.transcript.commit()
     }

@@ -13,12 +13,20 @@
 //! [plugins.engines.my-engine]
 //! path = "engines/my_engine.wasm"
 //!
+//! [plugins.entries.my-engine]
+//! enabled = true
+//! config = { keepTurns = 8 }
+//!
 //! [agents.defaults]
 //! contextTokens = 32000
 //!
 //! [agents.defaults.compaction]
 //! reserveTokens = 16384
 //! timeoutSeconds = 180
+//!
+//! [[agents.list]]
+//! id = "research"
+//! contextTokens = 128000
 //!
 //! [sandbox]
 //! memoryLimitMib = 64
@@ -77,14 +85,37 @@ pub struct Config {
     pub provider: ProviderConfig,
 }
 
+/// The most bytes one engine's `plugins.entries.<id>.config` may take as
+/// JSON: it is copied into the engine on request, so it stays small.
+pub const MAX_ENGINE_CONFIG_BYTES: usize = 64 * 1024;
+
 /// `plugins.*`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct PluginsConfig {
+    /// `plugins.enabled`: `false` turns every plugin engine off (agents use
+    /// `legacy`). Default `true`.
+    pub enabled: Option<bool>,
+    /// `plugins.deny`: engine ids or plugin names that must not be used.
+    pub deny: Vec<String>,
+    /// `plugins.entries.<id>`: per-engine (or per-plugin) switches and
+    /// configuration.
+    pub entries: BTreeMap<String, PluginEntry>,
     /// `plugins.slots.*`.
     pub slots: Slots,
     /// `plugins.engines.<id>`: wasm engines to register under `<id>`.
     pub engines: BTreeMap<String, EngineEntry>,
+}
+
+/// `plugins.entries.<id>`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+pub struct PluginEntry {
+    /// `false` turns this engine (or every engine of this plugin) off.
+    pub enabled: Option<bool>,
+    /// The engine's own settings, handed to it as JSON (at most
+    /// [`MAX_ENGINE_CONFIG_BYTES`]).
+    pub config: Option<toml::Table>,
 }
 
 /// `plugins.slots.*`.
@@ -109,6 +140,8 @@ pub struct EngineEntry {
 pub struct AgentsConfig {
     /// `agents.defaults.*`.
     pub defaults: AgentDefaults,
+    /// `agents.list[]`: agents whose settings differ from the defaults.
+    pub list: Vec<AgentEntry>,
 }
 
 /// `agents.defaults.*`.
@@ -119,9 +152,69 @@ pub struct AgentDefaults {
     pub context_tokens: Option<u64>,
     /// The model to name in requests.
     pub model: Option<String>,
+    /// The agent's own directory, handed to native engine factories.
+    pub agent_dir: Option<PathBuf>,
+    /// The agent's workspace, handed to native engine factories.
+    pub workspace: Option<PathBuf>,
     /// `agents.defaults.compaction.*`.
     pub compaction: CompactionConfig,
 }
+
+/// One `agents.list[]` entry: each key set here overrides
+/// `agents.defaults` for that agent.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+pub struct AgentEntry {
+    /// The agent's id (required, unique).
+    pub id: String,
+    /// The agent used when none is named (at most one; default: the first).
+    pub default: bool,
+    /// Overrides `agents.defaults.contextTokens`.
+    pub context_tokens: Option<u64>,
+    /// Overrides `agents.defaults.model`.
+    pub model: Option<String>,
+    /// Overrides `agents.defaults.agentDir`.
+    pub agent_dir: Option<PathBuf>,
+    /// Overrides `agents.defaults.workspace`.
+    pub workspace: Option<PathBuf>,
+    /// Overrides the turn-level compaction settings.
+    pub compaction: AgentCompaction,
+}
+
+/// `agents.list[].compaction`: the settings a turn applies, per agent. The
+/// compactor's own settings (summarizer, `keepRecentTokens`, …) are the
+/// host's, so only `agents.defaults.compaction` sets them.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+pub struct AgentCompaction {
+    /// Overrides `agents.defaults.compaction.enabled`.
+    pub enabled: Option<bool>,
+    /// Overrides `agents.defaults.compaction.reserveTokens`.
+    pub reserve_tokens: Option<u64>,
+}
+
+/// The settings of one agent: `agents.defaults` with its `agents.list[]`
+/// entry's overrides applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentSettings {
+    /// The agent's id (`main` when the list is empty and none was named).
+    pub id: String,
+    /// The model window, tokens.
+    pub context_tokens: u64,
+    /// The model to name in requests.
+    pub model: Option<String>,
+    /// The agent's directory, if configured.
+    pub agent_dir: Option<PathBuf>,
+    /// The agent's workspace, if configured.
+    pub workspace: Option<PathBuf>,
+    /// Whether the host compacts before a prompt that would not fit.
+    pub compaction_enabled: bool,
+    /// Tokens kept free for the answer.
+    pub reserve_tokens: u64,
+}
+
+/// The agent id used when none is configured or named.
+pub const DEFAULT_AGENT_ID: &str = "main";
 
 /// `quarantine.*`.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -184,10 +277,24 @@ impl Config {
                 entry.path = base.join(&entry.path);
             }
         }
-        if let Some(dir) = &config.data_dir
-            && dir.is_relative()
-        {
-            config.data_dir = Some(base.join(dir));
+        let agents = &mut config.agents;
+        let dirs = [
+            &mut agents.defaults.agent_dir,
+            &mut agents.defaults.workspace,
+        ]
+        .into_iter()
+        .chain(
+            agents
+                .list
+                .iter_mut()
+                .flat_map(|agent| [&mut agent.agent_dir, &mut agent.workspace]),
+        );
+        for dir in std::iter::once(&mut config.data_dir).chain(dirs) {
+            if let Some(path) = dir
+                && path.is_relative()
+            {
+                *path = base.join(&*path);
+            }
         }
         Ok(config)
     }
@@ -210,15 +317,125 @@ impl Config {
             ChatError::Config(message) => (None, message),
             other => (None, other.to_string()),
         })?;
+        config
+            .validate_agents()
+            .map_err(|message| (None, message))?;
+        config.engine_configs().map_err(|message| (None, message))?;
         Ok(config)
     }
 
-    /// The model window: `agents.defaults.contextTokens`, or the default.
+    /// `agents.list[]`: ids present and unique, at most one default.
+    fn validate_agents(&self) -> Result<(), String> {
+        let mut seen = std::collections::BTreeSet::new();
+        for (index, agent) in self.agents.list.iter().enumerate() {
+            let id = agent.id.trim();
+            if id.is_empty() {
+                return Err(format!("`agents.list[{index}].id` is missing or empty"));
+            }
+            if !seen.insert(id) {
+                return Err(format!(
+                    "`agents.list[{index}].id`: agent `{id}` is listed twice"
+                ));
+            }
+        }
+        let defaults: Vec<&str> = self
+            .agents
+            .list
+            .iter()
+            .filter(|agent| agent.default)
+            .map(|agent| agent.id.as_str())
+            .collect();
+        if defaults.len() > 1 {
+            return Err(format!(
+                "`agents.list`: only one agent may set `default = true` (found {})",
+                defaults.join(", ")
+            ));
+        }
+        Ok(())
+    }
+
+    /// Each engine's `plugins.entries.<id>.config` as JSON, refusing one
+    /// over [`MAX_ENGINE_CONFIG_BYTES`].
+    pub fn engine_configs(&self) -> Result<BTreeMap<String, String>, String> {
+        let mut configs = BTreeMap::new();
+        for (id, entry) in &self.plugins.entries {
+            let Some(table) = &entry.config else { continue };
+            let json = serde_json::to_string(table)
+                .map_err(|error| format!("`plugins.entries.{id}.config`: {error}"))?;
+            if json.len() > MAX_ENGINE_CONFIG_BYTES {
+                return Err(format!(
+                    "`plugins.entries.{id}.config` is {} bytes as JSON, over the {MAX_ENGINE_CONFIG_BYTES} byte limit",
+                    json.len()
+                ));
+            }
+            configs.insert(id.clone(), json);
+        }
+        Ok(configs)
+    }
+
+    /// The default agent's settings: the `agents.list[]` entry with
+    /// `default = true`, else the first listed, else `main` with
+    /// `agents.defaults`.
+    pub fn default_agent(&self) -> AgentSettings {
+        let list = &self.agents.list;
+        self.agent_settings(list.iter().find(|agent| agent.default).or(list.first()))
+    }
+
+    /// The settings of agent `id`. An id that is not listed is an error
+    /// naming the listed ones, except `main` while the list is empty.
+    pub fn agent(&self, id: &str) -> Result<AgentSettings, String> {
+        let id = id.trim();
+        let list = &self.agents.list;
+        match list.iter().find(|agent| agent.id.trim() == id) {
+            Some(entry) => Ok(self.agent_settings(Some(entry))),
+            None if list.is_empty() && id == DEFAULT_AGENT_ID => Ok(self.agent_settings(None)),
+            None => {
+                let listed: Vec<&str> = list.iter().map(|agent| agent.id.as_str()).collect();
+                Err(format!(
+                    "agent `{id}` is not in `agents.list` (listed: {})",
+                    if listed.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        listed.join(", ")
+                    }
+                ))
+            }
+        }
+    }
+
+    /// `agents.defaults` with `entry`'s overrides applied.
+    fn agent_settings(&self, entry: Option<&AgentEntry>) -> AgentSettings {
+        let defaults = &self.agents.defaults;
+        AgentSettings {
+            id: entry
+                .map_or(DEFAULT_AGENT_ID, |entry| entry.id.trim())
+                .to_owned(),
+            context_tokens: entry
+                .and_then(|entry| entry.context_tokens)
+                .or(defaults.context_tokens)
+                .unwrap_or(DEFAULT_CONTEXT_TOKENS),
+            model: entry
+                .and_then(|entry| entry.model.clone())
+                .or_else(|| defaults.model.clone()),
+            agent_dir: entry
+                .and_then(|entry| entry.agent_dir.clone())
+                .or_else(|| defaults.agent_dir.clone()),
+            workspace: entry
+                .and_then(|entry| entry.workspace.clone())
+                .or_else(|| defaults.workspace.clone()),
+            compaction_enabled: entry
+                .and_then(|entry| entry.compaction.enabled)
+                .unwrap_or(defaults.compaction.enabled),
+            reserve_tokens: entry
+                .and_then(|entry| entry.compaction.reserve_tokens)
+                .unwrap_or(defaults.compaction.reserve_tokens),
+        }
+    }
+
+    /// The default agent's model window: its `contextTokens`, else
+    /// `agents.defaults.contextTokens`, else the default.
     pub fn context_tokens(&self) -> u64 {
-        self.agents
-            .defaults
-            .context_tokens
-            .unwrap_or(DEFAULT_CONTEXT_TOKENS)
+        self.default_agent().context_tokens
     }
 
     /// The data directory: configured, else `$XDG_DATA_HOME/ctxbox`, else
@@ -394,5 +611,107 @@ mod tests {
             .expect_err("missing")
             .to_string();
         assert!(missing.contains("nope.toml"), "{missing}");
+    }
+
+    #[test]
+    fn agents_list_entries_override_the_defaults() {
+        let config = Config::parse(
+            r#"
+            [agents.defaults]
+            contextTokens = 32000
+            model = "small"
+            [agents.defaults.compaction]
+            reserveTokens = 4000
+            [[agents.list]]
+            id = "main"
+            [[agents.list]]
+            id = "research"
+            default = true
+            contextTokens = 128000
+            compaction = { reserveTokens = 9000, enabled = false }
+            "#,
+        )
+        .expect("valid");
+        let research = config.default_agent();
+        assert_eq!(research.id, "research", "the entry marked default");
+        assert_eq!(research.context_tokens, 128_000);
+        assert_eq!(research.model.as_deref(), Some("small"), "inherited");
+        assert_eq!(research.reserve_tokens, 9_000);
+        assert!(!research.compaction_enabled);
+        let main = config.agent("main").expect("listed");
+        assert_eq!(main.context_tokens, 32_000);
+        assert_eq!(main.reserve_tokens, 4_000);
+        assert!(main.compaction_enabled);
+        assert_eq!(
+            config.context_tokens(),
+            128_000,
+            "the default agent's window"
+        );
+        let unknown = config.agent("ghost").expect_err("not listed");
+        assert!(unknown.contains("main, research"), "{unknown}");
+    }
+
+    #[test]
+    fn without_a_list_the_main_agent_is_the_defaults() {
+        let config = Config::parse("[agents.defaults]\ncontextTokens = 20000\n").expect("valid");
+        assert_eq!(config.default_agent().id, DEFAULT_AGENT_ID);
+        assert_eq!(config.agent("main").expect("main").context_tokens, 20_000);
+        assert!(config.agent("other").is_err());
+    }
+
+    #[test]
+    fn a_bad_agents_list_is_named() {
+        let (_, twice) =
+            Config::parse("[[agents.list]]\nid = \"a\"\n[[agents.list]]\nid = \"a\"\n")
+                .expect_err("duplicate");
+        assert!(twice.contains("listed twice"), "{twice}");
+        let (_, empty) = Config::parse("[[agents.list]]\ncontextTokens = 5\n").expect_err("no id");
+        assert!(empty.contains("agents.list[0].id"), "{empty}");
+        let (_, defaults) = Config::parse(
+            "[[agents.list]]\nid = \"a\"\ndefault = true\n[[agents.list]]\nid = \"b\"\ndefault = true\n",
+        )
+        .expect_err("two defaults");
+        assert!(defaults.contains("a, b"), "{defaults}");
+        let (line, compactor_key) =
+            Config::parse("[[agents.list]]\nid = \"a\"\ncompaction = { keepRecentTokens = 5 }\n")
+                .expect_err("compactor settings are host-wide");
+        assert!(line.is_some(), "{compactor_key}");
+        assert!(
+            compactor_key.contains("keepRecentTokens"),
+            "{compactor_key}"
+        );
+    }
+
+    #[test]
+    fn plugin_entries_carry_switches_and_engine_settings() {
+        let config = Config::parse(
+            r#"
+            [plugins]
+            enabled = true
+            deny = ["shady"]
+            [plugins.entries.lossless]
+            enabled = false
+            [plugins.entries.mine]
+            config = { keepTurns = 8, label = "x" }
+            "#,
+        )
+        .expect("valid");
+        assert_eq!(config.plugins.enabled, Some(true));
+        assert_eq!(config.plugins.deny, vec!["shady".to_owned()]);
+        assert_eq!(config.plugins.entries["lossless"].enabled, Some(false));
+        let configs = config.engine_configs().expect("small");
+        let mine: serde_json::Value = serde_json::from_str(&configs["mine"]).expect("json");
+        assert_eq!(mine, serde_json::json!({"keepTurns": 8, "label": "x"}));
+        assert!(!configs.contains_key("lossless"), "no config given");
+    }
+
+    #[test]
+    fn an_oversized_engine_config_is_refused_naming_the_entry() {
+        let big = "x".repeat(MAX_ENGINE_CONFIG_BYTES);
+        let (_, message) =
+            Config::parse(&format!("[plugins.entries.big.config]\nblob = \"{big}\"\n"))
+                .expect_err("too large");
+        assert!(message.contains("plugins.entries.big.config"), "{message}");
+        assert!(message.contains("65536"), "{message}");
     }
 }

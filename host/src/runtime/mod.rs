@@ -10,11 +10,12 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-pub use self::config::Config;
+pub use self::config::{AgentSettings, Config};
 use crate::engines::PostgresQuarantine;
 use crate::engines::bundled;
 use crate::engines::guard::{GuardPolicy, GuardedEngine};
 use crate::engines::legacy::LegacyEngine;
+use crate::engines::plugins::PluginSettings;
 use crate::engines::quarantine::{QuarantineError, QuarantineStore};
 use crate::engines::registry::{EngineFactory, RegisterError, RegisterOptions};
 use crate::engines::selection::Engines;
@@ -63,6 +64,10 @@ pub enum RuntimeError {
     /// An engine could not be registered.
     #[error(transparent)]
     Register(#[from] RegisterError),
+    /// The configuration is inconsistent (e.g. an engine's settings are too
+    /// large, or an agent is not listed).
+    #[error("{0}")]
+    Config(String),
     /// The data directory could not be created.
     #[error("cannot create the data directory `{}`: {source}", path.display())]
     DataDir {
@@ -144,6 +149,8 @@ impl Runtime {
             },
         )?;
 
+        engines.set_plugin_settings(plugin_settings(&config)?);
+
         let bundled_plugin = engines.registry().plugin(BUNDLED_OWNER);
         for (name, bytes) in bundled::ENGINES {
             let factory = EngineFactory::WasmBytes {
@@ -208,9 +215,9 @@ impl Runtime {
         self.engines.select(slot).await
     }
 
-    /// A turn runner for `engine` with this host's transcripts and
-    /// `agents.defaults` (reserve, proactive compaction, model), for a model
-    /// with a `window`-token context that may call `tools`.
+    /// A turn runner for `engine` with this host's transcripts and the
+    /// default agent's settings (reserve, proactive compaction, model), for
+    /// a model with a `window`-token context that may call `tools`.
     pub fn runner(
         &self,
         engine: Arc<GuardedEngine>,
@@ -219,7 +226,22 @@ impl Runtime {
         window: u64,
         tools: Vec<String>,
     ) -> TurnRunner {
-        let defaults = &self.config.agents.defaults;
+        let agent = self.config.default_agent();
+        self.agent_runner(&agent, engine, provider, tool_executor, window, tools)
+    }
+
+    /// [`runner`](Self::runner) with the settings of `agent` (from
+    /// [`Config::agent`]: `agents.defaults` with its `agents.list[]`
+    /// overrides).
+    pub fn agent_runner(
+        &self,
+        agent: &AgentSettings,
+        engine: Arc<GuardedEngine>,
+        provider: Arc<dyn Provider>,
+        tool_executor: Arc<dyn ToolExecutor>,
+        window: u64,
+        tools: Vec<String>,
+    ) -> TurnRunner {
         TurnRunner::new(
             engine,
             provider,
@@ -227,10 +249,10 @@ impl Runtime {
             self.transcripts.clone(),
             RunnerConfig {
                 window,
-                reserve_tokens: defaults.compaction.reserve_tokens,
-                proactive_compaction: defaults.compaction.enabled,
+                reserve_tokens: agent.reserve_tokens,
+                proactive_compaction: agent.compaction_enabled,
                 system_prompt: REPLAY_SYSTEM_PROMPT.to_owned(),
-                model: defaults.model.clone(),
+                model: agent.model.clone(),
                 tools,
             },
         )
@@ -269,4 +291,32 @@ impl Runtime {
             .run_script(&mut session, &replay, script, abort, on_turn)
             .await
     }
+}
+
+/// What `config` says about plugins, for the default agent.
+fn plugin_settings(config: &Config) -> Result<PluginSettings, RuntimeError> {
+    let plugins = &config.plugins;
+    let agent = config.default_agent();
+    Ok(PluginSettings {
+        enabled: plugins.enabled.unwrap_or(true),
+        deny: plugins
+            .deny
+            .iter()
+            .map(|name| name.trim().to_owned())
+            .collect(),
+        disabled: plugins
+            .entries
+            .iter()
+            .filter(|(_, entry)| entry.enabled == Some(false))
+            .map(|(name, _)| name.clone())
+            .collect(),
+        configs: config
+            .engine_configs()
+            .map_err(RuntimeError::Config)?
+            .into_iter()
+            .map(|(id, json)| (id, Arc::from(json)))
+            .collect(),
+        agent_dir: agent.agent_dir,
+        workspace_dir: agent.workspace,
+    })
 }

@@ -97,6 +97,16 @@ impl Request<'_> {
         }
     }
 
+    /// The host-added runtime settings of the call, if it has any.
+    pub(crate) fn runtime_settings(&self) -> Option<&str> {
+        match self {
+            Self::Assemble { params, .. } => params.runtime_settings.as_deref(),
+            Self::Compact { params, .. } => params.runtime_settings.as_deref(),
+            Self::AfterTurn { params, .. } => params.runtime_settings.as_deref(),
+            _ => None,
+        }
+    }
+
     pub(crate) fn history(&self) -> Option<&History> {
         match self {
             Self::Bootstrap { history, .. }
@@ -256,6 +266,8 @@ pub(crate) struct CallState {
     pub(crate) logs_dropped: u32,
     /// Why the epoch callback interrupted the guest, if it did.
     pub(crate) interrupted: Option<FailureKind>,
+    /// What `host.runtime-settings` answers during this call.
+    pub(crate) runtime_settings: Option<String>,
 }
 
 impl CallState {
@@ -288,6 +300,7 @@ impl CallState {
             log_records: 0,
             logs_dropped: 0,
             interrupted: None,
+            runtime_settings: None,
         }
     }
 }

@@ -83,6 +83,14 @@ fn service_result<T>(result: Result<T, ServiceError>) -> HostResult<T> {
 impl wit::Host for StoreState {}
 
 impl wit_host::Host for StoreState {
+    fn engine_config(&mut self) -> wasmtime::Result<Option<String>> {
+        Ok(self.engine_config.as_deref().map(str::to_owned))
+    }
+
+    fn runtime_settings(&mut self) -> wasmtime::Result<Option<String>> {
+        Ok(self.call.runtime_settings.clone())
+    }
+
     fn log(&mut self, level: wit_host::LogLevel, message: String) -> wasmtime::Result<()> {
         self.charge(message.len())?;
         self.call.log_records += 1;

@@ -143,13 +143,16 @@ impl Live {
         let operation = request.operation();
         let config = self.store.data().config.clone();
         let clock = Arc::new(CallClock::start(operation, &config));
-        self.store.data_mut().call = CallState::new(
-            operation,
-            request.session().cloned(),
-            request.history().cloned(),
-            clock.clone(),
-            options.abort.clone(),
-        );
+        self.store.data_mut().call = CallState {
+            runtime_settings: request.runtime_settings().map(str::to_owned),
+            ..CallState::new(
+                operation,
+                request.session().cloned(),
+                request.history().cloned(),
+                clock.clone(),
+                options.abort.clone(),
+            )
+        };
         if let Err(error) = arm(&mut self.store, config.fuel_for(operation)) {
             return Err(CallError::Poisoned(self.failure(
                 operation,

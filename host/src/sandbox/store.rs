@@ -29,6 +29,8 @@ pub(crate) struct StoreState {
     pub(crate) stderr: OutputTail,
     /// Where a failed `dispose` of this instance is kept for its engine.
     pub(crate) disposals: Arc<DisposalFailures>,
+    /// What `host.engine-config` answers (`plugins.entries.<id>.config`).
+    pub(crate) engine_config: Option<Arc<str>>,
 }
 
 impl StoreState {
@@ -61,6 +63,15 @@ impl StoreState {
             services,
             stderr,
             disposals,
+            engine_config: None,
+        }
+    }
+
+    /// The state with `engine_config` as the engine's configuration.
+    pub(crate) fn with_engine_config(self, engine_config: Option<Arc<str>>) -> Self {
+        Self {
+            engine_config,
+            ..self
         }
     }
 }

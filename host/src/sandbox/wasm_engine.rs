@@ -38,6 +38,8 @@ struct Shared {
     owner: Arc<str>,
     info: EngineInfo,
     services: Arc<dyn HostServices>,
+    /// Its `plugins.entries.<id>.config`, handed to every instance.
+    engine_config: Option<Arc<str>>,
     sessions: Mutex<HashMap<String, Arc<SlotCell>>>,
     /// The instance for calls that belong to no session (`info`, subagent
     /// hooks).
@@ -56,6 +58,9 @@ pub struct EngineIdentity {
     pub id: String,
     /// Who registered it (`core`, `plugin:<name>`), for logs.
     pub owner: String,
+    /// Its `plugins.entries.<id>.config` as JSON: what `host.engine-config`
+    /// answers.
+    pub config: Option<Arc<str>>,
 }
 
 /// Owner named in the logs of an engine instantiated outside any registry.
@@ -105,12 +110,16 @@ impl Sandbox {
             EngineFailure::new(&*label, Operation::Load, FailureKind::Overloaded, NO_SLOT)
         })?;
         let disposals = Arc::new(DisposalFailures::default());
+        let engine_config = identity
+            .as_ref()
+            .and_then(|identity| identity.config.clone());
         let state = StoreState::new(
             label.clone(),
             self.inner.config.clone(),
             services.clone(),
             disposals.clone(),
-        );
+        )
+        .with_engine_config(engine_config.clone());
         let mut live = Live::start(&component.pre, state, ticket, Operation::Load).await?;
         let info = match live.call(&Request::Info, &CallOptions::default()).await {
             Ok(Response::Info(info)) => info,
@@ -136,6 +145,7 @@ impl Sandbox {
                 owner,
                 info,
                 services,
+                engine_config,
                 sessions: Mutex::new(HashMap::new()),
                 control,
                 disposals,
@@ -297,7 +307,8 @@ impl WasmEngine {
             shared.sandbox.inner.config.clone(),
             shared.services.clone(),
             shared.disposals.clone(),
-        );
+        )
+        .with_engine_config(shared.engine_config.clone());
         Live::start(&shared.pre, state, ticket, operation).await
     }
 

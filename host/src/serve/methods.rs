@@ -86,6 +86,7 @@ struct AssembleArgs {
     citations_mode: Option<String>,
     model: Option<String>,
     prompt: Option<String>,
+    runtime_settings: Option<Value>,
     /// `"ranges"`: answer with [`SessionHistory::ranges`] instead of the
     /// messages themselves.
     answer: Option<String>,
@@ -123,6 +124,7 @@ struct AfterTurnArgs {
     #[serde(default)]
     is_heartbeat: bool,
     runtime_context: Option<Value>,
+    runtime_settings: Option<Value>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -472,6 +474,7 @@ impl Service {
             citations_mode: own.citations_mode,
             model: own.model,
             prompt: own.prompt,
+            runtime_settings: own.runtime_settings.map(|value| value.to_string()),
         };
         let result = engine
             .assemble(call, &args.target.session(), &history, &assemble)
@@ -556,6 +559,7 @@ impl Service {
             token_budget: own.token_budget,
             is_heartbeat: own.is_heartbeat,
             runtime_context: None,
+            runtime_settings: None,
         };
         if let Err(failure) = engine.after_turn(call, &reference, &history, &after).await {
             tracing::warn!(%failure, "a committed turn's after-turn failed");
@@ -581,6 +585,7 @@ impl Service {
             token_budget: own.token_budget,
             is_heartbeat: own.is_heartbeat,
             runtime_context: own.runtime_context.map(|context| context.to_string()),
+            runtime_settings: own.runtime_settings.map(|value| value.to_string()),
         };
         engine
             .after_turn(call, &args.target.session(), &history, &after)

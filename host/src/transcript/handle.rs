@@ -19,7 +19,7 @@ use super::delta::{self, DeltaSource, PageLimits};
 use super::error::{CorruptLine, TranscriptError};
 use super::file::{FsyncPolicy, TornTail};
 use super::log::{Access, Opened, TranscriptLog, TranscriptLogs};
-use super::record::{self, NodeKind, ROTATION_MARKER, Record};
+use super::record::{self, NodeKind, ROLLBACK_MARKER, ROTATION_MARKER, Record};
 use super::wire::{self, SESSION_VERSION, SessionHeader};
 use crate::contract::history::History;
 use crate::contract::services::TranscriptDelta;
@@ -489,6 +489,33 @@ impl Transcript {
         self.write_lines(&mut state, vec![line])?;
         state.successor = Some(rotated);
         Ok(successor)
+    }
+
+    /// Takes the entries after `leaf` (`None`: every entry) off the active
+    /// branch, durably: a `custom` entry (`ctxbox.turn-rolled-back`, naming
+    /// `entry_ids` and `reason`) becomes the leaf as a child of `leaf`, so the
+    /// conversation continues from there. Nothing is deleted: the rolled-back
+    /// entries stay in the file on a branch of their own, as OpenClaw keeps
+    /// abandoned branches. `leaf` must be an entry of this transcript.
+    pub fn roll_back_to(
+        &self,
+        leaf: Option<&str>,
+        entry_ids: &[String],
+        reason: &str,
+    ) -> Result<(), TranscriptError> {
+        let mut state = self.state();
+        if let Some(leaf) = leaf
+            && !state.by_id.contains_key(leaf)
+        {
+            return Err(TranscriptError::InvalidAppend {
+                path: self.shared.path.clone(),
+                reason: format!("cannot roll back to `{leaf}`: no such entry"),
+            });
+        }
+        let id = new_id(|candidate| state.by_id.contains_key(candidate));
+        let data = serde_json::json!({ "entryIds": entry_ids, "reason": reason });
+        let line = wire::encode_custom_entry(&id, leaf, ROLLBACK_MARKER, data);
+        self.write_lines(&mut state, vec![line])
     }
 
     /// Writes a byte-identical copy of the transcript (header, every line,

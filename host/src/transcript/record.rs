@@ -11,6 +11,9 @@ use crate::contract::types::{AgentMessage, MessageEntry, RotatedSession};
 
 /// `customType` of the `custom` entry that records a rotation in the old file.
 pub(crate) const ROTATION_MARKER: &str = "ctxbox.rotated";
+/// `customType` of the `custom` entry that takes a failed turn's messages
+/// off the active branch (they stay in the file, on a branch of their own).
+pub(crate) const ROLLBACK_MARKER: &str = "ctxbox.turn-rolled-back";
 
 /// A line of the transcript after the header.
 #[derive(Debug)]

@@ -591,3 +591,32 @@ fn caches_exact_token_counts_when_configured() {
         "not the heuristic"
     );
 }
+
+#[test]
+fn a_roll_back_continues_the_branch_from_the_given_entry() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = write(
+        dir.path(),
+        &[
+            HEADER,
+            &user("a", None, "kept"),
+            &user("b", Some("a"), "dropped"),
+        ],
+    );
+    let transcript = store().open(&path).expect("open");
+    let error = transcript
+        .roll_back_to(Some("nope"), &["b".into()], "test")
+        .expect_err("unknown entry");
+    assert!(error.to_string().contains("nope"), "{error}");
+    transcript
+        .roll_back_to(Some("a"), &["b".into()], "test")
+        .expect("roll back");
+    assert_eq!(ids(&transcript), ["a"]);
+    let appended = transcript
+        .append(&[AgentMessage::user_text("next")])
+        .expect("append");
+    drop(transcript);
+    let reopened = store().open(&path).expect("reopen");
+    assert_eq!(ids(&reopened), ["a".to_owned(), appended[0].id.clone()]);
+    assert!(reopened.open_report().is_clean());
+}

@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 use ctxbox_host::contract::engine::{CallOptions, ContextEngine};
 use ctxbox_host::contract::failure::{FailureKind, Operation};
 use ctxbox_host::contract::history::History;
-use ctxbox_host::contract::types::{AssembleParams, AssembleResult, AssembledItem, CompactParams};
+use ctxbox_host::contract::types::{
+    AssembleParams, AssembleResult, AssembledItem, CompactParams, CompactResult,
+};
 use ctxbox_host::engines::guard::{GuardAction, GuardPolicy, GuardedEngine};
 use ctxbox_host::engines::selection::Engines;
 use ctxbox_host::sandbox::SandboxConfig;
@@ -515,14 +517,105 @@ async fn expect_compact_reported(
     )
     .await;
     assert!(!result.ok && !result.compacted, "{result:?}");
-    // The next compaction is legacy's native one.
+    let reason = result.reason.as_deref().unwrap_or_default();
+    assert!(
+        reason.contains(classification.as_str()),
+        "the engine's failure, not a generic reason: {reason}"
+    );
+    // The next compaction is legacy's native one, and says so.
     let engine = host.select(Some(id)).await;
     let next = engine
         .compact(&CallOptions::default(), &session, &history, &force())
         .await
         .expect("legacy compacts");
     assert!(next.ok && next.compacted, "{next:?}");
+    assert_legacy_compacted_for(&engine, id, &next);
     took
+}
+
+/// `result` is legacy's compaction in place of quarantined engine `id`,
+/// reported in its reason and as one guard event.
+fn assert_legacy_compacted_for(engine: &GuardedEngine, id: &str, result: &CompactResult) {
+    let reason = result.reason.as_deref().unwrap_or_default();
+    assert!(
+        reason.starts_with(&format!(
+            "compacted by legacy: engine `{id}` is quarantined"
+        )),
+        "{reason}"
+    );
+    let events = engine.take_events();
+    let last = events.last().expect("an event");
+    assert_eq!(last.action, GuardAction::FellBack, "{events:?}");
+    assert_eq!(last.operation, Operation::Compact);
+}
+
+/// The reference's compaction-selection rule: an engine's failed compaction
+/// is reported with its own error, not replayed through legacy, and (when
+/// the engine refused rather than broke) the next compaction asks it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_compaction_reports_the_engines_reason_and_asks_the_engine_again() {
+    let (dir, host) = zoo_host(SandboxConfig::default(), GuardPolicy::default());
+    let (session, history) = compaction_history(dir.path());
+    let engine = host.select(Some("compact-refuser")).await;
+    let call = CallOptions::default();
+    let refused = engine
+        .compact(&call, &session, &history, &force())
+        .await
+        .expect("reported, not failed");
+    assert!(!refused.ok && !refused.compacted, "{refused:?}");
+    let reason = refused.reason.as_deref().unwrap_or_default();
+    assert!(
+        reason.contains("partially mutated frontier (compaction 1)"),
+        "{reason}"
+    );
+    let events = engine.take_events();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].action, GuardAction::Reported);
+    assert_eq!(events[0].classification, FailureKind::EngineError);
+    assert!(host.quarantine().get("compact-refuser").is_none());
+
+    let next = engine
+        .compact(&call, &session, &history, &force())
+        .await
+        .expect("compact");
+    assert_eq!(
+        next.reason.as_deref(),
+        Some("nothing to do (compaction 2)"),
+        "the engine again, not legacy"
+    );
+    assert_eq!(engine.calls_served_by_legacy(), 0);
+    assert!(engine.serving_selected());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compaction_that_breaks_quarantines_and_legacy_compacts_after_saying_so() {
+    let (dir, host) = zoo_host(SandboxConfig::default(), GuardPolicy::default());
+    let (session, history) = compaction_history(dir.path());
+    let engine = host.select(Some("compact-refuser")).await;
+    let panic = CompactParams {
+        custom_instructions: Some("panic".into()),
+        ..force()
+    };
+    let broken = engine
+        .compact(&CallOptions::default(), &session, &history, &panic)
+        .await
+        .expect("reported, not failed");
+    assert!(!broken.ok, "{broken:?}");
+    assert!(
+        broken
+            .reason
+            .as_deref()
+            .is_some_and(|reason| reason.contains("(panic)")),
+        "{broken:?}"
+    );
+    assert_eq!(engine.take_events()[0].action, GuardAction::Reported);
+    assert!(host.quarantine().get("compact-refuser").is_some());
+    let next = engine
+        .compact(&CallOptions::default(), &session, &history, &force())
+        .await
+        .expect("legacy compacts");
+    assert!(next.ok && next.compacted, "{next:?}");
+    assert_legacy_compacted_for(&engine, "compact-refuser", &next);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -960,6 +1053,56 @@ async fn host_params_reach_only_engines_that_accept_them() {
     assert!(engine.take_events().is_empty());
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runtime_settings_reach_a_wasm_engine_through_its_import() {
+    let (_dir, host) = zoo_host(SandboxConfig::default(), GuardPolicy::default());
+    let engine = host.select(Some("settings-echo")).await;
+    let history = History::new(conversation(1));
+    let settings = r#"{"schemaVersion":1}"#;
+    let params = AssembleParams {
+        runtime_settings: Some(settings.into()),
+        ..AssembleParams::default()
+    };
+    let result = engine
+        .assemble(&CallOptions::default(), &session("s"), &history, &params)
+        .await
+        .expect("assemble");
+    assert_eq!(
+        result.system_prompt_addition.as_deref(),
+        Some(r#"settings=Some("{\"schemaVersion\":1}")"#)
+    );
+    let compact = CompactParams {
+        runtime_settings: Some(settings.into()),
+        runtime_context: Some(r#"{"trigger":"manual"}"#.into()),
+        ..CompactParams::default()
+    };
+    let result = engine
+        .compact(&CallOptions::default(), &session("s"), &history, &compact)
+        .await
+        .expect("compact");
+    let reason = result.reason.expect("echo");
+    assert!(
+        reason.starts_with(r#"settings=Some("{\"schemaVersion\":1}") params.settings=Some("#),
+        "{reason}"
+    );
+    assert!(reason.contains("trigger"), "{reason}");
+    // Outside the calls that carry settings, the import answers none.
+    let result = engine
+        .assemble(
+            &CallOptions::default(),
+            &session("s"),
+            &history,
+            &AssembleParams::default(),
+        )
+        .await
+        .expect("assemble");
+    assert_eq!(
+        result.system_prompt_addition.as_deref(),
+        Some("settings=None")
+    );
+    assert!(engine.take_events().is_empty());
+}
+
 /// The text of the note an engine added last to its prompt.
 fn last_note(result: &AssembleResult) -> String {
     use ctxbox_host::contract::types::{AgentMessage, ContentBlock};
@@ -1190,7 +1333,7 @@ async fn resolving_one_engine_does_not_hold_up_selecting_another() {
         .plugin("zoo")
         .register(
             "slow-to-make",
-            ctxbox_host::engines::registry::EngineFactory::Native(Arc::new(move || {
+            ctxbox_host::engines::registry::EngineFactory::Native(Arc::new(move |_: &_| {
                 if let Some(started) = started.lock().expect("lock").take() {
                     let _ = started.send(());
                 }

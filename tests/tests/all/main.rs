@@ -15,6 +15,7 @@ mod pg_cluster;
 mod provider_openai;
 mod python_engine;
 mod reference_overflow;
+mod reference_selection;
 mod replay;
 mod replay_fidelity;
 mod runner;

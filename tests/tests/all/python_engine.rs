@@ -154,6 +154,7 @@ fn params(token_budget: Option<u64>) -> AssembleParams {
         citations_mode: None,
         model: Some("test-model".to_owned()),
         prompt: None,
+        runtime_settings: None,
     }
 }
 
@@ -482,6 +483,7 @@ async fn the_other_exports_answer_the_reference_defaults() {
         token_budget: Some(1_000),
         is_heartbeat: false,
         runtime_context: Some("{}".to_owned()),
+        runtime_settings: Some(r#"{"schemaVersion":1}"#.to_owned()),
     };
     engine
         .after_turn(&call, &session, &history, &after_turn)

@@ -235,6 +235,18 @@ async fn a_timeout_on_a_nearly_full_prompt_compacts_and_retries() {
     assert_eq!(params.len(), 1);
     assert!(params[0].force);
     assert_eq!(params[0].compaction_target, CompactionTarget::Budget);
+    let context: serde_json::Value = serde_json::from_str(
+        params[0]
+            .runtime_context
+            .as_deref()
+            .expect("a runtime context"),
+    )
+    .expect("JSON");
+    assert_eq!(context["trigger"], "timeout_recovery");
+    assert_eq!(
+        (context["attempt"].as_u64(), context["maxAttempts"].as_u64()),
+        (Some(1), Some(2))
+    );
     assert_eq!(provider.prompts().len(), 2);
 }
 

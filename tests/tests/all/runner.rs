@@ -48,6 +48,21 @@ pub(crate) struct Spy {
     /// Answers `compact` with native compaction in place when set (instead
     /// of the scripted answers).
     compactor: Mutex<Option<Arc<Compactor>>>,
+    /// The runtime settings and context each call was given, in order.
+    runtime: Mutex<Vec<Seen>>,
+}
+
+/// What one call was told about the run.
+#[derive(Debug, Clone)]
+struct Seen {
+    operation: Operation,
+    settings: Option<serde_json::Value>,
+    context: Option<serde_json::Value>,
+}
+
+fn parse_json(json: &Option<String>) -> Option<serde_json::Value> {
+    json.as_deref()
+        .map(|json| serde_json::from_str(json).expect("the host passes JSON"))
 }
 
 impl Spy {
@@ -79,7 +94,31 @@ impl Spy {
             projection_epoch: Mutex::new(None),
             after_turn_compactor: Mutex::new(None),
             compactor: Mutex::new(None),
+            runtime: Mutex::new(Vec::new()),
         })
+    }
+
+    fn note_runtime(
+        &self,
+        operation: Operation,
+        settings: &Option<String>,
+        context: &Option<String>,
+    ) {
+        self.runtime.lock().expect("lock").push(Seen {
+            operation,
+            settings: parse_json(settings),
+            context: parse_json(context),
+        });
+    }
+
+    fn runtime_of(&self, operation: Operation) -> Vec<Seen> {
+        self.runtime
+            .lock()
+            .expect("lock")
+            .iter()
+            .filter(|seen| seen.operation == operation)
+            .cloned()
+            .collect()
     }
 
     /// Where the `nth` (0-based) call of `operation` finished in the log.
@@ -153,9 +192,10 @@ impl ContextEngine for Spy {
         _: &CallOptions,
         _: &SessionRef,
         history: &History,
-        _: &AssembleParams,
+        params: &AssembleParams,
     ) -> EngineResult<AssembleResult> {
         self.saw(Operation::Assemble);
+        self.note_runtime(Operation::Assemble, &params.runtime_settings, &None);
         let keep = AssembledItem::Keep {
             start: 0,
             end: history.len() as u32,
@@ -188,6 +228,11 @@ impl ContextEngine for Spy {
         params: &CompactParams,
     ) -> EngineResult<CompactResult> {
         self.saw(Operation::Compact);
+        self.note_runtime(
+            Operation::Compact,
+            &params.runtime_settings,
+            &params.runtime_context,
+        );
         self.compactions.lock().expect("lock").push(params.clone());
         let compactor = self.compactor.lock().expect("lock").clone();
         if let Some(compactor) = compactor {
@@ -212,6 +257,11 @@ impl ContextEngine for Spy {
         params: &AfterTurnParams,
     ) -> EngineResult<()> {
         self.saw(Operation::AfterTurn);
+        self.note_runtime(
+            Operation::AfterTurn,
+            &params.runtime_settings,
+            &params.runtime_context,
+        );
         let news = history.entries()[params.pre_prompt_message_count as usize..]
             .iter()
             .map(|entry| entry.message.clone())
@@ -834,5 +884,202 @@ async fn a_spawn_failed_by_the_callers_abort_is_still_rolled_back_once() {
         *spy.rollbacks.lock().expect("lock"),
         vec!["prep-sub-1".to_owned()],
         "rolled back exactly once, not aborted with the caller"
+    );
+}
+
+#[tokio::test]
+async fn overflow_compactions_tell_the_engine_their_trigger_and_attempt() {
+    let spy = Spy::new(false, vec![compacted(), compacted()]);
+    let provider = scripted(vec![overflow(), overflow(), answer()]);
+    let mut harness = harness(spy.clone(), provider, false);
+    harness.turn("hi").await.expect("recovers");
+    let seen = spy.runtime_of(Operation::Compact);
+    assert_eq!(seen.len(), 2);
+    for (index, seen) in seen.iter().enumerate() {
+        assert_eq!(
+            seen.context,
+            Some(serde_json::json!({
+                "trigger": "overflow",
+                "currentTokenCount": 9_000,
+                "attempt": index + 1,
+                "maxAttempts": 3,
+            }))
+        );
+        let settings = seen.settings.as_ref().expect("settings");
+        assert_eq!(settings["schemaVersion"], 1);
+        assert_eq!(settings["runtime"]["mode"], "degraded");
+        assert_eq!(
+            settings["diagnostics"]["degradedReason"],
+            "context_overflow"
+        );
+        assert_eq!(settings["contextEngineSelection"]["selectedId"], "spy");
+    }
+}
+
+#[tokio::test]
+async fn a_manual_compaction_and_a_pre_prompt_one_say_which_they_are() {
+    let spy = Spy::new(false, vec![compacted(), compacted()]);
+    let provider = scripted(vec![answer()]);
+    let mut harness = harness(spy.clone(), provider, true);
+    harness
+        .runner
+        .compact_now(&mut harness.session, None, &CancellationToken::new())
+        .await
+        .expect("compacts");
+    harness.turn(&"word ".repeat(8_000)).await.expect("answers");
+    let seen = spy.runtime_of(Operation::Compact);
+    assert_eq!(
+        seen[0].context,
+        Some(serde_json::json!({"trigger": "manual", "forceReason": "manual"}))
+    );
+    assert_eq!(
+        seen[0].settings.as_ref().expect("settings")["runtime"]["mode"],
+        "normal"
+    );
+    // The pre-prompt check's compaction is the reference's context-budget
+    // recovery: its estimate and its overflow attempt go along.
+    let budget = seen
+        .get(1)
+        .and_then(|seen| seen.context.clone())
+        .expect("the pre-prompt check's compaction");
+    assert_eq!(budget["trigger"], "budget");
+    assert!(
+        budget["currentTokenCount"]
+            .as_u64()
+            .is_some_and(|count| count > 8_000)
+    );
+    assert_eq!(
+        (budget["attempt"].as_u64(), budget["maxAttempts"].as_u64()),
+        (Some(1), Some(3))
+    );
+}
+
+#[tokio::test]
+async fn assemble_and_after_turn_get_runtime_settings_and_the_prompt_size() {
+    let spy = Spy::new(false, Vec::new());
+    let mut reply = AgentMessage::assistant_text("done");
+    if let AgentMessage::Assistant { usage, .. } = &mut reply {
+        *usage = Some(ctxbox_host::contract::types::Usage {
+            input: 1_200,
+            output: 30,
+            cache_read: 300,
+            cache_write: 0,
+            total: 1_530,
+        });
+    }
+    let provider = scripted(vec![Ok(reply)]);
+    let mut harness = harness(spy.clone(), provider, false);
+    harness.turn("hi").await.expect("answers");
+    let assembled = spy.runtime_of(Operation::Assemble);
+    let settings = assembled[0].settings.as_ref().expect("settings");
+    // The reserve as the reference computes it: 1,024 configured, raised to
+    // 20,000, capped at a quarter of the 8,192-token window.
+    assert_eq!(settings["limits"]["promptTokenBudget"], WINDOW - 2_048);
+    assert_eq!(settings["limits"]["maxOutputTokens"], 2_048);
+    assert_eq!(settings["runtime"]["host"], "ctxbox");
+    let after = spy.runtime_of(Operation::AfterTurn);
+    assert_eq!(
+        after[0].context,
+        Some(serde_json::json!({"currentTokenCount": 1_500})),
+        "input plus cached prompt tokens of the last call"
+    );
+    assert!(after[0].settings.is_some());
+}
+
+#[tokio::test]
+async fn runtime_settings_reach_only_engines_that_accept_them() {
+    let mut spy = Spy::new(false, vec![compacted()]);
+    Arc::get_mut(&mut spy)
+        .expect("not shared yet")
+        .info
+        .accepted_host_params = Some(vec![ctxbox_host::contract::types::HostParam::SessionKey]);
+    let provider = scripted(vec![overflow(), answer()]);
+    let mut harness = harness(spy.clone(), provider, false);
+    harness.turn("hi").await.expect("recovers");
+    let seen = spy.runtime.lock().expect("lock").clone();
+    assert!(seen.len() >= 3, "{seen:?}");
+    assert!(
+        seen.iter()
+            .all(|seen| seen.settings.is_none() && seen.context.is_none()),
+        "{seen:?}"
+    );
+}
+
+/// The text blocks of `message`, joined.
+fn text_of(message: &AgentMessage) -> String {
+    message
+        .content()
+        .iter()
+        .filter_map(|block| match block {
+            ctxbox_host::contract::types::ContentBlock::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn user_texts(messages: &[AgentMessage]) -> Vec<String> {
+    messages
+        .iter()
+        .filter(|message| matches!(message, AgentMessage::User { .. }))
+        .map(text_of)
+        .collect()
+}
+
+/// The reference drops an orphaned trailing user message: a turn that
+/// failed before the model answered leaves nothing on the branch the next
+/// prompt is built from, and nothing is deleted from the file.
+#[tokio::test]
+async fn a_failed_turns_unanswered_message_is_rolled_back() {
+    let spy = Spy::new(false, Vec::new());
+    let provider = scripted(vec![
+        Err(ProviderError::Failed("upstream 500".into())),
+        answer(),
+    ]);
+    let mut harness = harness(spy.clone(), provider.clone(), false);
+    let error = harness
+        .turn("first, never answered")
+        .await
+        .expect_err("fails");
+    assert!(error.to_string().contains("upstream 500"), "{error}");
+    let branch = harness.session.transcript().active_branch();
+    assert!(branch.is_empty(), "rolled back: {branch:?}");
+
+    harness.turn("second").await.expect("answers");
+    let prompts = provider.prompts();
+    assert_eq!(user_texts(prompts.last().expect("a prompt")), ["second"]);
+
+    // Durable: the file, opened afresh, continues from the rollback, and it
+    // still holds the rolled-back message.
+    let path = harness.session.transcript().path().to_owned();
+    let reopened = harness.store.open(&path).expect("reopen");
+    let texts: Vec<String> = reopened
+        .history()
+        .entries()
+        .iter()
+        .map(|entry| text_of(&entry.message))
+        .collect();
+    assert_eq!(texts, ["second", "done"]);
+    let raw = std::fs::read_to_string(&path).expect("read");
+    assert!(raw.contains("first, never answered"), "kept in the file");
+    assert!(raw.contains("ctxbox.turn-rolled-back"));
+}
+
+#[tokio::test]
+async fn a_failed_turn_the_model_answered_keeps_its_messages() {
+    let spy = Spy::new(false, Vec::new());
+    let provider = scripted(vec![
+        Ok(tool_call("c1")),
+        Err(ProviderError::Failed("upstream 500".into())),
+    ]);
+    let mut harness = harness(spy, provider, false);
+    harness
+        .turn("run it")
+        .await
+        .expect_err("fails after a tool call");
+    let branch = harness.session.transcript().active_branch();
+    assert_eq!(
+        branch.len(),
+        3,
+        "the ask, the call and its result: {branch:?}"
     );
 }

@@ -149,7 +149,7 @@ impl Compactor {
             blocking(move || Ok(transcript.context())).await?
         };
         let history = &context.history;
-        let tokens_before = accounting::tokens_before(&context, params.current_token_count);
+        let tokens_before = accounting::tokens_before(&context, params.observed_token_count());
         let threshold = params
             .token_budget
             .map(|window| window - effective_reserve(window, self.config.reserve_tokens));

@@ -1,5 +1,6 @@
 //! Probe engine: accepts only the `session-key` host parameter and echoes
-//! what reached it, so a test can see the guard's projection.
+//! what reached it, so a test can see the guard's projection, and its
+//! configured settings (`host::engine_config`), when it has any.
 
 use ctxbox_guest::prelude::*;
 
@@ -21,10 +22,11 @@ impl Engine for ParamEcho {
     ) -> Result<AssembleResult, EngineError> {
         let mut result =
             AssembleResult::keep_range(0..history.len(), history.tokens(0..history.len()));
-        result.system_prompt_addition = Some(format!(
-            "key={:?} prompt={:?}",
-            session.session_key, params.prompt
-        ));
+        let mut addition = format!("key={:?} prompt={:?}", session.session_key, params.prompt);
+        if let Some(config) = host::engine_config() {
+            addition.push_str(&format!(" config={config}"));
+        }
+        result.system_prompt_addition = Some(addition);
         Ok(result)
     }
 

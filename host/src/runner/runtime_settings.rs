@@ -1,0 +1,184 @@
+//! What the runner tells engines about the run around a call, in the shapes
+//! the reference uses: the runtime settings of `assemble`, `compact` and
+//! `after-turn` (schema version 1: runtime mode, model, engine selection,
+//! limits, diagnostics), and the runtime context of a compaction (its
+//! `trigger`, the observed `currentTokenCount`, the overflow attempt) and of
+//! `after-turn` (the last prompt's `currentTokenCount`).
+//!
+//! Both are JSON, and both reach an engine only if its
+//! `accepted-host-params` lets them (the guard projects them away otherwise).
+
+use serde_json::{Value, json};
+
+use super::TurnRunner;
+use crate::contract::types::{AgentMessage, Json, MessageEntry};
+
+/// What asked for a compaction (the reference's `trigger`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum CompactionTrigger {
+    /// The pre-prompt check: the context would not fit the budget.
+    Budget,
+    /// The provider refused the prompt as too large.
+    Overflow,
+    /// A user asked (`/compact`).
+    Manual,
+    /// The model timed out on a nearly full prompt.
+    TimeoutRecovery,
+}
+
+impl CompactionTrigger {
+    /// The reference's name for it.
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Budget => "budget",
+            Self::Overflow => "overflow",
+            Self::Manual => "manual",
+            Self::TimeoutRecovery => "timeout_recovery",
+        }
+    }
+
+    /// Why the run is degraded while this compaction runs, if it is.
+    fn degraded_reason(self) -> Option<&'static str> {
+        match self {
+            Self::Overflow => Some("context_overflow"),
+            Self::Budget | Self::Manual | Self::TimeoutRecovery => None,
+        }
+    }
+}
+
+/// Which overflow recovery attempt a compaction is, of how many.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Attempt {
+    /// 1-based.
+    pub(super) number: u32,
+    /// The turn's cap.
+    pub(super) of: u32,
+}
+
+impl TurnRunner {
+    /// The runtime settings of a call, degraded for `reason` when given.
+    pub(super) fn runtime_settings(&self, degraded_reason: Option<&str>) -> Json {
+        let model = self.config.model.as_deref();
+        json!({
+            "schemaVersion": 1,
+            "runtime": {
+                "host": "ctxbox",
+                "mode": if degraded_reason.is_some() { "degraded" } else { "normal" },
+                "harnessId": Value::Null,
+                "runtimeId": Value::Null,
+            },
+            "model": {
+                "requested": model,
+                "resolved": model,
+                "provider": Value::Null,
+                "family": Value::Null,
+            },
+            "contextEngineSelection": {
+                "selectedId": self.engine.selected_id(),
+                "source": "configured",
+            },
+            "executionHost": {
+                "id": "ctxbox",
+                "label": concat!("ctxbox ", env!("CARGO_PKG_VERSION")),
+            },
+            "limits": {
+                "promptTokenBudget": self.config.prompt_budget(),
+                "maxOutputTokens": self.config.reserve(),
+            },
+            "diagnostics": {
+                "fallbackReason": Value::Null,
+                "degradedReason": degraded_reason,
+            },
+        })
+        .to_string()
+    }
+
+    /// The runtime settings of a compaction `trigger` asked for.
+    pub(super) fn compaction_settings(&self, trigger: CompactionTrigger) -> Json {
+        self.runtime_settings(trigger.degraded_reason())
+    }
+}
+
+/// The runtime context of a compaction.
+pub(super) fn compaction_context(
+    trigger: CompactionTrigger,
+    current_token_count: Option<u64>,
+    attempt: Option<Attempt>,
+) -> Json {
+    let mut context = json!({ "trigger": trigger.as_str() });
+    if let Some(count) = current_token_count.filter(|count| *count > 0) {
+        context["currentTokenCount"] = json!(count);
+    }
+    if let Some(attempt) = attempt {
+        context["attempt"] = json!(attempt.number);
+        context["maxAttempts"] = json!(attempt.of);
+    }
+    if trigger == CompactionTrigger::Manual {
+        context["forceReason"] = json!("manual");
+    }
+    context.to_string()
+}
+
+/// The runtime context of `after-turn`: the prompt size the provider
+/// reported for the turn's last model call (input plus cached tokens), when
+/// it reported one.
+pub(super) fn after_turn_context(answers: &[MessageEntry]) -> Option<Json> {
+    let prompt_tokens = answers
+        .iter()
+        .rev()
+        .find_map(|entry| match &entry.message {
+            AgentMessage::Assistant {
+                usage: Some(usage), ..
+            } => Some(usage.input + usage.cache_read + usage.cache_write),
+            _ => None,
+        })
+        .filter(|tokens| *tokens > 0)?;
+    Some(json!({ "currentTokenCount": prompt_tokens }).to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(json: &str) -> Value {
+        serde_json::from_str(json).expect("JSON")
+    }
+
+    #[test]
+    fn a_compaction_context_names_its_trigger_and_attempt() {
+        let overflow = parse(&compaction_context(
+            CompactionTrigger::Overflow,
+            Some(40_000),
+            Some(Attempt { number: 2, of: 3 }),
+        ));
+        assert_eq!(
+            overflow,
+            json!({"trigger": "overflow", "currentTokenCount": 40_000, "attempt": 2, "maxAttempts": 3})
+        );
+        let manual = parse(&compaction_context(CompactionTrigger::Manual, None, None));
+        assert_eq!(
+            manual,
+            json!({"trigger": "manual", "forceReason": "manual"})
+        );
+        let budget = parse(&compaction_context(
+            CompactionTrigger::Budget,
+            Some(0),
+            None,
+        ));
+        assert_eq!(
+            budget,
+            json!({"trigger": "budget"}),
+            "zero is no observation"
+        );
+    }
+
+    #[test]
+    fn only_overflow_compactions_are_degraded() {
+        assert_eq!(
+            CompactionTrigger::Overflow.degraded_reason(),
+            Some("context_overflow")
+        );
+        assert_eq!(CompactionTrigger::Budget.degraded_reason(), None);
+        assert_eq!(CompactionTrigger::Manual.degraded_reason(), None);
+    }
+}
