@@ -457,33 +457,6 @@ mod tests {
     }
 
     #[test]
-    fn registering_a_native_engine_again_clears_its_quarantine() {
-        let (_dir, quarantine, registry) = registry();
-        let failure = EngineFailure::new("native", Operation::Assemble, FailureKind::Panic, "boom");
-        quarantine
-            .record("plugin:acme", None, &failure)
-            .expect("record");
-        let compactor = Arc::new(
-            crate::services::compaction::Compactor::from_config(
-                crate::transcript::TranscriptStore::new(Default::default()),
-                Default::default(),
-            )
-            .expect("default compactor"),
-        );
-        let engine: Arc<dyn ContextEngine> =
-            Arc::new(crate::engines::legacy::LegacyEngine::new(compactor));
-        registry
-            .plugin("acme")
-            .register(
-                "native",
-                EngineFactory::native(engine),
-                RegisterOptions::default(),
-            )
-            .expect("register");
-        assert!(!quarantine.is_blocked("native"));
-    }
-
-    #[test]
     fn empty_ids_are_refused() {
         let (_dir, _quarantine, registry) = registry();
         assert!(matches!(

@@ -38,7 +38,7 @@ pub use self::report::{TurnError, TurnReport};
 use self::runtime_settings::{CompactionTrigger, after_turn_context, compaction_context};
 pub use self::script::{FailedTurn, RunReport};
 pub use self::session::Session;
-pub use self::subagent::SpawnOutcome;
+pub use self::subagent::{PARENT_FORK_MAX_TOKENS, SpawnOutcome, SubagentPlan, SubagentRequest};
 use crate::contract::engine::{CallOptions, ContextEngine};
 use crate::contract::history::History;
 use crate::contract::types::{

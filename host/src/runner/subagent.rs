@@ -1,16 +1,44 @@
-//! Subagents: the engine prepares for a spawn, and when the spawn fails the
-//! preparation is rolled back exactly once — even when it failed because the
-//! caller aborted.
+//! Subagents: how a child's context starts (the reference's spawn-context
+//! rules: isolated unless a fork is asked for, no fork of a parent too large
+//! to fit, and no engine preparation for a light isolated child), then the
+//! engine prepares for the spawn, and when the spawn fails the preparation is
+//! rolled back exactly once — even when it failed because the caller
+//! aborted.
 
 use std::future::Future;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::TurnRunner;
+use super::{Session, TurnRunner};
 use crate::contract::engine::{CallOptions, ContextEngine};
 use crate::contract::failure::EngineFailure;
-use crate::contract::types::{SubagentEndReason, SubagentSpawn};
+use crate::contract::types::{ContextMode, SubagentEndReason, SubagentSpawn};
+
+/// The largest parent context, tokens, a subagent may fork from (the
+/// reference's default); a larger parent's child starts isolated instead.
+pub const PARENT_FORK_MAX_TOKENS: u64 = 100_000;
+
+/// What the caller asked of a subagent's context.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SubagentRequest {
+    /// `fork` or `isolated`; `None` (the default): isolated.
+    pub context: Option<ContextMode>,
+    /// A light child: when it starts isolated, the engine is not asked to
+    /// prepare for it.
+    pub light_context: bool,
+}
+
+/// How a subagent starts: [`TurnRunner::plan_subagent`]'s answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubagentPlan {
+    /// The child's context mode.
+    pub context_mode: ContextMode,
+    /// Whether the engine is asked to prepare for the spawn.
+    pub prepare_engine: bool,
+    /// Why a requested fork became isolated, in words for the user.
+    pub note: Option<String>,
+}
 
 /// How long a rollback may take once the spawn failed (the sandbox's own
 /// per-call limits apply within it too).
@@ -34,6 +62,56 @@ pub enum SpawnOutcome<E: std::error::Error + 'static> {
 }
 
 impl TurnRunner {
+    /// How a subagent of `parent` starts, given `request`: isolated unless a
+    /// fork was asked for; a fork of a parent whose context is over
+    /// [`PARENT_FORK_MAX_TOKENS`] (the larger of its reported usage and the
+    /// host's estimate) starts isolated, with a note saying so.
+    pub fn plan_subagent(&self, parent: &Session, request: &SubagentRequest) -> SubagentPlan {
+        let mut plan = SubagentPlan {
+            context_mode: request.context.unwrap_or(ContextMode::Isolated),
+            prepare_engine: true,
+            note: None,
+        };
+        if plan.context_mode == ContextMode::Fork {
+            let parent_tokens = parent.context_tokens().max(parent.history().total_tokens());
+            if parent_tokens > PARENT_FORK_MAX_TOKENS {
+                plan.context_mode = ContextMode::Isolated;
+                plan.note = Some(format!(
+                    "Parent context is too large to fork ({parent_tokens}/{PARENT_FORK_MAX_TOKENS} tokens); starting with isolated context instead."
+                ));
+            }
+        }
+        plan.prepare_engine =
+            !(request.light_context && plan.context_mode == ContextMode::Isolated);
+        plan
+    }
+
+    /// [`spawn_subagent`](Self::spawn_subagent) as `plan` says: without
+    /// asking the engine when the plan needs no preparation.
+    pub async fn spawn_planned_subagent<T, E, F>(
+        &self,
+        plan: &SubagentPlan,
+        spawn: &SubagentSpawn,
+        abort: &CancellationToken,
+        start: F,
+    ) -> Result<T, SpawnOutcome<E>>
+    where
+        E: std::error::Error + 'static,
+        F: Future<Output = Result<T, E>>,
+    {
+        let spawn = SubagentSpawn {
+            context_mode: plan.context_mode,
+            ..spawn.clone()
+        };
+        if !plan.prepare_engine {
+            return start.await.map_err(|error| SpawnOutcome::SpawnFailed {
+                error,
+                rollback: None,
+            });
+        }
+        self.spawn_subagent(&spawn, abort, start).await
+    }
+
     /// Asks the engine to prepare for `spawn`, then runs `start` (the host's
     /// actual spawn). If `start` fails, the engine's preparation is rolled
     /// back, exactly once.

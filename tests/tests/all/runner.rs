@@ -1083,3 +1083,88 @@ async fn a_failed_turn_the_model_answered_keeps_its_messages() {
         "the ask, the call and its result: {branch:?}"
     );
 }
+
+#[tokio::test]
+async fn a_subagent_starts_isolated_unless_a_fork_is_asked_for() {
+    use ctxbox_host::runner::SubagentRequest;
+    let harness = harness(Spy::new(false, Vec::new()), scripted(Vec::new()), false);
+    let default = harness
+        .runner
+        .plan_subagent(&harness.session, &SubagentRequest::default());
+    assert_eq!(default.context_mode, ContextMode::Isolated);
+    assert!(default.prepare_engine);
+    assert_eq!(default.note, None);
+    let fork = harness.runner.plan_subagent(
+        &harness.session,
+        &SubagentRequest {
+            context: Some(ContextMode::Fork),
+            light_context: true,
+        },
+    );
+    assert_eq!(fork.context_mode, ContextMode::Fork, "a small parent forks");
+    assert!(fork.prepare_engine, "a forked child is always prepared for");
+}
+
+#[tokio::test]
+async fn a_fork_of_a_parent_too_large_starts_isolated_with_a_note() {
+    use ctxbox_host::runner::{PARENT_FORK_MAX_TOKENS, SubagentRequest};
+    let harness = harness(Spy::new(false, Vec::new()), scripted(Vec::new()), false);
+    let big = "word ".repeat(PARENT_FORK_MAX_TOKENS as usize);
+    harness
+        .session
+        .transcript()
+        .append(&[AgentMessage::user_text(big)])
+        .expect("append");
+    let plan = harness.runner.plan_subagent(
+        &harness.session,
+        &SubagentRequest {
+            context: Some(ContextMode::Fork),
+            light_context: false,
+        },
+    );
+    assert_eq!(plan.context_mode, ContextMode::Isolated);
+    let note = plan.note.expect("a note");
+    assert!(
+        note.starts_with("Parent context is too large to fork (")
+            && note.ends_with(&format!(
+                "/{PARENT_FORK_MAX_TOKENS} tokens); starting with isolated context instead."
+            )),
+        "{note}"
+    );
+}
+
+#[tokio::test]
+async fn a_light_isolated_subagent_is_spawned_without_asking_the_engine() {
+    use ctxbox_host::runner::SubagentRequest;
+    let spy = Spy::new(false, Vec::new());
+    let harness = harness(spy.clone(), scripted(Vec::new()), false);
+    let light = harness.runner.plan_subagent(
+        &harness.session,
+        &SubagentRequest {
+            context: None,
+            light_context: true,
+        },
+    );
+    assert!(!light.prepare_engine);
+    let spawned = harness
+        .runner
+        .spawn_planned_subagent(&light, &spawn(), &CancellationToken::new(), async {
+            Ok::<_, SpawnFailed>("child")
+        })
+        .await
+        .expect("spawned");
+    assert_eq!(spawned, "child");
+    assert_eq!(spy.count(Operation::PrepareSubagentSpawn), 0);
+
+    let full = harness
+        .runner
+        .plan_subagent(&harness.session, &SubagentRequest::default());
+    harness
+        .runner
+        .spawn_planned_subagent(&full, &spawn(), &CancellationToken::new(), async {
+            Ok::<_, SpawnFailed>("child")
+        })
+        .await
+        .expect("spawned");
+    assert_eq!(spy.count(Operation::PrepareSubagentSpawn), 1);
+}
