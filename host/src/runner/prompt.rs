@@ -511,7 +511,7 @@ mod tests {
     #[test]
     fn each_tool_result_is_capped_and_nothing_else_is_cut() {
         let long_call =
-            AgentMessage::tool_call("c1", "exec", &format!("{{\"a\":\"{}\"}}", "b".repeat(900)));
+            AgentMessage::tool_call("c1", "exec", format!("{{\"a\":\"{}\"}}", "b".repeat(900)));
         let mut messages = vec![long_call.clone(), result("c1", &"a".repeat(4_000))];
         cap_tool_results(&mut messages, 100);
         assert_eq!(messages[0], long_call, "arguments are not results");

@@ -117,7 +117,7 @@ mod tests {
     use super::*;
 
     fn result(chars: usize) -> AgentMessage {
-        AgentMessage::tool_result("c", "exec", &"x".repeat(chars))
+        AgentMessage::tool_result("c", "exec", "x".repeat(chars))
     }
 
     #[test]
@@ -144,7 +144,7 @@ mod tests {
         let write = AgentMessage::tool_call(
             "w",
             "write",
-            &format!("{{\"content\":\"{}\"}}", "y".repeat(40_000)),
+            format!("{{\"content\":\"{}\"}}", "y".repeat(40_000)),
         );
         let reducible = Reducible::in_messages(&[write, result(100)], 16_384);
         assert_eq!(reducible.oversized, 1);
