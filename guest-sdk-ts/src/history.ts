@@ -1,6 +1,7 @@
 /**
  * Reading the history a call is lent: paged copies, token counts as numbers,
- * and where a cut would split a tool call from its results.
+ * the newest suffix that fits a budget, and where a cut would split a tool
+ * call from its results.
  */
 import type { AgentMessage, History, MessageEntry } from "./wit.js";
 
@@ -43,6 +44,16 @@ export function* pages(
 /** The host's token estimate of entries `start..end`, as a number. */
 export function tokens(history: History, start: number, end: number): number {
   return Number(history.tokens(start, end));
+}
+
+/**
+ * The start of the newest suffix that fits `maxTokens` without separating a tool
+ * call from its results (`history.len()` when only the empty suffix does): the
+ * host's `fitting-suffix`, one crossing however long the history.
+ */
+export function fittingSuffix(history: History, maxTokens: number): number {
+  const max = Number.isFinite(maxTokens) ? BigInt(Math.max(0, Math.floor(maxTokens))) : 2n ** 64n - 1n;
+  return history.fittingSuffix(max);
 }
 
 /**

@@ -18,6 +18,6 @@ export { defineEngine, type Engine, type EngineInfoInit, type EngineSpec } from 
 export { EngineFailure, HostFailure, toEngineError } from "./errors.js";
 export * as host from "./host.js";
 export { state, toJson, fromJson, type SummarizeOptions, type DeltaOptions } from "./host.js";
-export { messageText, pages, readRange, splitPair, toArray, tokens } from "./history.js";
+export { fittingSuffix, messageText, pages, readRange, splitPair, toArray, tokens } from "./history.js";
 export { assembled, customText, insert, keep, userText, type AssembledOptions } from "./prompt.js";
 export { hostConsole } from "./console.js";

@@ -40,6 +40,19 @@ export class History {
     return at < 0 ? undefined : at;
   }
   tokens(start, end) { return BigInt(10 * (Math.min(end, this.entries.length) - start)); }
+  /** The first start whose suffix fits and that no earlier call's results straddle, by brute force. */
+  fittingSuffix(maxTokens) {
+    const len = this.entries.length;
+    const straddled = (cut) =>
+      this.entries.slice(0, cut).some((_, index) => {
+        const pairing = this.toolPairing(index);
+        return pairing.tag === "tool-calls" && pairing.val >= cut;
+      });
+    for (let start = 0; start < len; start += 1) {
+      if (this.tokens(start, len) <= maxTokens && !straddled(start)) return start;
+    }
+    return len;
+  }
 }
 
 /** The fake host: `logs`, `state` and `delegated` record what the engine did. */

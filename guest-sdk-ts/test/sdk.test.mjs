@@ -137,6 +137,8 @@ test("history helpers page, count tokens and keep tool pairs whole", () => {
   assert.deepEqual(answer.split, [null, null, [1, 3], null, null]);
   assert.equal(answer.text, "question");
   assert.equal(answer.tokens, 50);
+  // 20 tokens: the last two entries; 30 would open on the result (2): after it.
+  assert.deepEqual(answer.fitting, [5, 3, 3, 0]);
   assert.equal(answer.estimate, 35);
 });
 

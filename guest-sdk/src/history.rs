@@ -63,6 +63,41 @@ pub trait HistoryView {
             .find(|&index| self.entry(index).is_some_and(|entry| entry.id == entry_id))
     }
 
+    /// The start of the newest suffix within `max_tokens` that separates no
+    /// tool call from its results: the smallest `start` with
+    /// `tokens(start..len) <= max_tokens` where no assistant message before
+    /// `start` has a result at or after it; `len` when only the empty suffix
+    /// qualifies (the WIT `fitting-suffix`).
+    ///
+    /// [`History`] asks the host: one crossing, O(log n) there. Default: a
+    /// binary search over [`tokens`](HistoryView::tokens), then a scan of
+    /// [`tool_pairing`](HistoryView::tool_pairing) up to the answer.
+    fn fitting_suffix(&self, max_tokens: u64) -> u32 {
+        let len = self.len();
+        let (mut low, mut high) = (0, len);
+        while low < high {
+            let mid = low + (high - low) / 2;
+            if self.tokens(mid..len) <= max_tokens {
+                high = mid;
+            } else {
+                low = mid + 1;
+            }
+        }
+        // The furthest result of any call before each cut, up to a cut that
+        // has none after it.
+        let mut furthest_result = None;
+        for position in 0..len {
+            let open = furthest_result.is_some_and(|last| last >= position);
+            if position >= low && !open {
+                return position;
+            }
+            if let Some(ToolPairing::ToolCalls(last_result)) = self.tool_pairing(position) {
+                furthest_result = furthest_result.max(Some(last_result));
+            }
+        }
+        len
+    }
+
     /// The tool-call pair that cutting the history just before `cut` would
     /// separate, as the positions from the assistant call to its last result
     /// (`call..last_result + 1`); `None` when the cut separates no pair.
@@ -186,6 +221,13 @@ impl<'a> History<'a> {
     pub fn tokens(&self, range: Range<u32>) -> u64 {
         self.raw.tokens(range.start, range.end)
     }
+
+    /// The start of the newest suffix within `max_tokens` that separates no
+    /// tool call from its results ([`HistoryView::fitting_suffix`]), answered
+    /// by the host in one crossing.
+    pub fn fitting_suffix(&self, max_tokens: u64) -> u32 {
+        self.raw.fitting_suffix(max_tokens)
+    }
 }
 
 impl HistoryView for History<'_> {
@@ -215,5 +257,9 @@ impl HistoryView for History<'_> {
 
     fn find(&self, entry_id: &str) -> Option<u32> {
         History::find(self, entry_id)
+    }
+
+    fn fitting_suffix(&self, max_tokens: u64) -> u32 {
+        History::fitting_suffix(self, max_tokens)
     }
 }

@@ -97,6 +97,13 @@ pub fn read_transcript_delta(
 /// The engine's durable key-value store: private to the engine id, shared by
 /// its sessions, kept across restarts, limited by a byte quota.
 ///
+/// The writes of one call (`set`, `delete`) are one batch: the call reads
+/// them back at once (`get` and `scan` see them), the host makes them
+/// durable in one transaction when the call answers, before it uses the
+/// answer, and drops them all if the call fails (an error, a trap, a broken
+/// limit). Other calls — other sessions of the engine — see them only once
+/// the call has answered.
+///
 /// ```no_run
 /// use ctxbox_guest::host::state;
 ///

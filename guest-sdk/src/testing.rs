@@ -304,6 +304,29 @@ mod tests {
     }
 
     #[test]
+    fn the_fitting_suffix_fits_and_never_parts_a_pair() {
+        let history = sample();
+        // Ten tokens per entry, eight entries.
+        let starts: Vec<u32> = [0, 9, 10, 20, 30, 40, 50, 60, 70, 80]
+            .into_iter()
+            .map(|max_tokens| history.fitting_suffix(max_tokens))
+            .collect();
+        // 20-30 tokens would start at r3 or r2, inside the pair a2..r3: the
+        // suffix begins after it (the orphan result is no pair); 60 would
+        // start at r1, after its call: u2 instead.
+        assert_eq!(starts, [8, 8, 7, 7, 7, 4, 3, 3, 1, 0]);
+        let interleaved = MemoryHistory::with_estimator(
+            vec![
+                entry("a", call("c1")),
+                entry("u", AgentMessage::user_text("while it runs")),
+                entry("r", result("c1")),
+            ],
+            |_| 10,
+        );
+        assert_eq!(interleaved.fitting_suffix(20), 3, "u is inside the pair");
+    }
+
+    #[test]
     fn pairs_calls_with_their_results_like_the_host() {
         let history = sample();
         assert_eq!(history.tool_pairing(0), Some(ToolPairing::None));

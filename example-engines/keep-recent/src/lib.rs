@@ -8,8 +8,9 @@
 //! Compaction is delegated to the host (the SDK default).
 //!
 //! The planning logic ([`plan`]) works on any [`HistoryView`], so it also runs
-//! natively; the wasm export calls it over the host's history, costing
-//! O(log n) boundary crossings whatever the session's length.
+//! natively; the wasm export calls it over the host's history, costing five
+//! boundary crossings or fewer whatever the session's length: the suffix is
+//! one `fitting-suffix` query, answered by the host.
 
 use ctxbox_guest::prelude::*;
 
@@ -52,13 +53,9 @@ pub fn plan(history: &impl HistoryView, token_budget: Option<u64>) -> AssembleRe
         _ => return AssembleResult::keep_range(0..len, all_tokens),
     };
 
-    let pinned_end = pinned_summary_end(history, budget);
-    let pinned_tokens = history.tokens(0..pinned_end);
+    let (pinned_end, pinned_tokens) = pinned_summary(history, budget);
     let available = budget.saturating_sub(NOTE_TOKENS + pinned_tokens);
-    let start = pair_safe_start(
-        history,
-        fitting_suffix_start(history, pinned_end, available),
-    );
+    let start = kept_start(history, pinned_end, available);
 
     let omitted = start - pinned_end;
     let kept_tokens = history.tokens(start..len);
@@ -68,7 +65,7 @@ pub fn plan(history: &impl HistoryView, token_budget: Option<u64>) -> AssembleRe
     }
     let mut estimated_tokens = pinned_tokens + kept_tokens;
     if omitted > 0 {
-        let omitted_tokens = history.tokens(pinned_end..start);
+        let omitted_tokens = all_tokens.saturating_sub(pinned_tokens + kept_tokens);
         items.push(AssembledItem::Insert(AgentMessage::note(
             "keep-recent",
             format!(
@@ -88,15 +85,31 @@ pub fn plan(history: &impl HistoryView, token_budget: Option<u64>) -> AssembleRe
     }
 }
 
-/// 1 if the history opens with a compaction summary worth at most half the
-/// budget, else 0.
-fn pinned_summary_end(history: &impl HistoryView, budget: u64) -> u32 {
-    let opens_with_summary = history.kind(0) == Some(MessageKind::CompactionSummary);
-    if opens_with_summary && history.tokens(0..1) <= budget / 2 {
-        1
-    } else {
-        0
+/// `(1, its tokens)` if the history opens with a compaction summary worth at
+/// most half the budget, else `(0, 0)`.
+fn pinned_summary(history: &impl HistoryView, budget: u64) -> (u32, u64) {
+    if history.kind(0) != Some(MessageKind::CompactionSummary) {
+        return (0, 0);
     }
+    let tokens = history.tokens(0..1);
+    if tokens <= budget / 2 {
+        (1, tokens)
+    } else {
+        (0, 0)
+    }
+}
+
+/// The first entry kept after `floor`: the start of the newest suffix that
+/// fits `available` tokens without parting a tool call from its results
+/// (one host query). When only the empty suffix fits, the newest entry
+/// alone, or the newest call with its results when the newest entries are
+/// results (the search below).
+fn kept_start(history: &impl HistoryView, floor: u32, available: u64) -> u32 {
+    let start = history.fitting_suffix(available);
+    if start < history.len() {
+        return start.max(floor);
+    }
+    pair_safe_start(history, fitting_suffix_start(history, floor, available))
 }
 
 /// The smallest start in `floor..len` whose suffix fits `available` tokens;

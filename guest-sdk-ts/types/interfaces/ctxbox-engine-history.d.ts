@@ -68,6 +68,23 @@ declare module 'ctxbox:engine/history@0.1.0' {
     * O(1) after the first call), the same estimator the host budgets with.
     */
     tokens(start: number, end: number): bigint;
+    /**
+    * The start of the newest suffix that fits `max-tokens` without
+    * separating a tool call from its result: the smallest `start` with
+    * `tokens(start, len) <= max-tokens` such that no assistant message
+    * before `start` has a tool result at or after it. `0` when the whole
+    * history fits; `len` when no such suffix but the empty one does (the
+    * newest entries alone are too large, or are results whose call is
+    * too large to keep with them). O(log n) in the host: one crossing
+    * for the plan a keep-recent engine would otherwise search for with
+    * `tokens` and `tool-pairing`.
+    * 
+    * Added within contract version 0.1.0: it only adds a function to
+    * this interface, so every engine built before loads and behaves as
+    * it did; an engine that imports it needs a host that offers it (an
+    * older host refuses it at load, naming the missing import).
+    */
+    fittingSuffix(maxTokens: bigint): number;
     [Symbol.dispose](): void;
   }
 }

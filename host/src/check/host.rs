@@ -182,4 +182,8 @@ impl HostServices for CheckServices {
             .state_scan(call, prefix, start_after, limit)
             .await
     }
+
+    async fn commit_state(&self, call: ServiceCall<'_>) -> Result<(), ServiceError> {
+        self.inner.commit_state(call).await
+    }
 }

@@ -47,6 +47,10 @@ impl HistoryView for History {
     fn tokens(&self, range: Range<u32>) -> u64 {
         History::tokens(self, range.start as usize..range.end as usize)
     }
+
+    fn fitting_suffix(&self, max_tokens: u64) -> u32 {
+        History::fitting_suffix(self, max_tokens) as u32
+    }
 }
 
 /// `entry` as the guest SDK's type: what a wasm engine would receive.

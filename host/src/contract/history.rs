@@ -41,9 +41,10 @@ struct Inner {
     /// `prefix_tokens[i]` = estimated tokens of entries `0..i`.
     prefix_tokens: Vec<u64>,
     pairing: Vec<ToolPairing>,
-    /// `splits_pair[p]`: a cut between entries `p - 1` and `p` would separate
-    /// a tool call from one of its results.
-    splits_pair: Vec<bool>,
+    /// `safe_cut[p]`: the first cut position at or after `p` that separates
+    /// no tool call from its results (a cut at `p` is between entries
+    /// `p - 1` and `p`; `safe_cut[p] == p` when that cut is safe).
+    safe_cut: Vec<u32>,
     positions: OnceLock<HashMap<String, u32>>,
 }
 
@@ -72,13 +73,13 @@ impl History {
             prefix_tokens.push(total);
         }
         let pairing = compute_pairing(&entries);
-        let splits_pair = compute_pair_splits(&pairing);
+        let safe_cut = compute_safe_cuts(&pairing);
         Self {
             inner: Arc::new(Inner {
                 entries,
                 prefix_tokens,
                 pairing,
-                splits_pair,
+                safe_cut,
                 positions: OnceLock::new(),
             }),
         }
@@ -94,7 +95,7 @@ impl History {
             entries: shared.entries[..keep.min(shared.entries.len())].to_vec(),
             prefix_tokens: shared.prefix_tokens[..=keep.min(shared.entries.len())].to_vec(),
             pairing: Vec::new(),
-            splits_pair: Vec::new(),
+            safe_cut: Vec::new(),
             positions: OnceLock::new(),
         });
         let keep = keep.min(inner.entries.len());
@@ -110,7 +111,7 @@ impl History {
         }
         inner.entries.extend(appended);
         inner.pairing = compute_pairing(&inner.entries);
-        inner.splits_pair = compute_pair_splits(&inner.pairing);
+        inner.safe_cut = compute_safe_cuts(&inner.pairing);
         inner.positions = OnceLock::new();
         Self {
             inner: Arc::new(inner),
@@ -152,10 +153,23 @@ impl History {
     /// its results. Cutting at 0 or at the end never does.
     pub fn splits_pair(&self, position: usize) -> bool {
         self.inner
-            .splits_pair
+            .safe_cut
             .get(position)
-            .copied()
-            .unwrap_or(false)
+            .is_some_and(|&safe| safe as usize != position)
+    }
+
+    /// The start of the newest suffix within `max_tokens` that separates no
+    /// tool call from its results (the WIT `fitting-suffix`): the smallest
+    /// `start` with `tokens(start..len) <= max_tokens` and
+    /// `!splits_pair(start)`; `len` when only the empty suffix qualifies.
+    /// O(log n): a binary search over the prefix sums, then one lookup.
+    pub fn fitting_suffix(&self, max_tokens: u64) -> usize {
+        let prefix = &self.inner.prefix_tokens;
+        let total = prefix[self.len()];
+        // Suffix sums shrink as the start grows: the first start whose
+        // prefix leaves at most `max_tokens` behind it.
+        let fitting = prefix.partition_point(|&before| total - before > max_tokens);
+        self.inner.safe_cut[fitting] as usize
     }
 
     /// Position of the entry with id `entry_id`.
@@ -252,19 +266,28 @@ fn compute_pairing(entries: &[MessageEntry]) -> Vec<ToolPairing> {
     pairing
 }
 
-/// For every cut position, whether some call before it has a result at or
-/// after it.
-fn compute_pair_splits(pairing: &[ToolPairing]) -> Vec<bool> {
-    let mut splits = Vec::with_capacity(pairing.len() + 1);
+/// For every cut position, the first position at or after it where a cut
+/// separates no call from its results (some call before a cut with a result
+/// at or after it makes the cut unsafe; a cut at the end is always safe).
+fn compute_safe_cuts(pairing: &[ToolPairing]) -> Vec<u32> {
+    let mut unsafe_cut = Vec::with_capacity(pairing.len() + 1);
     let mut furthest_result: Option<u32> = None;
     for (position, role) in pairing.iter().enumerate() {
-        splits.push(furthest_result.is_some_and(|last| last as usize >= position));
+        unsafe_cut.push(furthest_result.is_some_and(|last| last as usize >= position));
         if let ToolPairing::ToolCalls { last_result } = role {
             furthest_result = furthest_result.max(Some(*last_result));
         }
     }
-    splits.push(false);
-    splits
+    unsafe_cut.push(false);
+    let mut safe_cut = vec![0; unsafe_cut.len()];
+    let mut next_safe = pairing.len() as u32;
+    for (position, is_unsafe) in unsafe_cut.iter().enumerate().rev() {
+        if !is_unsafe {
+            next_safe = position as u32;
+        }
+        safe_cut[position] = next_safe;
+    }
+    safe_cut
 }
 
 #[cfg(test)]
@@ -363,6 +386,93 @@ mod tests {
             Some(ToolPairing::ToolCalls { last_result: 2 })
         );
         assert!(regrown.splits_pair(2));
+    }
+
+    #[test]
+    fn the_fitting_suffix_never_splits_a_pair() {
+        let history = History::new(vec![
+            entry("u", AgentMessage::user_text("question")),
+            entry("a", call("c1")),
+            entry("r", result("c1")),
+            entry("v", AgentMessage::user_text("next")),
+        ]);
+        let tokens = |start: usize| history.tokens(start..4);
+        assert_eq!(history.fitting_suffix(u64::MAX), 0);
+        assert_eq!(history.fitting_suffix(tokens(0)), 0);
+        assert_eq!(history.fitting_suffix(tokens(1)), 1);
+        // The result (2) fits with what follows, its call does not.
+        assert_eq!(history.fitting_suffix(tokens(2)), 3);
+        assert_eq!(history.fitting_suffix(tokens(3) - 1), 4);
+        assert_eq!(History::default().fitting_suffix(0), 0);
+    }
+
+    /// A random conversation: users, assistants with or without a call,
+    /// results answering open calls (in any order, possibly much later),
+    /// orphan results; sizes from a few to a few hundred characters.
+    fn conversation() -> impl proptest::strategy::Strategy<Value = Vec<MessageEntry>> {
+        use proptest::prelude::*;
+        let step = (0u8..5, 1usize..400, 0usize..4);
+        proptest::collection::vec(step, 0..40).prop_map(|steps| {
+            let mut open: Vec<String> = Vec::new();
+            let mut entries = Vec::new();
+            for (index, (kind, size, pick)) in steps.into_iter().enumerate() {
+                let text = "x".repeat(size);
+                let message = match kind {
+                    0 => AgentMessage::user_text(text),
+                    1 => {
+                        let id = format!("c{index}");
+                        open.push(id.clone());
+                        AgentMessage::tool_call(&id, "read", &text)
+                    }
+                    2 | 3 if !open.is_empty() => {
+                        let id = open.remove(pick % open.len());
+                        AgentMessage::tool_result(&id, "read", &text)
+                    }
+                    2 => AgentMessage::tool_result("orphan", "read", &text),
+                    _ => AgentMessage::assistant_text(text),
+                };
+                entries.push(entry(&format!("e{index}"), message));
+            }
+            entries
+        })
+    }
+
+    /// Whether a cut at `position` separates a call from a result, by
+    /// looking at every pair.
+    fn splits_by_brute_force(entries: &[MessageEntry], position: usize) -> bool {
+        entries[..position].iter().any(|before| {
+            before.message.tool_call_ids().any(|id| {
+                entries[position..].iter().any(|after| {
+                    matches!(&after.message, AgentMessage::ToolResult { tool_call_id, .. }
+                        if tool_call_id == id)
+                })
+            })
+        })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_fitting_suffix_is_the_first_fitting_safe_start(
+            entries in conversation(),
+            share in 0u64..=110,
+        ) {
+            let history = History::new(entries.clone());
+            let len = history.len();
+            let max_tokens = history.total_tokens() * share / 100;
+            let expected = (0..=len)
+                .find(|&start| {
+                    history.tokens(start..len) <= max_tokens
+                        && !splits_by_brute_force(&entries, start)
+                })
+                .unwrap_or(len);
+            proptest::prop_assert_eq!(history.fitting_suffix(max_tokens), expected);
+            for position in 0..=len {
+                proptest::prop_assert_eq!(
+                    history.splits_pair(position),
+                    splits_by_brute_force(&entries, position)
+                );
+            }
+        }
     }
 
     #[test]

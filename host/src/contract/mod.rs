@@ -15,6 +15,7 @@ pub mod failure;
 pub mod guest_view;
 pub mod history;
 pub mod services;
+pub mod state_batch;
 pub mod text;
 pub mod tokens;
 pub mod types;

@@ -18,6 +18,7 @@ use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
 use crate::contract::history::History;
+use crate::contract::state_batch::StateBatch;
 use crate::contract::types::{CompactParams, CompactResult, MessageEntry, SessionRef};
 
 /// Why a host service refused or failed (the WIT `host-error`).
@@ -79,6 +80,8 @@ pub struct ServiceCall<'a> {
     /// Cancelled when the engine call's caller gives up: long services
     /// (compaction, summarizing) stop early.
     pub abort: &'a CancellationToken,
+    /// The engine call's state writes, pending until it answers.
+    pub state: &'a StateBatch,
 }
 
 /// Reports progress of a long service operation (re-arms the compaction
@@ -162,6 +165,14 @@ pub trait HostServices: Send + Sync {
     ) -> Result<Vec<(String, Vec<u8>)>, ServiceError> {
         Err(ServiceError::Unavailable("state-scan"))
     }
+
+    /// The engine call answered: makes the state writes it left pending in
+    /// `call.state` durable, all or none, before its answer is used. A
+    /// failed call is never committed; its batch is dropped. By default
+    /// there is nothing to commit (a host that writes at once).
+    async fn commit_state(&self, _call: ServiceCall<'_>) -> Result<(), ServiceError> {
+        Ok(())
+    }
 }
 
 /// A host that offers no services: every call answers `Unavailable`.
@@ -173,7 +184,8 @@ impl HostServices for NoServices {}
 /// Host services in memory, with no cost of their own: a state store per
 /// engine id, a summarizer that answers `summary N of M characters` at once,
 /// and a delegated compaction that answers a fixed result (or is
-/// unavailable). It counts what it was asked.
+/// unavailable). State writes take effect at once, not per call. It counts
+/// what it was asked.
 #[derive(Debug, Default)]
 pub struct MemoryServices {
     state: Mutex<BTreeMap<(String, String), Vec<u8>>>,

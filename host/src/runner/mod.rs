@@ -3,7 +3,7 @@
 //! of a turn and keeps the session's transcript.
 //!
 //! One turn: bootstrap on first sight (and `maintain(bootstrap)`) → append
-//! and ingest the user's message → for each model call: the pre-prompt check
+//! the user's message → for each model call: the pre-prompt check
 //! (estimate × 1.2 against the window minus the reserve; skipped for engines
 //! that own compaction), which compacts, truncates tool results in prompts,
 //! or both → `assemble` → the provider → on a context overflow (an error, or
@@ -132,20 +132,20 @@ impl TurnRunner {
     /// Runs one turn: `inputs` (extension messages, then the user's message)
     /// arrive, the model answers until it stops calling tools.
     ///
-    /// The inputs are ingested one by one before the prompt is assembled;
-    /// the model's answers and tool results reach the engine through
-    /// `after-turn` (`history[pre-prompt-message-count..]` holds the turn's
-    /// new messages) and are not ingested as well. That is the reference's
-    /// rule — it ingests the new messages only when an engine has no
-    /// `afterTurn` — and every engine of this contract exports `after-turn`
-    /// (an engine keeping its own copy of the conversation stores them
-    /// there, as `lossless` does).
+    /// The inputs are in the history `assemble` is given; the engine hears
+    /// of the turn's new messages (the inputs, the model's answers and tool
+    /// results: `history[pre-prompt-message-count..]`) through `after-turn`
+    /// once the turn is done, and they are not ingested as well. That is the
+    /// reference's rule — it ingests a turn's new messages after the turn,
+    /// and only when an engine has no `afterTurn` — and every engine of this
+    /// contract exports `after-turn` (an engine keeping its own copy of the
+    /// conversation stores them there, as `lossless` does).
     ///
     /// A turn that fails before the model answered anything is rolled back:
-    /// its inputs leave the active branch (they stay in the file), so the
-    /// next prompt does not hold a message nobody answered. Engines heard of
-    /// them through `ingest` already; the contract has no way to take that
-    /// back, and their next `history` no longer holds them.
+    /// its inputs leave the active branch (they stay in the file), so
+    /// neither the next prompt nor the engine's next history holds a message
+    /// nobody answered; the engine never heard of it, since a failed turn
+    /// does not reach `after-turn`.
     pub async fn run_turn(
         &self,
         session: &mut Session,
@@ -237,7 +237,6 @@ impl TurnRunner {
 
         progress.inputs = session.append(&inputs)?;
         session.commit()?;
-        self.ingest(session, &call, &progress.inputs).await?;
 
         // Recovery attempts are drawn on across the turn's model calls.
         let mut recovery = overflow::Recovery::default();
@@ -348,20 +347,6 @@ impl TurnRunner {
             )
             .await?;
         session.mark_bootstrapped();
-        Ok(())
-    }
-
-    async fn ingest(
-        &self,
-        session: &Session,
-        call: &CallOptions,
-        entries: &[MessageEntry],
-    ) -> Result<(), TurnError> {
-        for entry in entries {
-            self.engine
-                .ingest(call, session.session_ref(), entry, false)
-                .await?;
-        }
         Ok(())
     }
 

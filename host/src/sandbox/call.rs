@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 use super::config::SandboxConfig;
 use crate::contract::failure::{FailureKind, Operation};
 use crate::contract::history::History;
+use crate::contract::state_batch::StateBatch;
 use crate::contract::types::{
     AfterTurnParams, AssembleParams, AssembleResult, BootstrapResult, CompactParams, CompactResult,
     EngineInfo, IngestBatchResult, IngestResult, MaintainReason, MaintainResult, MessageEntry,
@@ -260,6 +261,8 @@ pub(crate) struct CallState {
     pub(crate) history: Option<History>,
     pub(crate) clock: Arc<CallClock>,
     pub(crate) abort: CancellationToken,
+    /// The call's state writes, committed when it answers.
+    pub(crate) state: StateBatch,
     /// Bytes the guest passed to host imports so far.
     pub(crate) input_bytes: u64,
     pub(crate) log_records: u32,
@@ -296,6 +299,7 @@ impl CallState {
             history,
             clock,
             abort,
+            state: StateBatch::default(),
             input_bytes: 0,
             log_records: 0,
             logs_dropped: 0,

@@ -1,21 +1,17 @@
 //! The host side of the contract's imports: `host` (log, progress, abort,
-//! estimates, services) and the `history` resource.
+//! estimates, services); the `history` resource is in `history_resource`.
 //!
 //! Every import charges the bytes the guest passed in against the call's
 //! input budget; breaking it traps the call as `host-limit`.
 
 use std::sync::Arc;
 
-use wasmtime::component::Resource;
-
-use super::bindings::ctxbox::engine::{history as wit_history, host as wit_host, types as wit};
+use super::bindings::ctxbox::engine::{host as wit_host, types as wit};
 use super::call::CallClock;
 use super::convert;
-use super::history_resource::HistoryHandle;
 use super::store::{HostTrap, StoreState};
 use super::wire_size;
 use crate::contract::failure::{FailureKind, Operation};
-use crate::contract::history::History;
 use crate::contract::services::{ProgressSink, ServiceCall, ServiceError};
 use crate::contract::text::untrusted_line;
 use crate::contract::tokens;
@@ -36,7 +32,7 @@ type HostResult<T> = Result<T, wit_host::HostError>;
 
 impl StoreState {
     /// Charges `bytes` passed in by the guest against the call's budget.
-    fn charge(&mut self, bytes: usize) -> wasmtime::Result<()> {
+    pub(super) fn charge(&mut self, bytes: usize) -> wasmtime::Result<()> {
         self.call.input_bytes = self.call.input_bytes.saturating_add(bytes as u64);
         let limit = self.config.max_input_kib_per_call.saturating_mul(1024);
         if self.call.input_bytes > limit {
@@ -58,11 +54,8 @@ impl StoreState {
             history: self.call.history.as_ref(),
             deadline: self.call.clock.deadline(),
             abort: &self.call.abort,
+            state: &self.call.state,
         }
-    }
-
-    fn lent_history(&self, handle: &Resource<HistoryHandle>) -> wasmtime::Result<&History> {
-        Ok(&self.table.get(handle)?.0)
     }
 }
 
@@ -269,96 +262,5 @@ impl wit_host::Host for StoreState {
                 .map(|(key, value)| wit_host::StateEntry { key, value })
                 .collect()
         }))
-    }
-}
-
-impl wit_history::Host for StoreState {}
-
-impl wit_history::HostHistory for StoreState {
-    fn len(&mut self, this: Resource<HistoryHandle>) -> wasmtime::Result<u32> {
-        Ok(self.lent_history(&this)?.len() as u32)
-    }
-
-    fn entry(
-        &mut self,
-        this: Resource<HistoryHandle>,
-        index: u32,
-    ) -> wasmtime::Result<Option<wit::MessageEntry>> {
-        Ok(self
-            .lent_history(&this)?
-            .entry(index as usize)
-            .map(convert::to_wit_entry))
-    }
-
-    fn range(
-        &mut self,
-        this: Resource<HistoryHandle>,
-        start: u32,
-        end: u32,
-    ) -> wasmtime::Result<Vec<wit::MessageEntry>> {
-        let page_limit = self.config.max_range_kib.saturating_mul(1024) as usize;
-        let history = self.lent_history(&this)?;
-        let end = (end as usize).min(history.len());
-        let start = (start as usize).min(end);
-        let mut page = Vec::new();
-        let mut bytes = 0usize;
-        for entry in &history.entries()[start..end] {
-            bytes += wire_size::entry(entry);
-            if bytes > page_limit && !page.is_empty() {
-                break;
-            }
-            page.push(convert::to_wit_entry(entry));
-        }
-        Ok(page)
-    }
-
-    fn kind(
-        &mut self,
-        this: Resource<HistoryHandle>,
-        index: u32,
-    ) -> wasmtime::Result<Option<wit::MessageKind>> {
-        Ok(self
-            .lent_history(&this)?
-            .kind(index as usize)
-            .map(convert::to_wit_kind))
-    }
-
-    fn tool_pairing(
-        &mut self,
-        this: Resource<HistoryHandle>,
-        index: u32,
-    ) -> wasmtime::Result<Option<wit_history::ToolPairing>> {
-        Ok(self
-            .lent_history(&this)?
-            .tool_pairing(index as usize)
-            .map(convert::to_wit_pairing))
-    }
-
-    fn find(
-        &mut self,
-        this: Resource<HistoryHandle>,
-        entry_id: String,
-    ) -> wasmtime::Result<Option<u32>> {
-        self.charge(entry_id.len())?;
-        Ok(self
-            .lent_history(&this)?
-            .find(&entry_id)
-            .map(|index| index as u32))
-    }
-
-    fn tokens(
-        &mut self,
-        this: Resource<HistoryHandle>,
-        start: u32,
-        end: u32,
-    ) -> wasmtime::Result<u64> {
-        Ok(self
-            .lent_history(&this)?
-            .tokens(start as usize..end as usize))
-    }
-
-    fn drop(&mut self, this: Resource<HistoryHandle>) -> wasmtime::Result<()> {
-        self.table.delete(this)?;
-        Ok(())
     }
 }

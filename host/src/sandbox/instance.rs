@@ -17,6 +17,7 @@ use super::store::StoreState;
 use super::wire_size;
 use crate::contract::engine::CallOptions;
 use crate::contract::failure::{EngineFailure, FailureKind, Operation};
+use crate::contract::services::ServiceCall;
 use crate::contract::text::{MAX_ENGINE_TEXT_BYTES, untrusted_line};
 
 /// How a call on a live instance failed.
@@ -94,12 +95,22 @@ impl Live {
             kind = call::expiry(&clock, &abort, grace) => Err(kind),
         };
         match outcome {
-            Ok(Ok(bindings)) => Ok(Self {
-                store,
-                bindings,
-                calls: 0,
-                _ticket: ticket,
-            }),
+            Ok(Ok(bindings)) => {
+                if let Err(message) = commit_state(&mut store).await {
+                    return Err(failure_of(
+                        &store,
+                        operation,
+                        FailureKind::HostLimit,
+                        message,
+                    ));
+                }
+                Ok(Self {
+                    store,
+                    bindings,
+                    calls: 0,
+                    _ticket: ticket,
+                })
+            }
             Ok(Err(error)) => {
                 let (kind, message) = classify(&error, store.data().call.interrupted);
                 Err(failure_of(
@@ -208,6 +219,15 @@ impl Live {
                         format!("the answer is {bytes} bytes, over the {limit} byte limit"),
                     )));
                 }
+                // Durable before the answer is used; a call that failed
+                // above never gets here and its writes are dropped.
+                if let Err(message) = commit_state(&mut self.store).await {
+                    return Err(CallError::Answered(self.failure(
+                        operation,
+                        FailureKind::HostLimit,
+                        message,
+                    )));
+                }
                 Ok(response)
             }
             Ok(Ok(Err(error))) => Err(CallError::Answered(self.failure(
@@ -254,6 +274,31 @@ impl Live {
     fn failure(&self, operation: Operation, kind: FailureKind, message: String) -> EngineFailure {
         failure_of(&self.store, operation, kind, message)
     }
+}
+
+/// Commits the state writes the call in `store` left pending, in one
+/// transaction; the error says why they could not be (a store failure, or
+/// concurrent calls of the engine that together passed its limits).
+async fn commit_state(store: &mut Store<StoreState>) -> Result<(), String> {
+    let state = store.data_mut();
+    if state.call.state.is_empty() {
+        return Ok(());
+    }
+    let batch = std::mem::take(&mut state.call.state);
+    let (services, engine_id) = (state.services.clone(), state.engine_id.clone());
+    let (session, abort) = (state.call.session.clone(), state.call.abort.clone());
+    let call = ServiceCall {
+        engine_id: &engine_id,
+        session: session.as_ref(),
+        history: None,
+        deadline: state.call.clock.deadline(),
+        abort: &abort,
+        state: &batch,
+    };
+    services
+        .commit_state(call)
+        .await
+        .map_err(|error| format!("the call's state writes could not be committed: {error}"))
 }
 
 /// Gives the next call its fuel and arms its deadline check, just before it

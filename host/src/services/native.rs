@@ -12,7 +12,7 @@ use crate::contract::services::{
 };
 use crate::contract::types::{CompactParams, CompactResult, SessionRef};
 use crate::services::compaction::{CompactionError, Compactor};
-use crate::services::state::{EngineState, StateError};
+use crate::services::state::{EngineState, Limits, StateError, StateUsage, check_key, entry_cost};
 use crate::services::summarize::{SummarizeError, SummaryRequest};
 use crate::transcript::TranscriptError;
 
@@ -50,15 +50,46 @@ impl NativeServices {
         tokio::task::spawn_blocking(move || work(store.as_ref()))
             .await
             .map_err(|error| ServiceError::Failed(format!("state task failed: {error}")))?
-            .map_err(|error| match error {
-                StateError::QuotaExceeded { .. } | StateError::TooManyKeys { .. } => {
-                    ServiceError::QuotaExceeded(error.to_string())
-                }
-                StateError::BadKey { .. } => ServiceError::InvalidArgument(error.to_string()),
-                StateError::Sqlite { .. } | StateError::Store(_) | StateError::DataDir { .. } => {
-                    ServiceError::Failed(error.to_string())
-                }
-            })
+            .map_err(service_error)
+    }
+
+    /// What the engine's store counts with the call's writes so far, and
+    /// what the call sees `key` counting for: the store is read only for
+    /// what the call's batch does not know yet.
+    async fn footprint(
+        &self,
+        call: &ServiceCall<'_>,
+        key: &str,
+    ) -> Result<(StateUsage, Option<u64>), ServiceError> {
+        check_key(key).map_err(service_error)?;
+        let pending = call
+            .state
+            .pending_len(key)
+            .map(|length| length.map(|length| entry_cost(key, length)));
+        if let (Some(usage), Some(entry)) = (call.state.usage(), pending) {
+            return Ok((usage, entry));
+        }
+        let (engine, owned_key) = (call.engine_id.to_owned(), key.to_owned());
+        let stored = self
+            .state(move |store| store.footprint(&engine, &owned_key))
+            .await?;
+        Ok((
+            call.state.usage().unwrap_or(stored.usage),
+            pending.unwrap_or(stored.entry),
+        ))
+    }
+}
+
+/// A state store's error as the engine sees it.
+fn service_error(error: StateError) -> ServiceError {
+    match error {
+        StateError::QuotaExceeded { .. } | StateError::TooManyKeys { .. } => {
+            ServiceError::QuotaExceeded(error.to_string())
+        }
+        StateError::BadKey { .. } => ServiceError::InvalidArgument(error.to_string()),
+        StateError::Sqlite { .. } | StateError::Store(_) | StateError::DataDir { .. } => {
+            ServiceError::Failed(error.to_string())
+        }
     }
 }
 
@@ -145,11 +176,16 @@ impl HostServices for NativeServices {
 
     // Every state operation is keyed by `call.engine_id`: the registered id,
     // never the id the engine declares, so engines cannot share a store.
+    // Writes wait in the call's batch (`call.state`) until `commit_state`;
+    // reads see them first.
     async fn state_get(
         &self,
         call: ServiceCall<'_>,
         key: &str,
     ) -> Result<Option<Vec<u8>>, ServiceError> {
+        if let Some(pending) = call.state.pending(key) {
+            return Ok(pending);
+        }
         let (engine, key) = (call.engine_id.to_owned(), key.to_owned());
         self.state(move |store| store.get(&engine, &key)).await
     }
@@ -160,14 +196,23 @@ impl HostServices for NativeServices {
         key: &str,
         value: &[u8],
     ) -> Result<(), ServiceError> {
-        let (engine, key, value) = (call.engine_id.to_owned(), key.to_owned(), value.to_vec());
-        self.state(move |store| store.set(&engine, &key, &value))
-            .await
+        let (used, old) = self.footprint(&call, key).await?;
+        let limits = self.state.limits();
+        let after = limits
+            .after_set(call.engine_id, used, old, entry_cost(key, value.len()))
+            .map_err(service_error)?;
+        call.state.record(key, Some(value.to_vec()), after);
+        Ok(())
     }
 
     async fn state_delete(&self, call: ServiceCall<'_>, key: &str) -> Result<bool, ServiceError> {
-        let (engine, key) = (call.engine_id.to_owned(), key.to_owned());
-        self.state(move |store| store.delete(&engine, &key)).await
+        let (used, old) = self.footprint(&call, key).await?;
+        let Some(old) = old else {
+            return Ok(false);
+        };
+        call.state
+            .record(key, None, Limits::after_delete(used, old));
+        Ok(true)
     }
 
     async fn state_scan(
@@ -177,10 +222,22 @@ impl HostServices for NativeServices {
         start_after: Option<&str>,
         limit: u32,
     ) -> Result<Vec<(String, Vec<u8>)>, ServiceError> {
-        let (engine, prefix) = (call.engine_id.to_owned(), prefix.to_owned());
-        let start_after = start_after.map(str::to_owned);
-        self.state(move |store| store.scan(&engine, &prefix, start_after.as_deref(), limit))
-            .await
+        // Read past the keys the call deleted, so the page still fills.
+        let read = limit.saturating_add(call.state.deletes_in(prefix, start_after));
+        let (engine, owned_prefix) = (call.engine_id.to_owned(), prefix.to_owned());
+        let owned_start = start_after.map(str::to_owned);
+        let stored = self
+            .state(move |store| store.scan(&engine, &owned_prefix, owned_start.as_deref(), read))
+            .await?;
+        Ok(call.state.merge_page(stored, prefix, start_after, limit))
+    }
+
+    async fn commit_state(&self, call: ServiceCall<'_>) -> Result<(), ServiceError> {
+        if call.state.is_empty() {
+            return Ok(());
+        }
+        let (engine, writes) = (call.engine_id.to_owned(), call.state.take());
+        self.state(move |store| store.commit(&engine, writes)).await
     }
 }
 
@@ -191,6 +248,7 @@ mod tests {
     use tokio_util::sync::CancellationToken;
 
     use super::*;
+    use crate::contract::state_batch::StateBatch;
     use crate::services::compaction::CompactionConfig;
     use crate::services::state::{StateConfig, StateStore};
     use crate::services::summarize::Summarizer;
@@ -211,6 +269,136 @@ mod tests {
         }
     }
 
+    /// Services over a state store of `quota_bytes` in `dir`.
+    fn services(dir: &std::path::Path, quota_bytes: u64) -> (NativeServices, Arc<StateStore>) {
+        let compactor = Arc::new(Compactor::new(
+            TranscriptStore::new(Default::default()),
+            Arc::new(Stuck),
+            CompactionConfig::default(),
+        ));
+        let config = StateConfig {
+            quota_bytes,
+            ..StateConfig::default()
+        };
+        let state = Arc::new(StateStore::open_in(dir, &config).expect("state"));
+        (NativeServices::new(compactor, state.clone()), state)
+    }
+
+    fn call<'a>(abort: &'a CancellationToken, batch: &'a StateBatch) -> ServiceCall<'a> {
+        ServiceCall {
+            engine_id: "engine",
+            session: None,
+            history: None,
+            deadline: Instant::now() + Duration::from_secs(60),
+            abort,
+            state: batch,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_calls_writes_wait_for_its_commit_and_it_reads_them_first() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (services, store) = services(dir.path(), 1 << 20);
+        store.set("engine", "k/stored", b"old").expect("set");
+        store.set("engine", "k/gone", b"old").expect("set");
+        let (abort, batch) = (CancellationToken::new(), StateBatch::default());
+        let call = call(&abort, &batch);
+        services
+            .state_set(call, "k/new", b"new")
+            .await
+            .expect("set");
+        services
+            .state_set(call, "k/stored", b"mine")
+            .await
+            .expect("set");
+        assert!(services.state_delete(call, "k/gone").await.expect("delete"));
+        assert!(!services.state_delete(call, "k/gone").await.expect("again"));
+        assert!(
+            !services
+                .state_delete(call, "k/never")
+                .await
+                .expect("delete")
+        );
+        assert_eq!(
+            services.state_get(call, "k/stored").await.expect("get"),
+            Some(b"mine".to_vec())
+        );
+        assert_eq!(services.state_get(call, "k/gone").await.expect("get"), None);
+        let page = services
+            .state_scan(call, "k/", None, 1)
+            .await
+            .expect("scan");
+        assert_eq!(page, [("k/new".to_owned(), b"new".to_vec())]);
+        let rest = services
+            .state_scan(call, "k/", Some("k/new"), 10)
+            .await
+            .expect("scan");
+        assert_eq!(rest, [("k/stored".to_owned(), b"mine".to_vec())]);
+        assert_eq!(store.get("engine", "k/new").expect("get"), None, "pending");
+        assert_eq!(
+            store.get("engine", "k/gone").expect("get"),
+            Some(b"old".to_vec())
+        );
+
+        services.commit_state(call).await.expect("commits");
+        assert!(batch.is_empty());
+        assert_eq!(
+            store.get("engine", "k/new").expect("get"),
+            Some(b"new".to_vec())
+        );
+        assert_eq!(
+            store.get("engine", "k/stored").expect("get"),
+            Some(b"mine".to_vec())
+        );
+        assert_eq!(store.get("engine", "k/gone").expect("get"), None);
+        assert_eq!(
+            store.usage("engine").expect("usage"),
+            entry_cost("k/new", 3) + entry_cost("k/stored", 4)
+        );
+    }
+
+    #[tokio::test]
+    async fn the_quota_counts_the_calls_pending_writes() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let quota = entry_cost("a", 100) + entry_cost("b", 100);
+        let (services, store) = services(dir.path(), quota);
+        let abort = CancellationToken::new();
+        let (first, second) = (StateBatch::default(), StateBatch::default());
+        services
+            .state_set(call(&abort, &first), "a", &[0; 100])
+            .await
+            .expect("fits");
+        services
+            .state_set(call(&abort, &first), "a", &[0; 150])
+            .await
+            .expect("replacing its own pending value fits");
+        let refused = services
+            .state_set(call(&abort, &first), "b", &[0; 100])
+            .await
+            .expect_err("with a's pending 150 bytes, b does not fit");
+        assert!(
+            matches!(refused, ServiceError::QuotaExceeded(_)),
+            "{refused:?}"
+        );
+        // Two calls each within the quota, together over it: the second
+        // commit is refused whole.
+        services
+            .state_set(call(&abort, &second), "b", &[0; 100])
+            .await
+            .expect("fits alone");
+        services
+            .commit_state(call(&abort, &first))
+            .await
+            .expect("first commits");
+        let late = services
+            .commit_state(call(&abort, &second))
+            .await
+            .expect_err("the second passes the quota");
+        assert!(matches!(late, ServiceError::QuotaExceeded(_)), "{late:?}");
+        assert_eq!(store.get("engine", "b").expect("get"), None);
+        assert_eq!(store.usage("engine").expect("usage"), entry_cost("a", 150));
+    }
+
     #[tokio::test]
     async fn summarize_ends_with_an_error_when_the_caller_aborts() {
         let dir = tempfile::tempdir().expect("temp dir");
@@ -229,6 +417,7 @@ mod tests {
             history: None,
             deadline: Instant::now() + Duration::from_secs(60),
             abort: &abort,
+            state: &Default::default(),
         };
         let cancel = abort.clone();
         tokio::spawn(async move {

@@ -7,13 +7,17 @@
 //! number of keys. Entries name their engine by a small number, so a long
 //! engine id costs its bytes once, not once per entry; the write-ahead log
 //! is truncated back to [`WAL_LIMIT_BYTES`] after each checkpoint. Every
-//! write is one transaction: it happens entirely or not at all.
+//! write is one transaction: it happens entirely or not at all. An engine
+//! call's writes are one batch ([`EngineState::commit`]): one transaction and
+//! one sync per call, not per `state-set`.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde::{Deserialize, Serialize};
+
+pub use crate::contract::state_batch::{StateUsage, StateWrite};
 
 /// Longest key, in bytes.
 pub const MAX_KEY_BYTES: usize = 1_024;
@@ -107,7 +111,8 @@ pub enum StateError {
 
 /// A durable key-value store with a private key space per engine id and
 /// per-engine limits, enforced by the store itself (so they hold however
-/// many hosts share it). Every write is atomic.
+/// many hosts share it). Every write is atomic; a batch of writes
+/// ([`EngineState::commit`]) is one transaction.
 pub trait EngineState: Send + Sync + std::fmt::Debug {
     /// The value of `key` in `engine`'s store.
     fn get(&self, engine: &str, key: &str) -> Result<Option<Vec<u8>>, StateError>;
@@ -131,6 +136,20 @@ pub trait EngineState: Send + Sync + std::fmt::Debug {
 
     /// Bytes `engine` uses now, as the quota counts them.
     fn usage(&self, engine: &str) -> Result<u64, StateError>;
+
+    /// The limits every write of every engine is held to.
+    fn limits(&self) -> Limits;
+
+    /// What `engine` stores now and what its entry under `key` counts for:
+    /// what a call's pending writes ([`StateBatch`]) are counted from.
+    ///
+    /// [`StateBatch`]: crate::contract::state_batch::StateBatch
+    fn footprint(&self, engine: &str, key: &str) -> Result<Footprint, StateError>;
+
+    /// Applies one call's `writes` (a value, or `None` to delete) in one
+    /// durable transaction: all of them, or none if the batch would take
+    /// `engine` past a limit or the store fails.
+    fn commit(&self, engine: &str, writes: Vec<StateWrite>) -> Result<(), StateError>;
 }
 
 /// The state database (share it behind an `Arc`).
@@ -175,13 +194,6 @@ impl StateStore {
         })
     }
 
-    fn limits(&self) -> Limits {
-        Limits {
-            quota_bytes: self.quota_bytes,
-            max_keys: self.max_keys,
-        }
-    }
-
     fn connection(&self) -> std::sync::MutexGuard<'_, Connection> {
         // SQLite rolls back a transaction that a panic left open; the
         // connection itself stays usable.
@@ -195,6 +207,56 @@ impl StateStore {
             path: self.path.clone(),
             source,
         }
+    }
+}
+
+impl StateStore {
+    /// Applies `writes` in one transaction, all or none, refused past the
+    /// engine's limits ([`Limits::check_growth`] on the whole batch);
+    /// answers how many of the deleted keys existed.
+    fn apply(&self, engine: &str, writes: &[StateWrite]) -> Result<usize, StateError> {
+        for (key, _) in writes {
+            check_key(key)?;
+        }
+        let sqlite = |source| self.sqlite(source);
+        let mut connection = self.connection();
+        let transaction = connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(sqlite)?;
+        let number = engine_number(&transaction, engine).map_err(sqlite)?;
+        let before = usage_of(&transaction, number).map_err(sqlite)?;
+        let mut after = before;
+        let mut removed = 0;
+        for (key, value) in writes {
+            let old = entry_bytes(&transaction, number, key).map_err(sqlite)?;
+            match value {
+                Some(value) => {
+                    after = Limits::after_write(after, old, entry_cost(key, value.len()));
+                    transaction
+                        .prepare_cached(
+                            "INSERT INTO entries (engine, key, value) VALUES (?1, ?2, ?3)
+                             ON CONFLICT (engine, key) DO UPDATE SET value = excluded.value",
+                        )
+                        .and_then(|mut statement| statement.execute(params![number, key, value]))
+                        .map_err(sqlite)?;
+                }
+                None => {
+                    let Some(old) = old else { continue };
+                    after = Limits::after_delete(after, old);
+                    removed += 1;
+                    transaction
+                        .prepare_cached("DELETE FROM entries WHERE engine = ?1 AND key = ?2")
+                        .and_then(|mut statement| statement.execute(params![number, key]))
+                        .map_err(sqlite)?;
+                }
+            }
+        }
+        // Refused: the transaction is dropped, rolling every write back.
+        self.limits().check_growth(engine, before, after)?;
+        set_usage(&transaction, number, after)
+            .and_then(|()| transaction.commit())
+            .map_err(sqlite)?;
+        Ok(removed)
     }
 }
 
@@ -216,52 +278,14 @@ impl EngineState for StateStore {
     /// Stores `value` under `key`, unless that takes `engine` past its quota
     /// (writes that shrink its usage always succeed).
     fn set(&self, engine: &str, key: &str, value: &[u8]) -> Result<(), StateError> {
-        check_key(key)?;
-        let mut connection = self.connection();
-        let transaction = connection
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|source| self.sqlite(source))?;
-        let number = engine_number(&transaction, engine).map_err(|source| self.sqlite(source))?;
-        let old = entry_bytes(&transaction, number, key).map_err(|source| self.sqlite(source))?;
-        let used = usage_of(&transaction, number).map_err(|source| self.sqlite(source))?;
-        let needed = self
-            .limits()
-            .after_set(engine, used, old, entry_cost(key, value.len()))?;
-        transaction
-            .execute(
-                "INSERT INTO entries (engine, key, value) VALUES (?1, ?2, ?3)
-                 ON CONFLICT (engine, key) DO UPDATE SET value = excluded.value",
-                params![number, key, value],
-            )
-            .and_then(|_| set_usage(&transaction, number, needed))
-            .and_then(|()| transaction.commit())
-            .map_err(|source| self.sqlite(source))
+        self.apply(engine, &[(key.to_owned(), Some(value.to_vec()))])
+            .map(|_| ())
     }
 
     /// Deletes `key`; answers whether it existed.
     fn delete(&self, engine: &str, key: &str) -> Result<bool, StateError> {
-        check_key(key)?;
-        let mut connection = self.connection();
-        let transaction = connection
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|source| self.sqlite(source))?;
-        let number = engine_number(&transaction, engine).map_err(|source| self.sqlite(source))?;
-        let Some(old) =
-            entry_bytes(&transaction, number, key).map_err(|source| self.sqlite(source))?
-        else {
-            return Ok(false);
-        };
-        let used = usage_of(&transaction, number).map_err(|source| self.sqlite(source))?;
-        let left = Limits::after_delete(used, old);
-        transaction
-            .execute(
-                "DELETE FROM entries WHERE engine = ?1 AND key = ?2",
-                params![number, key],
-            )
-            .and_then(|_| set_usage(&transaction, number, left))
-            .and_then(|()| transaction.commit())
-            .map_err(|source| self.sqlite(source))?;
-        Ok(true)
+        self.apply(engine, &[(key.to_owned(), None)])
+            .map(|removed| removed > 0)
     }
 
     /// Up to `limit` entries of `engine` whose key starts with `prefix`, in
@@ -309,12 +333,50 @@ impl EngineState for StateStore {
             .map(|bytes| bytes.map_or(0, |bytes| bytes.max(0) as u64))
             .map_err(|source| self.sqlite(source))
     }
+
+    fn limits(&self) -> Limits {
+        Limits {
+            quota_bytes: self.quota_bytes,
+            max_keys: self.max_keys,
+        }
+    }
+
+    fn footprint(&self, engine: &str, key: &str) -> Result<Footprint, StateError> {
+        check_key(key)?;
+        self.connection()
+            .query_row(
+                "SELECT bytes, keys,
+                        (SELECT length(value) FROM entries WHERE engine = number AND key = ?2)
+                 FROM engines WHERE id = ?1",
+                params![engine, key],
+                |row| {
+                    Ok(Footprint {
+                        usage: StateUsage {
+                            bytes: row.get::<_, i64>(0)?.max(0) as u64,
+                            keys: row.get::<_, i64>(1)?.max(0) as u64,
+                        },
+                        entry: row
+                            .get::<_, Option<i64>>(2)?
+                            .map(|length| entry_cost(key, length.max(0) as usize)),
+                    })
+                },
+            )
+            .optional()
+            .map(Option::unwrap_or_default)
+            .map_err(|source| self.sqlite(source))
+    }
+
+    fn commit(&self, engine: &str, writes: Vec<StateWrite>) -> Result<(), StateError> {
+        self.apply(engine, &writes).map(|_| ())
+    }
 }
 
 /// An engine's limits (`state.*`).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Limits {
+pub struct Limits {
+    /// Bytes one engine may store ([`StateConfig::quota_bytes`]).
     pub quota_bytes: u64,
+    /// Keys one engine may store ([`StateConfig::max_keys`]).
     pub max_keys: u64,
 }
 
@@ -325,36 +387,54 @@ impl Limits {
     pub fn after_set(
         self,
         engine: &str,
-        used: Usage,
+        used: StateUsage,
         old: Option<u64>,
         new: u64,
-    ) -> Result<Usage, StateError> {
-        let needed = Usage {
-            bytes: used.bytes.saturating_sub(old.unwrap_or(0)) + new,
-            keys: used.keys + u64::from(old.is_none()),
-        };
-        if needed.bytes > self.quota_bytes && new > old.unwrap_or(0) {
-            return Err(StateError::QuotaExceeded {
-                engine: engine.to_owned(),
-                needed: needed.bytes,
-                quota: self.quota_bytes,
-            });
-        }
-        if needed.keys > self.max_keys {
-            return Err(StateError::TooManyKeys {
-                engine: engine.to_owned(),
-                keys: used.keys,
-            });
-        }
+    ) -> Result<StateUsage, StateError> {
+        let needed = Self::after_write(used, old, new);
+        self.check_growth(engine, used, needed)?;
         Ok(needed)
     }
 
+    /// What an engine using `used` uses after writing an entry that counts
+    /// for `new` over one that counted for `old` (`None`: a new key).
+    pub fn after_write(used: StateUsage, old: Option<u64>, new: u64) -> StateUsage {
+        StateUsage {
+            bytes: used.bytes.saturating_sub(old.unwrap_or(0)) + new,
+            keys: used.keys + u64::from(old.is_none()),
+        }
+    }
+
     /// What `engine` uses after deleting an entry that counted for `old`.
-    pub fn after_delete(used: Usage, old: u64) -> Usage {
-        Usage {
+    pub fn after_delete(used: StateUsage, old: u64) -> StateUsage {
+        StateUsage {
             bytes: used.bytes.saturating_sub(old),
             keys: used.keys.saturating_sub(1),
         }
+    }
+
+    /// Refuses going from `before` to `after` when it grows what `engine`
+    /// stores past a limit; shrinking is always allowed.
+    pub fn check_growth(
+        self,
+        engine: &str,
+        before: StateUsage,
+        after: StateUsage,
+    ) -> Result<(), StateError> {
+        if after.bytes > self.quota_bytes && after.bytes > before.bytes {
+            return Err(StateError::QuotaExceeded {
+                engine: engine.to_owned(),
+                needed: after.bytes,
+                quota: self.quota_bytes,
+            });
+        }
+        if after.keys > self.max_keys && after.keys > before.keys {
+            return Err(StateError::TooManyKeys {
+                engine: engine.to_owned(),
+                keys: before.keys,
+            });
+        }
+        Ok(())
     }
 }
 
@@ -419,11 +499,13 @@ pub(crate) fn entry_cost(key: &str, value_bytes: usize) -> u64 {
     (key.len() + value_bytes) as u64 + ENTRY_OVERHEAD_BYTES
 }
 
-/// What an engine stores, as its limits count it.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Usage {
-    pub bytes: u64,
-    pub keys: u64,
+/// What an engine's store counts now, and what one of its entries counts for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Footprint {
+    /// The engine's usage.
+    pub usage: StateUsage,
+    /// What the entry counts for (`None`: no such key).
+    pub entry: Option<u64>,
 }
 
 /// The number of `engine` (registered on its first write).
@@ -451,12 +533,12 @@ fn entry_bytes(connection: &Connection, engine: i64, key: &str) -> rusqlite::Res
         .map(|length| length.map(|length| entry_cost(key, length.max(0) as usize)))
 }
 
-fn usage_of(connection: &Connection, engine: i64) -> rusqlite::Result<Usage> {
+fn usage_of(connection: &Connection, engine: i64) -> rusqlite::Result<StateUsage> {
     connection.query_row(
         "SELECT bytes, keys FROM engines WHERE number = ?1",
         params![engine],
         |row| {
-            Ok(Usage {
+            Ok(StateUsage {
                 bytes: row.get::<_, i64>(0)?.max(0) as u64,
                 keys: row.get::<_, i64>(1)?.max(0) as u64,
             })
@@ -464,7 +546,7 @@ fn usage_of(connection: &Connection, engine: i64) -> rusqlite::Result<Usage> {
     )
 }
 
-fn set_usage(connection: &Connection, engine: i64, usage: Usage) -> rusqlite::Result<()> {
+fn set_usage(connection: &Connection, engine: i64, usage: StateUsage) -> rusqlite::Result<()> {
     let clamp = |value: u64| i64::try_from(value).unwrap_or(i64::MAX);
     connection
         .execute(
@@ -548,6 +630,57 @@ mod tests {
         assert!(!store.delete("e", "key").expect("delete again"));
         assert_eq!(store.usage("e").expect("usage"), 0);
         store.set("e", "other", &[0; 10]).expect("room again");
+    }
+
+    #[test]
+    fn a_batch_commits_all_or_none_and_is_limited_as_a_whole() {
+        let overhead = ENTRY_OVERHEAD_BYTES;
+        let (_dir, store) = store(40 + 2 * overhead);
+        store.set("e", "z-big", &[0; 30]).expect("35 bytes fit");
+        // Freeing z-big makes room for the rest, though `a` comes first in
+        // key order: the batch is judged by where it ends.
+        store
+            .commit(
+                "e",
+                vec![
+                    ("a".to_owned(), Some(vec![1; 20])),
+                    ("b".to_owned(), Some(vec![2; 10])),
+                    ("z-big".to_owned(), None),
+                    ("never-stored".to_owned(), None),
+                ],
+            )
+            .expect("within the quota once applied");
+        assert_eq!(store.get("e", "a").expect("get"), Some(vec![1; 20]));
+        assert_eq!(store.get("e", "z-big").expect("get"), None);
+        assert_eq!(store.usage("e").expect("usage"), 21 + 11 + 2 * overhead);
+        let error = store
+            .commit(
+                "e",
+                vec![("b".to_owned(), None), ("c".to_owned(), Some(vec![3; 30]))],
+            )
+            .expect_err("over the quota");
+        assert!(matches!(error, StateError::QuotaExceeded { .. }), "{error}");
+        assert_eq!(
+            store.get("e", "b").expect("get"),
+            Some(vec![2; 10]),
+            "b kept"
+        );
+        assert_eq!(store.get("e", "c").expect("get"), None, "nothing of c");
+        assert_eq!(store.usage("e").expect("usage"), 21 + 11 + 2 * overhead);
+        assert_eq!(
+            store.footprint("e", "a").expect("footprint"),
+            Footprint {
+                usage: StateUsage {
+                    bytes: 32 + 2 * overhead,
+                    keys: 2
+                },
+                entry: Some(21 + overhead),
+            }
+        );
+        assert_eq!(
+            store.footprint("unknown", "a").expect("footprint"),
+            Footprint::default()
+        );
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! the same keys, limits and answers as the embedded [`StateStore`]. A write
 //! locks the engine's usage row (`SELECT … FOR UPDATE`) for its transaction,
 //! so writes of one engine from many hosts are serialized and its quota and
-//! key limit hold across all of them. Keys compare bytewise (`COLLATE "C"`),
+//! key limit hold across all of them. A call's batch of writes is one
+//! transaction: one commit flush, however many keys it writes. Keys compare bytewise (`COLLATE "C"`),
 //! as in SQLite.
 //!
 //! [`StateStore`]: super::state::StateStore
@@ -10,7 +11,8 @@
 use std::sync::Arc;
 
 use super::state::{
-    EngineState, Limits, StateConfig, StateError, Usage, check_key, entry_cost, prefix_end,
+    EngineState, Footprint, Limits, StateConfig, StateError, StateUsage, StateWrite, check_key,
+    entry_cost, prefix_end,
 };
 use crate::store::Postgres;
 
@@ -38,6 +40,71 @@ fn clamp(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
 
+impl PostgresState {
+    /// Applies `writes` in one transaction, all or none, refused past the
+    /// engine's limits ([`Limits::check_growth`] on the whole batch);
+    /// answers how many of the deleted keys existed.
+    fn apply(&self, engine: &str, writes: Vec<StateWrite>) -> Result<usize, StateError> {
+        for (key, _) in &writes {
+            check_key(key)?;
+        }
+        let engine = engine.to_owned();
+        let (postgres, limits) = (self.postgres.clone(), self.limits);
+        self.postgres.run(move |mut client| async move {
+            let fail = |error: tokio_postgres::Error| -> StateError {
+                postgres.query_error("write engine state", &error).into()
+            };
+            let transaction = client.transaction().await.map_err(fail)?;
+            let before = lock_usage(&transaction, &engine).await.map_err(fail)?;
+            let mut after = before;
+            let mut removed = 0;
+            for (key, value) in &writes {
+                match value {
+                    Some(value) => {
+                        let old: Option<u64> = transaction
+                            .query_opt(
+                                "SELECT octet_length(value) FROM ctxbox_state_entries WHERE engine = $1 AND key = $2",
+                                &[&engine, key],
+                            )
+                            .await
+                            .map_err(fail)?
+                            .map(|row| entry_cost(key, row.get::<_, i32>(0).max(0) as usize));
+                        after = Limits::after_write(after, old, entry_cost(key, value.len()));
+                        transaction
+                            .execute(
+                                "INSERT INTO ctxbox_state_entries (engine, key, value) VALUES ($1, $2, $3)
+                                 ON CONFLICT (engine, key) DO UPDATE SET value = excluded.value",
+                                &[&engine, key, value],
+                            )
+                            .await
+                            .map_err(fail)?;
+                    }
+                    None => {
+                        let deleted = transaction
+                            .query_opt(
+                                "DELETE FROM ctxbox_state_entries WHERE engine = $1 AND key = $2
+                                 RETURNING octet_length(value)",
+                                &[&engine, key],
+                            )
+                            .await
+                            .map_err(fail)?;
+                        if let Some(row) = deleted {
+                            let old = entry_cost(key, row.get::<_, i32>(0).max(0) as usize);
+                            after = Limits::after_delete(after, old);
+                            removed += 1;
+                        }
+                    }
+                }
+            }
+            // Refused: the transaction is dropped, rolling every write back.
+            limits.check_growth(&engine, before, after)?;
+            set_usage(&transaction, &engine, after).await.map_err(fail)?;
+            transaction.commit().await.map_err(fail)?;
+            Ok(removed)
+        })
+    }
+}
+
 impl EngineState for PostgresState {
     fn get(&self, engine: &str, key: &str) -> Result<Option<Vec<u8>>, StateError> {
         check_key(key)?;
@@ -55,64 +122,13 @@ impl EngineState for PostgresState {
     }
 
     fn set(&self, engine: &str, key: &str, value: &[u8]) -> Result<(), StateError> {
-        check_key(key)?;
-        let (engine, key, value) = (engine.to_owned(), key.to_owned(), value.to_vec());
-        let (postgres, limits) = (self.postgres.clone(), self.limits);
-        self.postgres.run(move |mut client| async move {
-            let fail = |error: tokio_postgres::Error| -> StateError {
-                postgres.query_error("write engine state", &error).into()
-            };
-            let transaction = client.transaction().await.map_err(fail)?;
-            let used = lock_usage(&transaction, &engine).await.map_err(fail)?;
-            let old: Option<u64> = transaction
-                .query_opt(
-                    "SELECT octet_length(value) FROM ctxbox_state_entries WHERE engine = $1 AND key = $2",
-                    &[&engine, &key],
-                )
-                .await
-                .map_err(fail)?
-                .map(|row| entry_cost(&key, row.get::<_, i32>(0).max(0) as usize));
-            let needed = limits.after_set(&engine, used, old, entry_cost(&key, value.len()))?;
-            transaction
-                .execute(
-                    "INSERT INTO ctxbox_state_entries (engine, key, value) VALUES ($1, $2, $3)
-                     ON CONFLICT (engine, key) DO UPDATE SET value = excluded.value",
-                    &[&engine, &key, &value],
-                )
-                .await
-                .map_err(fail)?;
-            set_usage(&transaction, &engine, needed).await.map_err(fail)?;
-            transaction.commit().await.map_err(fail)
-        })
+        self.apply(engine, vec![(key.to_owned(), Some(value.to_vec()))])
+            .map(|_| ())
     }
 
     fn delete(&self, engine: &str, key: &str) -> Result<bool, StateError> {
-        check_key(key)?;
-        let (engine, key, postgres) = (engine.to_owned(), key.to_owned(), self.postgres.clone());
-        self.postgres.run(move |mut client| async move {
-            let fail = |error: tokio_postgres::Error| -> StateError {
-                postgres.query_error("delete engine state", &error).into()
-            };
-            let transaction = client.transaction().await.map_err(fail)?;
-            let used = lock_usage(&transaction, &engine).await.map_err(fail)?;
-            let Some(row) = transaction
-                .query_opt(
-                    "DELETE FROM ctxbox_state_entries WHERE engine = $1 AND key = $2
-                     RETURNING octet_length(value)",
-                    &[&engine, &key],
-                )
-                .await
-                .map_err(fail)?
-            else {
-                return Ok(false);
-            };
-            let old = entry_cost(&key, row.get::<_, i32>(0).max(0) as usize);
-            set_usage(&transaction, &engine, Limits::after_delete(used, old))
-                .await
-                .map_err(fail)?;
-            transaction.commit().await.map_err(fail)?;
-            Ok(true)
-        })
+        self.apply(engine, vec![(key.to_owned(), None)])
+            .map(|removed| removed > 0)
     }
 
     fn scan(
@@ -159,6 +175,42 @@ impl EngineState for PostgresState {
                 })
         })
     }
+
+    fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    fn footprint(&self, engine: &str, key: &str) -> Result<Footprint, StateError> {
+        check_key(key)?;
+        let (engine, key, postgres) = (engine.to_owned(), key.to_owned(), self.postgres.clone());
+        self.postgres.run(move |client| async move {
+            client
+                .query_opt(
+                    "SELECT bytes, keys,
+                            (SELECT octet_length(value) FROM ctxbox_state_entries
+                             WHERE engine = $1 AND key = $2)
+                     FROM ctxbox_state_engines WHERE id = $1",
+                    &[&engine, &key],
+                )
+                .await
+                .map(|row| {
+                    row.map_or_else(Footprint::default, |row| Footprint {
+                        usage: StateUsage {
+                            bytes: row.get::<_, i64>(0).max(0) as u64,
+                            keys: row.get::<_, i64>(1).max(0) as u64,
+                        },
+                        entry: row
+                            .get::<_, Option<i32>>(2)
+                            .map(|length| entry_cost(&key, length.max(0) as usize)),
+                    })
+                })
+                .map_err(|error| postgres.query_error("read engine state", &error).into())
+        })
+    }
+
+    fn commit(&self, engine: &str, writes: Vec<StateWrite>) -> Result<(), StateError> {
+        self.apply(engine, writes).map(|_| ())
+    }
 }
 
 /// The engine's usage, its row created if needed and locked until the
@@ -166,7 +218,7 @@ impl EngineState for PostgresState {
 async fn lock_usage(
     transaction: &deadpool_postgres::Transaction<'_>,
     engine: &str,
-) -> Result<Usage, tokio_postgres::Error> {
+) -> Result<StateUsage, tokio_postgres::Error> {
     transaction
         .execute(
             "INSERT INTO ctxbox_state_engines (id) VALUES ($1) ON CONFLICT (id) DO NOTHING",
@@ -179,7 +231,7 @@ async fn lock_usage(
             &[&engine],
         )
         .await?;
-    Ok(Usage {
+    Ok(StateUsage {
         bytes: row.get::<_, i64>(0).max(0) as u64,
         keys: row.get::<_, i64>(1).max(0) as u64,
     })
@@ -188,7 +240,7 @@ async fn lock_usage(
 async fn set_usage(
     transaction: &deadpool_postgres::Transaction<'_>,
     engine: &str,
-    usage: Usage,
+    usage: StateUsage,
 ) -> Result<u64, tokio_postgres::Error> {
     transaction
         .execute(

@@ -342,3 +342,73 @@ async fn each_session_gets_its_own_instance_and_lent_histories_are_returned() {
     engine.close_session("b").await;
     assert_eq!(engine.live_instances().await, 3);
 }
+
+/// keep-recent's kept ranges as it searched for them before the host's
+/// `fitting-suffix` query: the first fitting start after a pinned summary
+/// (scanned entry by entry here), moved past results whose call was cut.
+fn searched_ranges(history: &History, budget: u64) -> Vec<(u32, u32)> {
+    let len = history.len();
+    if history.total_tokens() <= budget {
+        return vec![(0, len as u32)];
+    }
+    let pinned = history.kind(0)
+        == Some(ctxbox_host::contract::types::MessageKind::CompactionSummary)
+        && history.tokens(0..1) <= budget / 2;
+    let floor = usize::from(pinned);
+    let available = budget.saturating_sub(keep_recent::NOTE_TOKENS + history.tokens(0..floor));
+    let fitting = (floor..len)
+        .find(|&start| history.tokens(start..len) <= available)
+        .unwrap_or(if len > floor { len - 1 } else { floor });
+    let cut_call = |index: usize| match history.tool_pairing(index) {
+        Some(ToolPairing::ToolResult { call: Some(call) }) if (call as usize) < fitting => {
+            Some(call as usize)
+        }
+        _ => None,
+    };
+    let start = (fitting..len)
+        .find(|&index| cut_call(index).is_none())
+        .unwrap_or_else(|| cut_call(fitting).unwrap_or(fitting));
+    let mut ranges = Vec::new();
+    if pinned {
+        ranges.push((0, 1));
+    }
+    if start < len {
+        ranges.push((start as u32, len as u32));
+    }
+    ranges
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_host_query_keeps_the_answers_of_the_search_on_every_fixture() {
+    let sandbox = sandbox();
+    let engine = engine(&sandbox, guests::KEEP_RECENT).await;
+    let transcripts = ctxbox_host::transcript::TranscriptStore::new(Default::default());
+    let call = CallOptions::default();
+    for name in ctxbox_tests::FIXTURE_SESSIONS {
+        let history = transcripts
+            .open_read_only(&ctxbox_tests::fixture(name))
+            .expect("fixture opens")
+            .history();
+        let total = history.total_tokens();
+        let step = (total / 400).max(1) as usize;
+        for (index, budget_tokens) in (0..=total + 100).step_by(step).enumerate() {
+            let expected = searched_ranges(&history, budget_tokens);
+            assert_eq!(
+                native_plan(&history, Some(budget_tokens)),
+                expected,
+                "{name}, budget {budget_tokens}"
+            );
+            if index % 10 == 0 {
+                let result = engine
+                    .assemble(&call, &session(name), &history, &budget(budget_tokens))
+                    .await
+                    .expect("assemble");
+                assert_eq!(
+                    kept(&result),
+                    expected,
+                    "{name}, budget {budget_tokens} (wasm)"
+                );
+            }
+        }
+    }
+}

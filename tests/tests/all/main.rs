@@ -22,6 +22,7 @@ mod runner;
 mod sdk_defaults;
 mod serve;
 mod soak;
+mod state_batch;
 mod store;
 mod store_bench;
 mod transcript_crash;

@@ -582,13 +582,12 @@ async fn a_turn_calls_the_engine_in_the_reference_order() {
         vec![
             Operation::Bootstrap,
             Operation::Maintain,
-            Operation::Ingest,
             Operation::Assemble,
             Operation::Assemble,
             Operation::AfterTurn,
             Operation::Maintain,
         ],
-        "after-turn, not also ingest-batch, hears of the answers"
+        "after-turn, not also ingest or ingest-batch, hears of the turn"
     );
     let news = spy.after_turn_news.lock().expect("lock").clone();
     let done = AgentMessage::assistant_text("done");
@@ -679,10 +678,10 @@ async fn background_maintenance_ends_before_the_next_turn_reaches_the_engine() {
     let mut harness = harness(spy.clone(), provider, false);
     harness.turn("first").await.expect("first turn");
     harness.turn("second").await.expect("second turn");
-    // Maintain 0 is the bootstrap's, 1 the first turn's; ingest 1 is the
+    // Maintain 0 is the bootstrap's, 1 the first turn's; assemble 1 is the
     // second turn's first engine call.
     assert!(
-        spy.position(Operation::Maintain, 1) < spy.position(Operation::Ingest, 1),
+        spy.position(Operation::Maintain, 1) < spy.position(Operation::Assemble, 1),
         "{:?}",
         spy.calls.lock().expect("lock")
     );

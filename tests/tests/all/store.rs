@@ -415,6 +415,64 @@ fn engine_state_is_private_ordered_and_within_its_limits() {
 }
 
 #[test]
+fn a_calls_batch_of_state_writes_commits_all_or_none() {
+    for backend in backends("a_calls_batch_of_state_writes_commits_all_or_none") {
+        let name = backend.name();
+        let config = StateConfig {
+            quota_bytes: 200 + 2 * 64,
+            max_keys: 10,
+        };
+        let state = backend.state(&config);
+        state.set("e", "z", &[0; 150]).expect("sets");
+        let other_host = backend.state(&config);
+        // Judged where it ends: deleting `z` makes room for `a`, which
+        // comes first in key order.
+        other_host
+            .commit(
+                "e",
+                vec![
+                    ("a".to_owned(), Some(vec![1; 120])),
+                    ("b".to_owned(), Some(b"two".to_vec())),
+                    ("z".to_owned(), None),
+                ],
+            )
+            .expect("commits");
+        assert_eq!(
+            state.get("e", "a").expect("gets"),
+            Some(vec![1; 120]),
+            "{name}"
+        );
+        assert_eq!(state.get("e", "z").expect("gets"), None, "{name}");
+        let footprint = state.footprint("e", "a").expect("footprint");
+        assert_eq!(footprint.entry, Some(121 + 64), "{name}");
+        assert_eq!(
+            (footprint.usage.bytes, footprint.usage.keys),
+            (121 + 4 + 2 * 64, 2),
+            "{name}"
+        );
+        let refused = state.commit(
+            "e",
+            vec![("b".to_owned(), None), ("c".to_owned(), Some(vec![3; 150]))],
+        );
+        assert!(
+            matches!(refused, Err(StateError::QuotaExceeded { .. })),
+            "{name}: {refused:?}"
+        );
+        assert_eq!(
+            other_host.get("e", "b").expect("gets"),
+            Some(b"two".to_vec()),
+            "{name}: the refused batch's delete is rolled back"
+        );
+        assert_eq!(other_host.get("e", "c").expect("gets"), None, "{name}");
+        assert_eq!(
+            other_host.usage("e").expect("usage"),
+            121 + 4 + 2 * 64,
+            "{name}"
+        );
+    }
+}
+
+#[test]
 fn quarantine_records_are_shared_and_the_first_failure_wins() {
     for backend in backends("quarantine_records_are_shared_and_the_first_failure_wins") {
         let name = backend.name();

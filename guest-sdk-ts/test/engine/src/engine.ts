@@ -5,6 +5,7 @@ import {
   EngineFailure,
   assembled,
   defineEngine,
+  fittingSuffix,
   host,
   insert,
   keep,
@@ -66,6 +67,7 @@ export const engine = defineEngine({
           split: [0, 1, 2, 3, 4].map((cut) => splitPair(history, cut) ?? null),
           text: all[0] ? messageText(all[0].message) : "",
           tokens: tokens(history, 0, history.len()),
+          fitting: [0, 20, 30, Infinity].map((max) => fittingSuffix(history, max)),
           estimate: host.estimateTokens(all),
         });
         return assembled([insert(userText(summary))], 1);

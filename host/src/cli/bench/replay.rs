@@ -20,8 +20,15 @@ const LARGEST_FIXTURE: &str = concat!(
 /// The window of the replay.
 const WINDOW: u64 = 16_384;
 
+/// The engines replayed: the native baseline first, then the bundled wasm
+/// engines (lossless keeps every message in its state store).
+const ENGINES: [&str; 3] = ["legacy", "keep-recent", "lossless"];
+/// The target for lossless: this share of legacy's turns per second.
+const LOSSLESS_SHARE_TARGET: f64 = 0.8;
+
 /// Replays the session in `options.transcript` (else the largest fixture,
-/// else the built-in sample) with legacy and with keep-recent.
+/// else the built-in sample) with each of [`ENGINES`], and compares
+/// lossless's turns per second with legacy's.
 pub async fn rows(options: &Options, rows: &mut Vec<Row>) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let runtime = Runtime::new(Config {
@@ -50,7 +57,8 @@ pub async fn rows(options: &Options, rows: &mut Vec<Row>) -> anyhow::Result<()> 
     let name = recording_path
         .file_name()
         .map_or_else(String::new, |name| name.to_string_lossy().into_owned());
-    for engine_id in ["legacy", "keep-recent"] {
+    let mut rates = Vec::new();
+    for engine_id in ENGINES {
         let mut samples = Vec::new();
         let mut last = None;
         for run in 0..options.runs(5) {
@@ -73,6 +81,12 @@ pub async fn rows(options: &Options, rows: &mut Vec<Row>) -> anyhow::Result<()> 
                 "turns failed replaying with {engine_id}: {:?}",
                 report.failed_turns
             );
+            anyhow::ensure!(
+                report.fallbacks == 0,
+                "{engine_id} fell back to legacy {} times (quarantined: {:?})",
+                report.fallbacks,
+                report.quarantined
+            );
             last = Some(report);
         }
         let Some(report) = last else {
@@ -80,6 +94,7 @@ pub async fn rows(options: &Options, rows: &mut Vec<Row>) -> anyhow::Result<()> 
         };
         let stats = Stats::of(samples);
         let turns = report.turns.len() as f64;
+        rates.push((engine_id, turns / stats.median.as_secs_f64()));
         rows.push(Row {
             what: format!("full replay of {name} with {engine_id}, {WINDOW}-token window"),
             figure: format!(
@@ -94,6 +109,24 @@ pub async fn rows(options: &Options, rows: &mut Vec<Row>) -> anyhow::Result<()> 
             ),
             target: "report".into(),
             met: None,
+        });
+    }
+    let rate = |id: &str| {
+        rates
+            .iter()
+            .find(|(engine, _)| *engine == id)
+            .map(|(_, rate)| *rate)
+    };
+    if let (Some(legacy), Some(lossless)) = (rate("legacy"), rate("lossless")) {
+        let share = lossless / legacy;
+        rows.push(Row {
+            what: format!("full replay of {name}: lossless's turns/s as a share of legacy's"),
+            figure: format!(
+                "{:.0}% ({lossless:.1} / {legacy:.1} turns/s)",
+                share * 100.0
+            ),
+            target: format!("≥ {:.0}%", LOSSLESS_SHARE_TARGET * 100.0),
+            met: Some(share >= LOSSLESS_SHARE_TARGET),
         });
     }
     Ok(())

@@ -6,7 +6,11 @@
 //! - `delta`: reads the transcript from the cursor it keeps in its store, two
 //!   entries per page, following resets;
 //! - `summarize`: summarizes the history's text with the host's summarizer;
-//! - `quota`: tries to store more than its quota allows.
+//! - `quota`: tries to store more than its quota allows;
+//! - `overlay`: changes keys the `state` probe stored, then reads them back
+//!   within the same call (its writes are pending until the call answers);
+//! - `doomed` / `doomed-trap`: writes keys, then fails with an
+//!   `engine-error` / traps, so none of its writes may be kept.
 //!
 //! `compact` reports progress and delegates to the host's native compaction.
 
@@ -36,6 +40,16 @@ impl Engine for Probe {
             Some("summarize") => summarize_probe(history)?,
             Some("quota") => quota_probe()?,
             Some("hoard") => hoard_probe()?,
+            Some("overlay") => overlay_probe()?,
+            Some("doomed") => {
+                host::state::set("doomed/a", b"lost")?;
+                host::state::delete("other")?;
+                return Err(EngineError::internal("failing on purpose after writing"));
+            }
+            Some("doomed-trap") => {
+                host::state::set("doomed/b", b"lost")?;
+                panic!("trapping on purpose after writing");
+            }
             other => return Err(EngineError::internal(format!("no probe named {other:?}"))),
         };
         let len = history.len();
@@ -82,6 +96,25 @@ fn state_probe() -> Result<String, EngineError> {
         got.unwrap_or_default(),
         scanned.join(","),
         missing.map_or("none", |_| "some")
+    ))
+}
+
+/// `get=… scan=… value=…` after setting `probe/c`, replacing `probe/a` and
+/// deleting `other`: what the call sees of its own writes.
+fn overlay_probe() -> Result<String, EngineError> {
+    host::state::set("probe/c", b"c")?;
+    host::state::set("probe/a", b"replaced")?;
+    let deleted = host::state::delete("other")?;
+    let other = host::state::get("other")?;
+    let scanned: Vec<String> = host::state::scan("probe/")?
+        .into_iter()
+        .map(|entry| format!("{}={}", entry.key, String::from_utf8_lossy(&entry.value)))
+        .collect();
+    let keys = host::state::scan("")?.len();
+    Ok(format!(
+        "deleted={deleted} other={} scan={} keys={keys}",
+        other.map_or("none", |_| "some"),
+        scanned.join(",")
     ))
 }
 
