@@ -243,18 +243,8 @@ fn status_error(status: u16, body: &str) -> ChatError {
         })
         .unwrap_or_else(|| body.trim().to_owned());
     let message = clip(&message, ERROR_MESSAGE_CHARS);
-    let lower = message.to_lowercase();
-    let overflow = [
-        "context length",
-        "context_length",
-        "context window",
-        "context size",
-        "maximum context",
-        "too many tokens",
-        "too long",
-    ]
-    .iter()
-    .any(|marker| lower.contains(marker));
+    // A compaction's own overflow is not the model's (`overflow`).
+    let overflow = super::overflow::is_context_overflow(&message);
     match status {
         401 | 403 => ChatError::Unauthorized { status, message },
         429 => ChatError::RateLimited { message },

@@ -9,6 +9,7 @@
 
 pub mod chat;
 mod openai;
+pub mod overflow;
 mod recorded;
 mod replay;
 mod scripted;
@@ -100,6 +101,14 @@ pub enum ProviderError {
     /// Anything else (network, API, bad response).
     #[error("{0}")]
     Failed(String),
+}
+
+impl ProviderError {
+    /// Whether the model did not answer in time (the runner may compact a
+    /// nearly full prompt and ask again).
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, Self::Api(ChatError::Timeout))
+    }
 }
 
 /// A language model behind an API.

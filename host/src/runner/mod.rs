@@ -5,10 +5,13 @@
 //! One turn: bootstrap on first sight (and `maintain(bootstrap)`) → append
 //! the user's message → for each model call: the pre-prompt check
 //! (estimate × 1.2 against the window minus the reserve; skipped for engines
-//! that own compaction) with proactive compaction → `assemble` → the provider
-//! → on a context overflow, recovery (`compact(force, budget)` at most three
-//! times per turn, however many model calls it makes; a no-op compaction does
-//! not count and falls through to truncating oversized tool results once) →
+//! that own compaction), which compacts, truncates tool results in prompts,
+//! or both → `assemble` → the provider → on a context overflow (an error, or
+//! an answer that stopped with one) or a timeout on a nearly full prompt,
+//! recovery (`overflow.rs`: `compact(force, budget)` at most three times
+//! before the model answers again, every attempt counting, then truncating
+//! oversized tool results once if there are any; at most two compactions a
+//! turn for timeouts) →
 //! append the answer, run its tools, repeat while the model calls tools →
 //! `after-turn` (which is also how the engine hears of the turn's new
 //! messages; see [`TurnRunner::run_turn`]) and `maintain(turn)` in the
@@ -17,12 +20,14 @@
 
 pub mod load;
 mod overflow;
+mod preflight;
 mod prompt;
 mod report;
 mod runtime_settings;
 mod script;
 mod session;
 mod subagent;
+mod tool_results;
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -36,7 +41,6 @@ pub use self::session::Session;
 pub use self::subagent::{PARENT_FORK_MAX_TOKENS, SpawnOutcome, SubagentPlan, SubagentRequest};
 use crate::contract::engine::{CallOptions, ContextEngine};
 use crate::contract::history::History;
-use crate::contract::tokens::PRE_PROMPT_SAFETY_FACTOR;
 use crate::contract::types::{
     AfterTurnParams, AgentMessage, CompactParams, CompactResult, CompactionTarget, MaintainReason,
     MessageEntry, TurnMaintenanceMode,
@@ -45,12 +49,11 @@ use crate::engines::guard::GuardedEngine;
 use crate::provider::{
     ModelRequest, Provider, ProviderError, ToolDefinition, ToolExecutor, runs_its_tool_calls,
 };
+use crate::services::compaction::effective_reserve;
 use crate::transcript::{TranscriptError, TranscriptStore};
 
 /// Most model calls one turn may make (a tool loop that never ends is cut).
 const MAX_MODEL_CALLS_PER_TURN: u32 = 64;
-/// Overflow compactions one turn may make.
-const MAX_OVERFLOW_COMPACTIONS: u32 = 3;
 
 /// How a runner talks to its model.
 #[derive(Debug, Clone)]
@@ -58,7 +61,8 @@ pub struct RunnerConfig {
     /// The model's context window, tokens.
     pub window: u64,
     /// Tokens kept free for the answer (`agents.defaults.compaction.reserveTokens`);
-    /// at most a quarter of the window is reserved, so small windows stay usable.
+    /// raised to 20,000 and capped at a quarter of the window, as the
+    /// reference does ([`effective_reserve`]).
     pub reserve_tokens: u64,
     /// Whether the runner compacts proactively before a prompt
     /// (`agents.defaults.compaction.enabled`).
@@ -74,7 +78,7 @@ pub struct RunnerConfig {
 impl RunnerConfig {
     /// Tokens reserved for the answer in this window.
     pub fn reserve(&self) -> u64 {
-        self.reserve_tokens.min(self.window / 4)
+        effective_reserve(self.window, self.reserve_tokens)
     }
 
     /// Tokens the prompt may take: the window minus the reserve.
@@ -234,19 +238,18 @@ impl TurnRunner {
         progress.inputs = session.append(&inputs)?;
         session.commit()?;
 
-        // Overflow attempts are the turn's, not each model call's: a tool
-        // loop does not earn fresh compactions.
-        let mut recovery = overflow::Recovery::new(MAX_OVERFLOW_COMPACTIONS);
+        // Recovery attempts are drawn on across the turn's model calls.
+        let mut recovery = overflow::Recovery::default();
         loop {
             self.append_arrived(session, progress)?;
             if progress.report.model_calls >= MAX_MODEL_CALLS_PER_TURN {
                 return Err(TurnError::TooManyModelCalls(MAX_MODEL_CALLS_PER_TURN));
             }
-            let reply = match self
+            let answer = match self
                 .model_call(session, &call, &mut recovery, &mut progress.report)
                 .await
             {
-                Ok(reply) => reply,
+                Ok(answer) => answer,
                 // A recording that has no (more) answers for this turn: the
                 // conversation ended there (an unanswered message, or a last
                 // tool call never answered).
@@ -255,7 +258,23 @@ impl TurnRunner {
             };
             progress
                 .answers
-                .extend(session.append(std::slice::from_ref(&reply))?);
+                .extend(session.append(std::slice::from_ref(&answer.message))?);
+            // An answer that stopped with an overflow error is kept (and left
+            // out of prompts, as every failed answer is); then the prompt is
+            // made to fit and the model asked again. With nothing left to
+            // try, that failed answer is the model's last word, as the
+            // reference surfaces it.
+            if let Some(refusal) = answer.refusal {
+                match self
+                    .recover_overflow(session, &call, &mut progress.report, &mut recovery, refusal)
+                    .await
+                {
+                    Ok(()) => continue,
+                    Err(TurnError::ContextOverflow { .. }) => {}
+                    Err(error) => return Err(error),
+                }
+            }
+            let reply = answer.message;
             // The calls of an answer that failed or was aborted are not run.
             let calls_tools = runs_its_tool_calls(&reply) && reply.tool_call_ids().next().is_some();
             if calls_tools {
@@ -339,8 +358,9 @@ impl TurnRunner {
         call: &CallOptions,
         recovery: &mut overflow::Recovery,
         report: &mut TurnReport,
-    ) -> Result<AgentMessage, TurnError> {
-        self.pre_prompt_check(session, call, report).await?;
+    ) -> Result<overflow::Answer, TurnError> {
+        self.pre_prompt_check(session, call, report, recovery)
+            .await?;
         loop {
             let prompt = self.assemble_prompt(session, call).await?;
             let request = ModelRequest {
@@ -354,42 +374,37 @@ impl TurnRunner {
                 Ok(reply) => {
                     report.model_calls += 1;
                     report.note_prompt(prompt.estimated_tokens);
-                    return Ok(reply.message);
+                    recovery.answered(&reply.message);
+                    let refusal = overflow::Refusal::in_answer(
+                        &reply.message,
+                        &prompt.messages,
+                        self.config.window,
+                    );
+                    return Ok(overflow::Answer {
+                        message: reply.message,
+                        refusal,
+                    });
                 }
                 Err(ProviderError::ContextOverflow { prompt_tokens, .. }) => {
-                    report.overflow_retries += 1;
-                    self.recover(session, call, report, recovery, prompt_tokens)
+                    let refusal =
+                        overflow::Refusal::new(prompt_tokens, &prompt.messages, self.config.window);
+                    self.recover_overflow(session, call, report, recovery, refusal)
                         .await?;
                 }
+                Err(error)
+                    if error.is_timeout()
+                        && self
+                            .recover_timeout(
+                                session,
+                                call,
+                                report,
+                                recovery,
+                                prompt.estimated_tokens,
+                            )
+                            .await? => {}
                 Err(error) => return Err(TurnError::Provider(error)),
             }
         }
-    }
-
-    /// Compacts before the prompt if the context will not fit.
-    async fn pre_prompt_check(
-        &self,
-        session: &mut Session,
-        call: &CallOptions,
-        report: &mut TurnReport,
-    ) -> Result<(), TurnError> {
-        if !self.config.proactive_compaction || self.engine.info().owns_compaction {
-            return Ok(());
-        }
-        let estimate = session.context_tokens() as f64 * PRE_PROMPT_SAFETY_FACTOR;
-        if estimate <= self.config.prompt_budget() as f64 {
-            return Ok(());
-        }
-        let trigger = CompactionTrigger::Budget;
-        let params = CompactParams {
-            token_budget: Some(self.config.window),
-            compaction_target: CompactionTarget::Threshold,
-            runtime_settings: Some(self.compaction_settings(trigger)),
-            runtime_context: Some(compaction_context(trigger, None, None)),
-            ..CompactParams::default()
-        };
-        self.compact_session(session, call, &params, report).await?;
-        Ok(())
     }
 
     /// Runs a compaction and follows what it did to the transcript.

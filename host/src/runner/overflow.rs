@@ -1,67 +1,152 @@
-//! Recovering from a context-overflow error (ARCHITECTURE.md §8): compact with
-//! `force: true` toward the budget, at most a few times per turn; a
-//! compaction that compacts nothing does not count against that and falls
-//! through to one pass of truncating oversized tool traffic.
+//! Recovering when a prompt does not fit or the model gives up on it
+//! (ARCHITECTURE.md §8), as the reference's runner does
+//! (`run/overflow-context-recovery`, `run/timeout-context-recovery`):
+//!
+//! - **Overflow** — the provider refused the prompt, or answered with an
+//!   assistant message that stopped with an overflow error: compact
+//!   (`force`, aimed at the prompt budget) at most three times before the
+//!   model answers again. Every attempt counts, whether it compacted,
+//!   compacted nothing or failed; a pre-prompt compaction counts too. When no compaction is left or the
+//!   last one changed nothing, one pass truncating tool traffic in prompts
+//!   follows, but only if the prompt holds oversized tool results
+//!   ([`Reducible`]); otherwise the overflow ends the turn.
+//! - **Timeout** — the model did not answer in time on a prompt filling more
+//!   than 65% of the window: compact and ask again, at most twice a turn;
+//!   a smaller prompt, a compaction that changes nothing or a third timeout
+//!   ends the turn with the timeout.
+//! - **Pre-prompt** — the estimate is over the budget: compact, truncate, or
+//!   both, as [`preflight::route`] decides.
 
+use super::preflight;
 use super::runtime_settings::{Attempt, CompactionTrigger, compaction_context};
+use super::tool_results::Reducible;
 use super::{Session, TurnError, TurnReport, TurnRunner};
-use crate::contract::engine::CallOptions;
-use crate::contract::types::{CompactParams, CompactionTarget};
+use crate::contract::engine::{CallOptions, ContextEngine};
+use crate::contract::types::{
+    AgentMessage, CompactParams, CompactResult, CompactionTarget, StopReason,
+};
+use crate::provider::overflow;
 
-/// What a turn has left for overflow recovery.
+/// Overflow compactions (pre-prompt ones included) one turn may make.
+const MAX_OVERFLOW_COMPACTIONS: u32 = 3;
+/// Timeout compactions one turn may make.
+const MAX_TIMEOUT_COMPACTIONS: u32 = 2;
+/// Share of the window a timed-out prompt must exceed to be compacted.
+const TIMEOUT_COMPACTION_SHARE: f64 = 0.65;
+
+/// What a turn has used of its recovery. Overflow attempts start afresh
+/// once the model answers (the reference resets them on a successful model
+/// response): three in a row without an answer end the turn. Timeout
+/// attempts are the turn's.
+#[derive(Debug, Default)]
 pub(super) struct Recovery {
-    max_compactions: u32,
-    compactions_left: u32,
+    overflow_compactions: u32,
+    timeout_compactions: u32,
 }
 
 impl Recovery {
-    pub(super) fn new(max_compactions: u32) -> Self {
-        Self {
-            max_compactions,
-            compactions_left: max_compactions,
+    /// The overflow attempt a compaction about to run is.
+    fn overflow_attempt(&self) -> Attempt {
+        Attempt {
+            number: self.overflow_compactions,
+            of: MAX_OVERFLOW_COMPACTIONS,
         }
+    }
+
+    /// Notes the model's `answer`: one that stopped normally or to call
+    /// tools gives overflow recovery its attempts back.
+    pub(super) fn answered(&mut self, answer: &AgentMessage) {
+        if let AgentMessage::Assistant { stop_reason, .. } = answer
+            && matches!(stop_reason, StopReason::Stop | StopReason::ToolUse)
+        {
+            self.overflow_compactions = 0;
+        }
+    }
+
+    /// Takes an overflow compaction attempt, if one is left.
+    fn take_overflow_attempt(&mut self) -> bool {
+        let left = self.overflow_compactions < MAX_OVERFLOW_COMPACTIONS;
+        self.overflow_compactions += u32::from(left);
+        left
+    }
+}
+
+/// A model's answer to one call.
+pub(super) struct Answer {
+    /// The assistant message.
+    pub(super) message: AgentMessage,
+    /// The overflow it reports, when it stopped with one.
+    pub(super) refusal: Option<Refusal>,
+}
+
+/// A prompt the model refused as too large.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Refusal {
+    /// Its size as the model counted it.
+    prompt_tokens: u64,
+    /// Whether it held oversized tool results (that truncation could cut).
+    oversized_tool_results: bool,
+}
+
+impl Refusal {
+    /// A refusal of `prompt` (`prompt_tokens` tokens) by a `window`-token
+    /// model.
+    pub(super) fn new(prompt_tokens: u64, prompt: &[AgentMessage], window: u64) -> Self {
+        Self {
+            prompt_tokens,
+            oversized_tool_results: Reducible::in_messages(prompt, window).any(),
+        }
+    }
+
+    /// The refusal `answer` reports: an assistant message that stopped with
+    /// an overflow error. The prompt's size is what the error states, else
+    /// one more than the window (as the reference assumes).
+    pub(super) fn in_answer(
+        answer: &AgentMessage,
+        prompt: &[AgentMessage],
+        window: u64,
+    ) -> Option<Self> {
+        let error = overflow::reported_by(answer)?;
+        let prompt_tokens = overflow::stated(error)
+            .prompt_tokens
+            .unwrap_or(window.saturating_add(1));
+        Some(Self::new(prompt_tokens, prompt, window))
     }
 }
 
 impl TurnRunner {
-    /// Makes room after the provider refused a prompt of `prompt_tokens`
-    /// tokens; an error when nothing is left to try.
-    pub(super) async fn recover(
+    /// Makes room after the model refused a prompt; an error when nothing is
+    /// left to try.
+    pub(super) async fn recover_overflow(
         &self,
         session: &mut Session,
         call: &CallOptions,
         report: &mut TurnReport,
         recovery: &mut Recovery,
-        prompt_tokens: u64,
+        refusal: Refusal,
     ) -> Result<(), TurnError> {
-        if recovery.compactions_left > 0 {
-            let trigger = CompactionTrigger::Overflow;
-            let attempt = Attempt {
-                number: recovery.max_compactions - recovery.compactions_left + 1,
-                of: recovery.max_compactions,
-            };
-            let params = CompactParams {
-                token_budget: Some(self.config.prompt_budget()),
-                force: true,
-                current_token_count: Some(prompt_tokens),
-                compaction_target: CompactionTarget::Budget,
-                runtime_settings: Some(self.compaction_settings(trigger)),
-                runtime_context: Some(compaction_context(
-                    trigger,
+        let Refusal {
+            prompt_tokens,
+            oversized_tool_results,
+        } = refusal;
+        report.overflow_retries += 1;
+        if recovery.take_overflow_attempt() {
+            let result = self
+                .recovery_compaction(
+                    session,
+                    call,
+                    report,
+                    CompactionTrigger::Overflow,
                     Some(prompt_tokens),
-                    Some(attempt),
-                )),
-                ..CompactParams::default()
-            };
-            let result = self.compact_session(session, call, &params, report).await?;
+                    recovery.overflow_attempt(),
+                )
+                .await?;
             if result.compacted {
-                recovery.compactions_left -= 1;
                 return Ok(());
             }
         }
-        if !session.truncate_tool_traffic {
-            session.truncate_tool_traffic = true;
-            report.truncated_tool_traffic = true;
+        if oversized_tool_results && !session.truncate_tool_traffic {
+            truncate_tool_traffic(session, report);
             return Ok(());
         }
         Err(TurnError::ContextOverflow {
@@ -69,4 +154,115 @@ impl TurnRunner {
             window: self.config.window,
         })
     }
+
+    /// After the model timed out on a prompt of `prompt_tokens` tokens:
+    /// whether a compaction made room to ask again.
+    pub(super) async fn recover_timeout(
+        &self,
+        session: &mut Session,
+        call: &CallOptions,
+        report: &mut TurnReport,
+        recovery: &mut Recovery,
+        prompt_tokens: u64,
+    ) -> Result<bool, TurnError> {
+        let nearly_full =
+            prompt_tokens as f64 > self.config.window as f64 * TIMEOUT_COMPACTION_SHARE;
+        if !nearly_full || recovery.timeout_compactions >= MAX_TIMEOUT_COMPACTIONS {
+            return Ok(false);
+        }
+        recovery.timeout_compactions += 1;
+        let attempt = Attempt {
+            number: recovery.timeout_compactions,
+            of: MAX_TIMEOUT_COMPACTIONS,
+        };
+        let result = self
+            .recovery_compaction(
+                session,
+                call,
+                report,
+                CompactionTrigger::TimeoutRecovery,
+                None,
+                attempt,
+            )
+            .await?;
+        Ok(result.compacted)
+    }
+
+    /// The pre-prompt check (engines that do not own compaction): when the
+    /// context's estimate × 1.2 is over the prompt budget, compact, truncate
+    /// tool traffic in prompts, or both, as [`preflight::route`] decides. A
+    /// prompt still over is sent all the same: the provider's answer decides,
+    /// and overflow recovery follows a refusal.
+    pub(super) async fn pre_prompt_check(
+        &self,
+        session: &mut Session,
+        call: &CallOptions,
+        report: &mut TurnReport,
+        recovery: &mut Recovery,
+    ) -> Result<(), TurnError> {
+        if !self.config.proactive_compaction || self.engine.info().owns_compaction {
+            return Ok(());
+        }
+        let estimate = preflight::estimate(session.context_tokens());
+        let reducible = if session.truncate_tool_traffic {
+            0
+        } else {
+            let history = session.history();
+            let messages: Vec<AgentMessage> = history
+                .entries()
+                .iter()
+                .map(|entry| entry.message.clone())
+                .collect();
+            Reducible::in_messages(&messages, self.config.window).chars()
+        };
+        let route = preflight::route(estimate, self.config.prompt_budget(), reducible);
+        if route.compacts() && recovery.take_overflow_attempt() {
+            self.recovery_compaction(
+                session,
+                call,
+                report,
+                CompactionTrigger::Budget,
+                Some(estimate),
+                recovery.overflow_attempt(),
+            )
+            .await?;
+        }
+        if route.truncates() {
+            truncate_tool_traffic(session, report);
+        }
+        Ok(())
+    }
+
+    /// A compaction to make room: forced, aimed at the prompt budget, its
+    /// runtime context naming the `trigger` and the `attempt`.
+    async fn recovery_compaction(
+        &self,
+        session: &mut Session,
+        call: &CallOptions,
+        report: &mut TurnReport,
+        trigger: CompactionTrigger,
+        current_token_count: Option<u64>,
+        attempt: Attempt,
+    ) -> Result<CompactResult, TurnError> {
+        let params = CompactParams {
+            token_budget: Some(self.config.prompt_budget()),
+            force: true,
+            current_token_count,
+            compaction_target: CompactionTarget::Budget,
+            runtime_settings: Some(self.compaction_settings(trigger)),
+            runtime_context: Some(compaction_context(
+                trigger,
+                current_token_count,
+                Some(attempt),
+            )),
+            ..CompactParams::default()
+        };
+        self.compact_session(session, call, &params, report).await
+    }
+}
+
+/// Cuts tool traffic in the session's prompts from now on.
+fn truncate_tool_traffic(session: &mut Session, report: &mut TurnReport) {
+    session.truncate_tool_traffic = true;
+    report.truncated_tool_traffic = true;
 }

@@ -1,13 +1,15 @@
 //! Turning an `assemble` answer into what the provider is sent: the engine's
 //! messages (or a reused thread-bootstrap projection plus what came since),
-//! the system prompt with the engine's addition, oversized tool traffic
-//! (tool results, tool-call arguments, thinking) cut down when overflow
-//! recovery asked for it, and tool calls and results always paired. The
+//! the system prompt with the engine's addition, oversized tool traffic cut
+//! down when overflow recovery or the pre-prompt check asked for it (every
+//! tool result to the reference's cap on one result, then tool results,
+//! tool-call arguments and thinking as far as the budget needs), and tool
+//! calls and results always paired. The
 //! transcript keeps everything; only prompts are cut.
 
 use std::collections::HashSet;
 
-use super::{Session, TurnError, TurnRunner};
+use super::{Session, TurnError, TurnRunner, tool_results};
 use crate::contract::engine::{CallOptions, ContextEngine};
 use crate::contract::history::History;
 use crate::contract::tokens;
@@ -133,6 +135,10 @@ impl TurnRunner {
 
         let mut messages = pair_tool_messages(messages);
         if session.truncate_tool_traffic {
+            cap_tool_results(
+                &mut messages,
+                tool_results::result_cap_tokens(self.config.window),
+            );
             let budget = self
                 .config
                 .prompt_budget()
@@ -166,6 +172,23 @@ fn latest_user_text<'a>(
         ),
         _ => None,
     })
+}
+
+/// Cuts every tool result's text down to `max_tokens`, the reference's cap
+/// on one result for the window: a prompt the model refused can be over its
+/// window while the host's estimate says it fits.
+fn cap_tool_results(messages: &mut [AgentMessage], max_tokens: u64) {
+    for message in messages {
+        if let AgentMessage::ToolResult { content, .. } = message {
+            for block in content {
+                if let ContentBlock::Text { text } = block
+                    && let Some(cut) = truncated(text, max_tokens)
+                {
+                    *text = cut;
+                }
+            }
+        }
+    }
 }
 
 /// Cuts tool traffic so `messages` take at most `budget` tokens, by as
@@ -307,56 +330,70 @@ fn truncated(text: &str, max_tokens: u64) -> Option<String> {
 }
 
 /// Makes sure the provider never sees a tool call without its result or a
-/// result without its call: answers that failed or were aborted are left
-/// out, results whose call is not earlier (orphans) are dropped,
-/// and calls left without a result get an "unavailable" one right after
-/// their assistant message's results. Engines are validated to keep pairs;
-/// this guards what the recording itself may lack (an interrupted call).
+/// result without its call, as the reference's transcript repair does
+/// (`session-transcript-repair`): answers that failed or were aborted are
+/// left out (their calls may be cut off mid-stream and were never run, so no
+/// result is made up for them and results recorded for them are dropped);
+/// each call's result is moved right after its assistant message, in call
+/// order, from wherever it sits before the next assistant message (a user
+/// message that came between goes after the results); a second result for
+/// the same call is dropped, anywhere; a result with no call before it is
+/// dropped; a call with no result gets an "unavailable" one. Engines are
+/// validated to keep pairs; this guards what a recording itself may hold.
 fn pair_tool_messages(messages: Vec<AgentMessage>) -> Vec<AgentMessage> {
-    let answered: HashSet<String> = messages
-        .iter()
-        .filter_map(|message| match message {
-            AgentMessage::ToolResult { tool_call_id, .. } => Some(tool_call_id.clone()),
-            _ => None,
+    let mut slots: Vec<Option<AgentMessage>> = messages
+        .into_iter()
+        .filter(|message| {
+            !matches!(message, AgentMessage::Assistant { .. }) || runs_its_tool_calls(message)
         })
+        .map(Some)
         .collect();
-    let mut called: HashSet<String> = HashSet::new();
-    let mut paired = Vec::with_capacity(messages.len());
-    let mut missing: Vec<AgentMessage> = Vec::new();
-    for message in messages {
-        // An answer that failed or was aborted is left out, as in the
-        // reference; its calls were never run, so results recorded for them
-        // are dropped below like any result without a call.
-        if matches!(message, AgentMessage::Assistant { .. }) && !runs_its_tool_calls(&message) {
+    let mut answered: HashSet<String> = HashSet::new();
+    let mut paired = Vec::with_capacity(slots.len());
+    let mut index = 0;
+    while index < slots.len() {
+        let Some(message) = slots[index].take() else {
+            index += 1;
             continue;
-        }
-        let is_result_run = matches!(message, AgentMessage::ToolResult { .. });
-        if !is_result_run {
-            paired.append(&mut missing);
-        }
-        match &message {
-            AgentMessage::ToolResult { tool_call_id, .. } if !called.contains(tool_call_id) => {
+        };
+        let calls: Vec<(String, String)> = match &message {
+            AgentMessage::ToolResult { .. } => {
+                // Before any call of it, or a duplicate: dropped.
+                index += 1;
                 continue;
             }
-            AgentMessage::Assistant { content, .. } => {
-                for block in content {
-                    if let ContentBlock::ToolCall { id, name, .. } = block {
-                        called.insert(id.clone());
-                        if !answered.contains(id) {
-                            missing.push(unavailable_tool_result(
-                                id,
-                                name,
-                                "its result is not in the history",
-                            ));
-                        }
-                    }
-                }
-            }
-            _ => {}
-        }
+            AgentMessage::Assistant { content, .. } => content
+                .iter()
+                .filter_map(|block| match block {
+                    ContentBlock::ToolCall { id, name, .. } => Some((id.clone(), name.clone())),
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
         paired.push(message);
+        index += 1;
+        if calls.is_empty() {
+            continue;
+        }
+        // The span whose results may answer these calls: up to the next
+        // assistant message.
+        let span_end = (index..slots.len())
+            .find(|&at| matches!(slots[at], Some(AgentMessage::Assistant { .. })))
+            .unwrap_or(slots.len());
+        for (id, name) in calls {
+            if !answered.insert(id.clone()) {
+                continue;
+            }
+            let found = (index..span_end).find(|&at| {
+                matches!(&slots[at], Some(AgentMessage::ToolResult { tool_call_id, .. }) if *tool_call_id == id)
+            });
+            paired.push(match found.and_then(|at| slots[at].take()) {
+                Some(result) => result,
+                None => unavailable_tool_result(&id, &name, "its result is not in the history"),
+            });
+        }
     }
-    paired.append(&mut missing);
     paired
 }
 
@@ -404,6 +441,86 @@ mod tests {
         );
         assert_eq!(paired[3], call("c2"));
         assert_eq!(paired[4], result("c2", "ok"));
+    }
+
+    #[test]
+    fn a_displaced_result_is_moved_right_after_its_call() {
+        let user = AgentMessage::user_text("meanwhile");
+        let two_calls = AgentMessage::Assistant {
+            content: vec![
+                ContentBlock::ToolCall {
+                    id: "c1".into(),
+                    name: "read".into(),
+                    arguments_json: "{}".into(),
+                },
+                ContentBlock::ToolCall {
+                    id: "c2".into(),
+                    name: "exec".into(),
+                    arguments_json: "{}".into(),
+                },
+            ],
+            model: None,
+            provider: None,
+            usage: None,
+            stop_reason: StopReason::ToolUse,
+            error_message: None,
+        };
+        let paired = pair_tool_messages(vec![two_calls.clone(), user.clone(), result("c2", "ok")]);
+        assert_eq!(paired.len(), 4);
+        assert_eq!(paired[0], two_calls);
+        assert!(
+            matches!(&paired[1], AgentMessage::ToolResult { tool_call_id, is_error: true, .. } if tool_call_id == "c1"),
+            "the missing one is made up, in call order"
+        );
+        assert_eq!(paired[2], result("c2", "ok"));
+        assert_eq!(paired[3], user, "the user message follows the results");
+    }
+
+    #[test]
+    fn a_duplicate_result_is_dropped_within_a_span_and_across_the_transcript() {
+        let within = pair_tool_messages(vec![
+            call("c1"),
+            result("c1", "first"),
+            result("c1", "second"),
+            AgentMessage::user_text("ok"),
+        ]);
+        assert_eq!(
+            within,
+            vec![
+                call("c1"),
+                result("c1", "first"),
+                AgentMessage::user_text("ok")
+            ]
+        );
+        let across = pair_tool_messages(vec![
+            call("c1"),
+            result("c1", "first"),
+            AgentMessage::assistant_text("ok"),
+            result("c1", "second (duplicate)"),
+        ]);
+        assert_eq!(
+            across,
+            vec![
+                call("c1"),
+                result("c1", "first"),
+                AgentMessage::assistant_text("ok")
+            ]
+        );
+    }
+
+    #[test]
+    fn each_tool_result_is_capped_and_nothing_else_is_cut() {
+        let long_call =
+            AgentMessage::tool_call("c1", "exec", format!("{{\"a\":\"{}\"}}", "b".repeat(900)));
+        let mut messages = vec![long_call.clone(), result("c1", &"a".repeat(4_000))];
+        cap_tool_results(&mut messages, 100);
+        assert_eq!(messages[0], long_call, "arguments are not results");
+        let AgentMessage::ToolResult { content, .. } = &messages[1] else {
+            panic!("still a tool result");
+        };
+        assert!(
+            matches!(&content[0], ContentBlock::Text { text } if text.contains("3600 more characters"))
+        );
     }
 
     #[test]

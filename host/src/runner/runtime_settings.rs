@@ -22,6 +22,8 @@ pub(super) enum CompactionTrigger {
     Overflow,
     /// A user asked (`/compact`).
     Manual,
+    /// The model timed out on a nearly full prompt.
+    TimeoutRecovery,
 }
 
 impl CompactionTrigger {
@@ -31,6 +33,7 @@ impl CompactionTrigger {
             Self::Budget => "budget",
             Self::Overflow => "overflow",
             Self::Manual => "manual",
+            Self::TimeoutRecovery => "timeout_recovery",
         }
     }
 
@@ -38,7 +41,7 @@ impl CompactionTrigger {
     fn degraded_reason(self) -> Option<&'static str> {
         match self {
             Self::Overflow => Some("context_overflow"),
-            Self::Budget | Self::Manual => None,
+            Self::Budget | Self::Manual | Self::TimeoutRecovery => None,
         }
     }
 }

@@ -14,6 +14,7 @@ mod multi_host;
 mod pg_cluster;
 mod provider_openai;
 mod python_engine;
+mod reference_overflow;
 mod reference_selection;
 mod replay;
 mod replay_fidelity;

@@ -1,6 +1,6 @@
 //! The turn runner's rules with a scripted provider and a spying engine:
-//! overflow recovery, its per-turn attempt limit, the no-op rule, the
-//! pre-prompt check, after-turn as the engine's news of the turn, background
+//! overflow recovery and its per-turn attempt limit (more in
+//! `reference_overflow`), the pre-prompt check, after-turn as the engine's news of the turn, background
 //! maintenance ordering, thread-bootstrap projections, and subagent rollback
 //! exactly once.
 
@@ -27,15 +27,15 @@ use ctxbox_host::services::compaction::{CompactionConfig, Compactor, NoProgress}
 use ctxbox_host::transcript::{NewSession, TranscriptStore};
 use tokio_util::sync::CancellationToken;
 
-const WINDOW: u64 = 8_192;
+pub(crate) const WINDOW: u64 = 8_192;
 
 /// A native engine that passes history through (or, when given an epoch,
 /// answers a thread-bootstrap projection led by a "view N" message), answers
 /// `compact` from a script, and records what it was asked.
-struct Spy {
+pub(crate) struct Spy {
     info: EngineInfo,
     compact_answers: Mutex<VecDeque<CompactResult>>,
-    compactions: Mutex<Vec<CompactParams>>,
+    pub(crate) compactions: Mutex<Vec<CompactParams>>,
     rollbacks: Mutex<Vec<String>>,
     /// Calls in the order they finished.
     calls: Mutex<Vec<Operation>>,
@@ -66,7 +66,7 @@ fn parse_json(json: &Option<String>) -> Option<serde_json::Value> {
 }
 
 impl Spy {
-    fn new(owns_compaction: bool, compact_answers: Vec<CompactResult>) -> Arc<Self> {
+    pub(crate) fn new(owns_compaction: bool, compact_answers: Vec<CompactResult>) -> Arc<Self> {
         Self::build(owns_compaction, compact_answers, false, None)
     }
 
@@ -353,7 +353,7 @@ impl ContextEngine for Spy {
 }
 
 /// A provider answering from a script of results, recording the prompts.
-fn scripted(answers: Vec<Result<AgentMessage, ProviderError>>) -> Arc<ScriptedProvider> {
+pub(crate) fn scripted(answers: Vec<Result<AgentMessage, ProviderError>>) -> Arc<ScriptedProvider> {
     Arc::new(ScriptedProvider::new(answers))
 }
 
@@ -370,23 +370,23 @@ impl ToolExecutor for Echo {
     }
 }
 
-fn overflow() -> Result<AgentMessage, ProviderError> {
+pub(crate) fn overflow() -> Result<AgentMessage, ProviderError> {
     Err(ProviderError::ContextOverflow {
         prompt_tokens: 9_000,
         window: WINDOW,
     })
 }
 
-fn answer() -> Result<AgentMessage, ProviderError> {
+pub(crate) fn answer() -> Result<AgentMessage, ProviderError> {
     Ok(AgentMessage::assistant_text("done"))
 }
 
 /// An assistant message calling the `exec` tool once.
-fn tool_call(id: &str) -> AgentMessage {
+pub(crate) fn tool_call(id: &str) -> AgentMessage {
     AgentMessage::tool_call(id, "exec", "{}")
 }
 
-fn compacted() -> CompactResult {
+pub(crate) fn compacted() -> CompactResult {
     CompactResult {
         ok: true,
         compacted: true,
@@ -396,7 +396,7 @@ fn compacted() -> CompactResult {
     }
 }
 
-fn nothing_to_compact() -> CompactResult {
+pub(crate) fn nothing_to_compact() -> CompactResult {
     CompactResult {
         ok: true,
         compacted: false,
@@ -406,14 +406,24 @@ fn nothing_to_compact() -> CompactResult {
     }
 }
 
-struct Harness {
+pub(crate) struct Harness {
     _dir: tempfile::TempDir,
     store: TranscriptStore,
-    runner: TurnRunner,
-    session: Session,
+    pub(crate) runner: TurnRunner,
+    pub(crate) session: Session,
 }
 
-fn harness(spy: Arc<Spy>, provider: Arc<ScriptedProvider>, proactive: bool) -> Harness {
+pub(crate) fn harness(spy: Arc<Spy>, provider: Arc<ScriptedProvider>, proactive: bool) -> Harness {
+    harness_with_tools(spy, provider, proactive, Arc::new(Echo))
+}
+
+/// [`harness`] with its own tools.
+pub(crate) fn harness_with_tools(
+    spy: Arc<Spy>,
+    provider: Arc<ScriptedProvider>,
+    proactive: bool,
+    tools: Arc<dyn ToolExecutor>,
+) -> Harness {
     let dir = tempfile::tempdir().expect("temp dir");
     let store = TranscriptStore::new(Default::default());
     let transcript = store
@@ -445,7 +455,7 @@ fn harness(spy: Arc<Spy>, provider: Arc<ScriptedProvider>, proactive: bool) -> H
     let runner = TurnRunner::new(
         engine,
         provider,
-        Arc::new(Echo),
+        tools,
         store.clone(),
         RunnerConfig {
             window: WINDOW,
@@ -465,7 +475,10 @@ fn harness(spy: Arc<Spy>, provider: Arc<ScriptedProvider>, proactive: bool) -> H
 }
 
 impl Harness {
-    async fn turn(&mut self, text: &str) -> Result<ctxbox_host::runner::TurnReport, TurnError> {
+    pub(crate) async fn turn(
+        &mut self,
+        text: &str,
+    ) -> Result<ctxbox_host::runner::TurnReport, TurnError> {
         self.runner
             .run_turn(
                 &mut self.session,
@@ -491,12 +504,15 @@ async fn an_overflow_is_compacted_with_the_providers_count_and_retried() {
     assert!(params.force);
     assert_eq!(params.compaction_target, CompactionTarget::Budget);
     assert_eq!(params.current_token_count, Some(9_000));
-    assert_eq!(params.token_budget, Some(WINDOW - 1_024));
+    assert_eq!(
+        params.token_budget,
+        Some(harness.runner.config().prompt_budget())
+    );
     assert_eq!(provider.prompts().len(), 2, "asked again after compacting");
 }
 
 #[tokio::test]
-async fn at_most_three_compactions_then_one_truncation_then_an_error() {
+async fn at_most_three_compactions_then_an_error_when_no_tool_result_is_oversized() {
     let spy = Spy::new(
         false,
         vec![compacted(), compacted(), compacted(), compacted()],
@@ -519,19 +535,21 @@ async fn at_most_three_compactions_then_one_truncation_then_an_error() {
         3,
         "three compactions per turn at most"
     );
-    // 3 compactions + 1 truncation pass + the final refusal.
-    assert_eq!(provider.prompts().len(), 5);
+    // 3 compactions, no truncation pass (nothing to truncate), the final
+    // refusal.
+    assert_eq!(provider.prompts().len(), 4);
 }
 
 #[tokio::test]
-async fn the_three_attempts_are_the_turns_even_across_a_tool_call() {
+async fn a_model_answer_gives_overflow_recovery_its_three_attempts_back() {
     let spy = Spy::new(false, vec![compacted(); 6]);
-    // Two overflows, a tool call, then overflows again: the second model
-    // call has one compaction left, then the truncation pass, then nothing.
+    // Two overflows, a tool call (the model answered), then overflows
+    // again: three more compactions, then the fourth overflow ends the turn.
     let provider = scripted(vec![
         overflow(),
         overflow(),
         Ok(tool_call("c1")),
+        overflow(),
         overflow(),
         overflow(),
         overflow(),
@@ -543,44 +561,8 @@ async fn the_three_attempts_are_the_turns_even_across_a_tool_call() {
         matches!(error, TurnError::ContextOverflow { .. }),
         "{error}"
     );
-    assert_eq!(
-        spy.compactions.lock().expect("lock").len(),
-        3,
-        "three overflow compactions for the whole turn"
-    );
-    // 2 refusals + the tool call + 1 refusal after the last compaction, 1
-    // after the truncation pass, and the final one.
-    assert_eq!(provider.prompts().len(), 6);
-}
-
-#[tokio::test]
-async fn a_noop_compaction_does_not_burn_an_attempt_and_falls_through_to_truncation() {
-    let spy = Spy::new(false, vec![nothing_to_compact(), compacted()]);
-    let provider = scripted(vec![overflow(), overflow(), answer()]);
-    let mut harness = harness(spy.clone(), provider.clone(), false);
-    let report = harness
-        .turn("hi")
-        .await
-        .expect("truncation, then a real compaction, fits");
-    assert!(
-        report.truncated_tool_traffic,
-        "the no-op fell through to truncation"
-    );
-    assert_eq!(report.compactions, 1, "only the real compaction counts");
-    assert_eq!(spy.compactions.lock().expect("lock").len(), 2);
-}
-
-#[tokio::test]
-async fn two_noops_in_a_row_end_the_turn_after_one_truncation() {
-    let spy = Spy::new(false, vec![nothing_to_compact(), nothing_to_compact()]);
-    let provider = scripted(vec![overflow(); 5]);
-    let mut harness = harness(spy.clone(), provider, false);
-    let error = harness.turn("hi").await.expect_err("cannot fit");
-    assert!(
-        matches!(error, TurnError::ContextOverflow { .. }),
-        "{error}"
-    );
-    assert_eq!(spy.compactions.lock().expect("lock").len(), 2);
+    assert_eq!(spy.compactions.lock().expect("lock").len(), 5);
+    assert_eq!(provider.prompts().len(), 7);
 }
 
 #[tokio::test]
@@ -632,9 +614,15 @@ async fn the_pre_prompt_check_compacts_before_a_too_large_prompt() {
     let report = harness.turn(&big).await.expect("turn");
     assert_eq!(report.compactions, 1, "compacted before asking the model");
     assert_eq!(report.overflow_retries, 0);
+    assert!(!report.truncated_tool_traffic, "no tool result to truncate");
+    // As the reference's context-budget recovery: forced, at the budget.
     let params = spy.compactions.lock().expect("lock")[0].clone();
-    assert!(!params.force);
-    assert_eq!(params.compaction_target, CompactionTarget::Threshold);
+    assert!(params.force);
+    assert_eq!(params.compaction_target, CompactionTarget::Budget);
+    assert_eq!(
+        params.token_budget,
+        Some(harness.runner.config().prompt_budget())
+    );
 }
 
 #[tokio::test]
@@ -947,10 +935,21 @@ async fn a_manual_compaction_and_a_pre_prompt_one_say_which_they_are() {
         seen[0].settings.as_ref().expect("settings")["runtime"]["mode"],
         "normal"
     );
+    // The pre-prompt check's compaction is the reference's context-budget
+    // recovery: its estimate and its overflow attempt go along.
+    let budget = seen
+        .get(1)
+        .and_then(|seen| seen.context.clone())
+        .expect("the pre-prompt check's compaction");
+    assert_eq!(budget["trigger"], "budget");
+    assert!(
+        budget["currentTokenCount"]
+            .as_u64()
+            .is_some_and(|count| count > 8_000)
+    );
     assert_eq!(
-        seen.get(1).and_then(|seen| seen.context.clone()),
-        Some(serde_json::json!({"trigger": "budget"})),
-        "the pre-prompt check's compaction"
+        (budget["attempt"].as_u64(), budget["maxAttempts"].as_u64()),
+        (Some(1), Some(3))
     );
 }
 
@@ -972,8 +971,10 @@ async fn assemble_and_after_turn_get_runtime_settings_and_the_prompt_size() {
     harness.turn("hi").await.expect("answers");
     let assembled = spy.runtime_of(Operation::Assemble);
     let settings = assembled[0].settings.as_ref().expect("settings");
-    assert_eq!(settings["limits"]["promptTokenBudget"], WINDOW - 1_024);
-    assert_eq!(settings["limits"]["maxOutputTokens"], 1_024);
+    // The reserve as the reference computes it: 1,024 configured, raised to
+    // 20,000, capped at a quarter of the 8,192-token window.
+    assert_eq!(settings["limits"]["promptTokenBudget"], WINDOW - 2_048);
+    assert_eq!(settings["limits"]["maxOutputTokens"], 2_048);
     assert_eq!(settings["runtime"]["host"], "ctxbox");
     let after = spy.runtime_of(Operation::AfterTurn);
     assert_eq!(

@@ -24,7 +24,6 @@
 //!   flight; its thread ends at the request's own deadline, unread.
 
 mod answer;
-mod overflow;
 mod request;
 
 use std::time::{Duration, Instant};
@@ -32,7 +31,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
-use super::{ModelReply, ModelRequest, Provider, ProviderError, prompt_tokens};
+use super::{ModelReply, ModelRequest, Provider, ProviderError, overflow, prompt_tokens};
 use crate::provider::chat::{ChatClient, ChatError, OpenAiCompatibleConfig};
 
 /// How long one model call may take unless set otherwise: long answers from

@@ -3,11 +3,10 @@
 //! host import.
 
 use std::collections::HashSet;
-use std::future::Future;
 use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures_util::StreamExt;
 use serde_json::json;
@@ -15,12 +14,13 @@ use tokio_util::sync::CancellationToken;
 
 use super::CompactionError;
 use super::accounting;
-use super::config::CompactionConfig;
+use super::config::{CompactionConfig, effective_reserve};
 use super::cut::{self, Cut};
 use super::files;
 use super::finalize;
 use super::prompts;
 use super::serialize;
+use super::watchdog::Watchdog;
 use crate::contract::services::ProgressSink;
 use crate::contract::tokens;
 use crate::contract::types::{
@@ -142,7 +142,7 @@ impl Compactor {
         abort: &CancellationToken,
     ) -> Result<CompactResult, CompactionError> {
         let _exclusive = transcript.lock_compaction().await;
-        let deadline = Instant::now() + Duration::from_secs(self.config.timeout_seconds);
+        let watchdog = Watchdog::new(Duration::from_secs(self.config.timeout_seconds));
         progress.progress();
         let context = {
             let transcript = transcript.clone();
@@ -152,7 +152,7 @@ impl Compactor {
         let tokens_before = accounting::tokens_before(&context, params.observed_token_count());
         let threshold = params
             .token_budget
-            .map(|window| window.saturating_sub(self.config.reserve_tokens));
+            .map(|window| window - effective_reserve(window, self.config.reserve_tokens));
         if !params.force {
             let skip = if !self.config.enabled {
                 Some("compaction is disabled (agents.defaults.compaction.enabled)".to_owned())
@@ -204,7 +204,7 @@ impl Compactor {
                 material,
                 summary_tokens,
                 custom,
-                deadline,
+                &watchdog,
                 progress,
                 abort,
             )
@@ -312,7 +312,7 @@ impl Compactor {
         material: Material,
         max_tokens: u32,
         custom: Option<&str>,
-        deadline: Instant,
+        watchdog: &Watchdog,
         progress: &dyn ProgressSink,
         abort: &CancellationToken,
     ) -> Result<Summaries, CompactionError> {
@@ -330,47 +330,47 @@ impl Compactor {
             jobs.push((range, prompts::turn_prefix(), (max_tokens / 2).max(1)));
         }
         let concurrency = self.config.summary_concurrency.max(1);
-        let (mut summaries, identifiers) = bounded(
-            async {
-                let mut done = Vec::with_capacity(jobs.len());
-                let mut identifiers = Vec::new();
-                let mut seen = HashSet::new();
-                let mut stream = futures_util::stream::iter(jobs)
-                    .map(|(range, instructions, max_tokens)| async move {
-                        let history = context.history.clone();
-                        let (text, found) = tokio::task::spawn_blocking(move || {
-                            let text = serialize::conversation(&history.entries()[range]);
-                            let found = identifiers_of(&text);
-                            (text, found)
+        let (mut summaries, identifiers) = watchdog
+            .bound(
+                async {
+                    let mut done = Vec::with_capacity(jobs.len());
+                    let mut identifiers = Vec::new();
+                    let mut seen = HashSet::new();
+                    let mut stream = futures_util::stream::iter(jobs)
+                        .map(|(range, instructions, max_tokens)| async move {
+                            let history = context.history.clone();
+                            let (text, found) = tokio::task::spawn_blocking(move || {
+                                let text = serialize::conversation(&history.entries()[range]);
+                                let found = identifiers_of(&text);
+                                (text, found)
+                            })
+                            .await
+                            .map_err(|error| {
+                                CompactionError::Internal(format!(
+                                    "serializing a chunk failed: {error}"
+                                ))
+                            })?;
+                            let job = SummaryRequest {
+                                text,
+                                instructions,
+                                max_tokens,
+                                deadline: watchdog.request_deadline(),
+                            };
+                            Ok::<_, CompactionError>((self.summarize_one(job).await?, found))
                         })
-                        .await
-                        .map_err(|error| {
-                            CompactionError::Internal(format!(
-                                "serializing a chunk failed: {error}"
-                            ))
-                        })?;
-                        let job = SummaryRequest {
-                            text,
-                            instructions,
-                            max_tokens,
-                            deadline,
-                        };
-                        Ok::<_, CompactionError>((self.summarize_one(job).await?, found))
-                    })
-                    .buffered(concurrency);
-                while let Some(summary) = stream.next().await {
-                    progress.progress();
-                    let (summary, found) = summary?;
-                    identifiers.extend(found.into_iter().filter(|id| seen.insert(id.clone())));
-                    done.push(summary);
-                }
-                Ok((done, identifiers))
-            },
-            abort,
-            deadline,
-            self.config.timeout_seconds,
-        )
-        .await?;
+                        .buffered(concurrency);
+                    while let Some(summary) = stream.next().await {
+                        watchdog.progress();
+                        progress.progress();
+                        let (summary, found) = summary?;
+                        identifiers.extend(found.into_iter().filter(|id| seen.insert(id.clone())));
+                        done.push(summary);
+                    }
+                    Ok((done, identifiers))
+                },
+                abort,
+            )
+            .await?;
         let turn_prefix = (summaries.len() > chunk_count).then(|| summaries.remove(chunk_count));
 
         let previous = context
@@ -387,15 +387,9 @@ impl Compactor {
                     parts: summaries,
                     instructions: prompts::merge(custom),
                     max_tokens,
-                    deadline,
+                    deadline: watchdog.request_deadline(),
                 };
-                let merged = bounded(
-                    self.merge(request),
-                    abort,
-                    deadline,
-                    self.config.timeout_seconds,
-                )
-                .await?;
+                let merged = watchdog.bound(self.merge(request), abort).await?;
                 progress.progress();
                 merged
             }
@@ -492,20 +486,6 @@ fn not_compacted(reason: String, tokens_before: u64) -> CompactResult {
         reason: Some(reason),
         tokens_before,
         ..CompactResult::default()
-    }
-}
-
-/// `work`, unless the caller aborts or the window closes first.
-async fn bounded<T>(
-    work: impl Future<Output = Result<T, CompactionError>>,
-    abort: &CancellationToken,
-    deadline: Instant,
-    seconds: u64,
-) -> Result<T, CompactionError> {
-    tokio::select! {
-        result = work => result,
-        () = abort.cancelled() => Err(CompactionError::Aborted),
-        () = tokio::time::sleep_until(deadline.into()) => Err(CompactionError::Timeout { seconds }),
     }
 }
 

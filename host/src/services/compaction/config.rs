@@ -13,8 +13,9 @@ pub struct CompactionConfig {
     /// Whether the turn runner compacts on its own; forced and overflow
     /// compactions run either way.
     pub enabled: bool,
-    /// Tokens kept free for the model's answer: compaction triggers above
-    /// `window - reserveTokens` (16,384).
+    /// Tokens kept free for the model's answer (16,384): compaction
+    /// triggers above `window - reserve`, the reserve being this raised to
+    /// 20,000 and capped at a quarter of the window ([`effective_reserve`]).
     pub reserve_tokens: u64,
     /// Recent history kept verbatim, in tokens (20,000).
     pub keep_recent_tokens: u64,
@@ -33,6 +34,18 @@ pub struct CompactionConfig {
     pub summary_concurrency: usize,
     /// Which summarizer writes the summaries (ctxbox).
     pub summarizer: SummarizerConfig,
+}
+
+/// The least answer reserve the reference keeps, whatever is configured
+/// (`DEFAULT_AGENT_COMPACTION_RESERVE_TOKENS_FLOOR`).
+pub const RESERVE_TOKENS_FLOOR: u64 = 20_000;
+
+/// The reserve a `window`-token model really gets for `reserve_tokens`
+/// configured, as the reference computes it: raised to
+/// [`RESERVE_TOKENS_FLOOR`], then capped at a quarter of the window so
+/// prompts keep at least three quarters of it.
+pub fn effective_reserve(window: u64, reserve_tokens: u64) -> u64 {
+    reserve_tokens.max(RESERVE_TOKENS_FLOOR).min(window / 4)
 }
 
 /// The default compaction window, seconds.
@@ -81,6 +94,15 @@ impl Default for CompactionConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_reserve_is_raised_to_the_floor_then_capped_at_a_quarter_of_the_window() {
+        assert_eq!(effective_reserve(200_000, 16_384), 20_000);
+        assert_eq!(effective_reserve(200_000, 30_000), 30_000);
+        assert_eq!(effective_reserve(200_000, 80_000), 50_000);
+        assert_eq!(effective_reserve(16_384, 16_384), 4_096);
+        assert_eq!(effective_reserve(64_000, 1_024), 16_000);
+    }
 
     #[test]
     fn reads_the_reference_keys_with_defaults() {

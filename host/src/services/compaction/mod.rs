@@ -2,7 +2,8 @@
 //!
 //! 1. Size the context: the provider's figure, else the last valid assistant
 //!    usage plus estimates of what followed, never below the host estimate.
-//! 2. Skip unless forced or over `window - reserveTokens`.
+//! 2. Skip unless forced or over `window - reserve` (the reserve raised to
+//!    20,000 and capped at a quarter of the window, as the reference does).
 //! 3. Cut before a user or assistant message so the newest history worth
 //!    `keepRecentTokens` stays verbatim, never between a tool call and its
 //!    result; a cut inside a turn gets a separate turn-prefix summary.
@@ -36,10 +37,11 @@ mod files;
 mod finalize;
 mod prompts;
 mod serialize;
+mod watchdog;
 
 pub(crate) use self::accounting::tokens_before as context_tokens;
 pub use self::compactor::Compactor;
-pub use self::config::CompactionConfig;
+pub use self::config::{CompactionConfig, RESERVE_TOKENS_FLOOR, effective_reserve};
 pub use self::finalize::{MAX_SUMMARY_CHARS, TRUNCATION_MARKER};
 
 use crate::contract::services::ProgressSink;
@@ -65,9 +67,9 @@ pub enum CompactionError {
     /// The caller cancelled it.
     #[error("compaction was cancelled")]
     Aborted,
-    /// Summarization did not finish within `timeoutSeconds`.
+    /// Summarization made no progress for `timeoutSeconds`.
     #[error(
-        "compaction did not finish within its {seconds} s window (agents.defaults.compaction.timeoutSeconds)"
+        "compaction made no progress for {seconds} s (agents.defaults.compaction.timeoutSeconds)"
     )]
     Timeout {
         /// The window.

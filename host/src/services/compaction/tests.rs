@@ -4,6 +4,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
@@ -402,6 +403,61 @@ fn an_abort_stops_compaction_before_anything_is_written() {
 }
 
 #[test]
+fn a_summarizer_making_progress_outlasts_the_window() {
+    // Each chunk takes 0.4 s, one at a time; the whole runs well past the
+    // 1 s window, which every chunk re-arms.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = TranscriptStore::new(TranscriptConfig::default());
+    let transcript = session(dir.path(), &store, 60);
+    let config = CompactionConfig {
+        timeout_seconds: 1,
+        summary_concurrency: 1,
+        ..CompactionConfig::default()
+    };
+    let compactor = compactor(&store, Arc::new(Slow(Duration::from_millis(400))), config);
+    let started = Instant::now();
+    let result = runtime()
+        .block_on(compactor.compact(
+            &transcript,
+            &params(16_000, CompactionTarget::Budget, true),
+            &NoProgress,
+            &CancellationToken::new(),
+        ))
+        .expect("progress keeps the window open");
+    assert!(result.compacted);
+    assert!(
+        started.elapsed() > Duration::from_secs(1),
+        "ran past the window"
+    );
+}
+
+#[test]
+fn a_summarizer_quiet_for_the_window_times_out() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = TranscriptStore::new(TranscriptConfig::default());
+    let transcript = session(dir.path(), &store, 20);
+    let lines = transcript.line_count();
+    let config = CompactionConfig {
+        timeout_seconds: 1,
+        ..CompactionConfig::default()
+    };
+    let compactor = compactor(&store, Arc::new(Stuck), config);
+    let error = runtime()
+        .block_on(compactor.compact(
+            &transcript,
+            &params(8_000, CompactionTarget::Budget, true),
+            &NoProgress,
+            &CancellationToken::new(),
+        ))
+        .expect_err("no progress");
+    assert!(
+        matches!(error, CompactionError::Timeout { seconds: 1 }),
+        "{error}"
+    );
+    assert_eq!(transcript.line_count(), lines, "nothing written");
+}
+
+#[test]
 fn a_failing_summarizer_is_stood_in_for() {
     let dir = tempfile::tempdir().expect("temp dir");
     let store = TranscriptStore::new(TranscriptConfig::default());
@@ -574,6 +630,21 @@ impl Summarizer for Stuck {
 
     async fn summarize(&self, _request: SummaryRequest) -> Result<String, SummarizeError> {
         std::future::pending().await
+    }
+}
+
+/// Answers after a delay, like a remote model.
+struct Slow(Duration);
+
+#[async_trait]
+impl Summarizer for Slow {
+    fn id(&self) -> &str {
+        "slow"
+    }
+
+    async fn summarize(&self, request: SummaryRequest) -> Result<String, SummarizeError> {
+        tokio::time::sleep(self.0).await;
+        Ok(format!("summary of {} characters", request.text.len()))
     }
 }
 

@@ -15,11 +15,11 @@ use regex::Regex;
 
 /// What an overflow message says.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(super) struct Stated {
+pub struct Stated {
     /// The prompt's tokens.
-    pub(super) prompt_tokens: Option<u64>,
+    pub prompt_tokens: Option<u64>,
     /// The model's window.
-    pub(super) window: Option<u64>,
+    pub window: Option<u64>,
 }
 
 /// A number as APIs print them (`8192`, `8,192`); `{n}` in a wording.
@@ -57,7 +57,7 @@ fn patterns(wordings: &[&str]) -> Vec<Regex> {
 }
 
 /// The counts `message` states.
-pub(super) fn stated(message: &str) -> Stated {
+pub fn stated(message: &str) -> Stated {
     Stated {
         prompt_tokens: first_number(&PROMPT, message),
         window: first_number(&WINDOW, message),

@@ -1,0 +1,358 @@
+//! Overflow recovery as the reference's runner does it (issue 12), each test
+//! named after the behaviour of `openclaw/openclaw` it ports:
+//! `run.overflow-compaction*.test.ts` (attempt cap, truncation only with
+//! oversized tool results, compaction failures, overflows reported in an
+//! assistant message), `run.timeout-triggered-compaction.test.ts` and
+//! `preemptive-compaction.test.ts`; the reserve rule of
+//! `agent-compaction-constants`/`agent-settings`. Uses the runner module's
+//! scripted provider and spying engine.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use ctxbox_host::contract::types::{AgentMessage, CompactResult, CompactionTarget, StopReason};
+use ctxbox_host::provider::chat::ChatError;
+use ctxbox_host::provider::{ProviderError, ToolExecutor};
+use ctxbox_host::runner::{RunnerConfig, TurnError};
+use tokio_util::sync::CancellationToken;
+
+use crate::runner::{
+    Harness, Spy, WINDOW, answer, compacted, harness, harness_with_tools, nothing_to_compact,
+    overflow, scripted, tool_call,
+};
+
+/// Tools answering every call with `chars` characters of output.
+struct LargeOutput(usize);
+
+#[async_trait]
+impl ToolExecutor for LargeOutput {
+    async fn execute(&self, assistant: &AgentMessage, _: &CancellationToken) -> Vec<AgentMessage> {
+        assistant
+            .tool_call_ids()
+            .map(|id| AgentMessage::tool_result(id, "exec", "x".repeat(self.0)))
+            .collect()
+    }
+}
+
+/// A harness whose tool results are `chars` characters long. For an
+/// 8,192-token window one result may hold 9,828 characters.
+fn with_results(
+    spy: Arc<Spy>,
+    provider: Arc<ctxbox_host::provider::ScriptedProvider>,
+    proactive: bool,
+    chars: usize,
+) -> Harness {
+    harness_with_tools(spy, provider, proactive, Arc::new(LargeOutput(chars)))
+}
+
+/// An answer that stopped with `error`, as streaming APIs report failures.
+fn failed_answer(error: &str) -> Result<AgentMessage, ProviderError> {
+    Ok(AgentMessage::Assistant {
+        content: Vec::new(),
+        model: Some("m".into()),
+        provider: Some("p".into()),
+        usage: None,
+        stop_reason: StopReason::Error,
+        error_message: Some(error.into()),
+    })
+}
+
+fn timeout() -> Result<AgentMessage, ProviderError> {
+    Err(ProviderError::Api(ChatError::Timeout))
+}
+
+fn compactions(spy: &Spy) -> Vec<ctxbox_host::contract::types::CompactParams> {
+    spy.compactions.lock().expect("lock").clone()
+}
+
+/// Over 65% of the 8,192-token window by the host's estimate.
+fn nearly_full() -> String {
+    "word ".repeat(5_000)
+}
+
+// --- run.overflow-compaction*.test.ts ---------------------------------------
+
+#[tokio::test]
+async fn failed_and_noop_compactions_count_toward_the_three_attempts() {
+    // A failed compaction, then truncation (there is an oversized result),
+    // then two that compact: the fourth overflow finds no attempt left.
+    let spy = Spy::new(
+        false,
+        vec![
+            CompactResult::failed("summarizer unreachable"),
+            compacted(),
+            compacted(),
+            compacted(),
+        ],
+    );
+    let provider = scripted(vec![
+        Ok(tool_call("c1")),
+        overflow(),
+        overflow(),
+        overflow(),
+        overflow(),
+        answer(),
+    ]);
+    let mut harness = with_results(spy.clone(), provider.clone(), false, 20_000);
+    let error = harness.turn("hi").await.expect_err("out of attempts");
+    assert!(
+        matches!(error, TurnError::ContextOverflow { .. }),
+        "{error}"
+    );
+    assert_eq!(compactions(&spy).len(), 3, "the failed one counted");
+    assert_eq!(provider.prompts().len(), 5);
+}
+
+#[tokio::test]
+async fn a_noop_compaction_without_oversized_tool_results_ends_the_turn_without_truncating() {
+    let spy = Spy::new(false, vec![nothing_to_compact(), compacted()]);
+    let provider = scripted(vec![overflow(), answer()]);
+    let mut harness = harness(spy.clone(), provider.clone(), false);
+    let error = harness.turn("hi").await.expect_err("nothing can make room");
+    assert!(
+        matches!(error, TurnError::ContextOverflow { .. }),
+        "{error}"
+    );
+    assert_eq!(compactions(&spy).len(), 1);
+    assert_eq!(provider.prompts().len(), 1, "no blind truncation pass");
+}
+
+#[tokio::test]
+async fn a_noop_compaction_falls_through_to_truncation_when_a_tool_result_is_oversized() {
+    let spy = Spy::new(false, vec![nothing_to_compact()]);
+    let provider = scripted(vec![Ok(tool_call("c1")), overflow(), answer()]);
+    let mut harness = with_results(spy.clone(), provider.clone(), false, 20_000);
+    let report = harness.turn("hi").await.expect("truncation makes it fit");
+    assert!(report.truncated_tool_traffic);
+    assert_eq!(report.compactions, 0);
+    let prompts = provider.prompts();
+    assert_eq!(prompts.len(), 3);
+    let result_text = |prompt: &[AgentMessage]| -> usize {
+        prompt
+            .iter()
+            .filter(|message| matches!(message, AgentMessage::ToolResult { .. }))
+            .flat_map(AgentMessage::content)
+            .map(|block| format!("{block:?}").len())
+            .sum()
+    };
+    assert!(
+        result_text(&prompts[2]) < result_text(&prompts[1]),
+        "the retried prompt carries the result cut down"
+    );
+}
+
+#[tokio::test]
+async fn an_overflow_reported_in_an_assistant_error_message_is_recovered() {
+    let spy = Spy::new(false, vec![compacted()]);
+    let provider = scripted(vec![
+        failed_answer("400 prompt is too long: 9500 tokens > 8192 maximum"),
+        answer(),
+    ]);
+    let mut harness = harness(spy.clone(), provider.clone(), false);
+    let report = harness.turn("hi").await.expect("recovers");
+    assert_eq!(report.overflow_retries, 1);
+    assert_eq!(report.model_calls, 2);
+    let params = compactions(&spy);
+    assert_eq!(params.len(), 1);
+    assert!(params[0].force);
+    assert_eq!(
+        params[0].current_token_count,
+        Some(9_500),
+        "the stated count"
+    );
+    let prompts = provider.prompts();
+    assert_eq!(prompts.len(), 2);
+    assert!(
+        prompts[1]
+            .iter()
+            .all(|message| !matches!(message, AgentMessage::Assistant { .. })),
+        "the failed answer stays out of the retried prompt"
+    );
+    let branch = harness.session.transcript().active_branch();
+    assert_eq!(branch.len(), 3, "user, the failed answer, the answer");
+    assert!(matches!(
+        &branch[1].message,
+        AgentMessage::Assistant {
+            stop_reason: StopReason::Error,
+            ..
+        }
+    ));
+}
+
+#[tokio::test]
+async fn an_assistant_overflow_nothing_can_fix_ends_the_turn_with_that_answer() {
+    let spy = Spy::new(false, vec![nothing_to_compact()]);
+    let provider = scripted(vec![failed_answer("maximum context length is 8192 tokens")]);
+    let mut harness = harness(spy.clone(), provider.clone(), false);
+    let report = harness.turn("hi").await.expect("surfaced, not an error");
+    assert_eq!(report.overflow_retries, 1);
+    assert_eq!(compactions(&spy).len(), 1);
+    assert_eq!(provider.prompts().len(), 1, "not asked again");
+    let branch = harness.session.transcript().active_branch();
+    assert!(matches!(
+        &branch.last().expect("entries").message,
+        AgentMessage::Assistant {
+            stop_reason: StopReason::Error,
+            ..
+        }
+    ));
+}
+
+#[tokio::test]
+async fn an_assistant_overflow_without_a_count_is_taken_as_one_over_the_window() {
+    let spy = Spy::new(false, vec![compacted()]);
+    let provider = scripted(vec![failed_answer("request_too_large"), answer()]);
+    let mut harness = harness(spy.clone(), provider, false);
+    harness.turn("hi").await.expect("recovers");
+    assert_eq!(compactions(&spy)[0].current_token_count, Some(WINDOW + 1));
+}
+
+#[tokio::test]
+async fn a_summarization_request_too_large_error_is_not_an_overflow() {
+    let spy = Spy::new(false, vec![compacted()]);
+    let provider = scripted(vec![
+        failed_answer("Summarization failed: request_too_large"),
+        answer(),
+    ]);
+    let mut harness = harness(spy.clone(), provider.clone(), false);
+    let report = harness.turn("hi").await.expect("the turn ends normally");
+    assert_eq!(report.overflow_retries, 0);
+    assert!(compactions(&spy).is_empty(), "no compaction to recover");
+    assert_eq!(provider.prompts().len(), 1, "not asked again");
+}
+
+// --- run.timeout-triggered-compaction.test.ts -------------------------------
+
+#[tokio::test]
+async fn a_timeout_on_a_nearly_full_prompt_compacts_and_retries() {
+    let spy = Spy::new(false, vec![compacted()]);
+    let provider = scripted(vec![timeout(), answer()]);
+    let mut harness = harness(spy.clone(), provider.clone(), false);
+    let report = harness.turn(&nearly_full()).await.expect("retried");
+    assert_eq!(report.compactions, 1);
+    assert_eq!(report.overflow_retries, 0, "a timeout is no overflow");
+    let params = compactions(&spy);
+    assert_eq!(params.len(), 1);
+    assert!(params[0].force);
+    assert_eq!(params[0].compaction_target, CompactionTarget::Budget);
+    let context: serde_json::Value = serde_json::from_str(
+        params[0]
+            .runtime_context
+            .as_deref()
+            .expect("a runtime context"),
+    )
+    .expect("JSON");
+    assert_eq!(context["trigger"], "timeout_recovery");
+    assert_eq!(
+        (context["attempt"].as_u64(), context["maxAttempts"].as_u64()),
+        (Some(1), Some(2))
+    );
+    assert_eq!(provider.prompts().len(), 2);
+}
+
+#[tokio::test]
+async fn a_timeout_on_a_small_prompt_is_not_compacted() {
+    let spy = Spy::new(false, vec![compacted()]);
+    let provider = scripted(vec![timeout(), answer()]);
+    let mut harness = harness(spy.clone(), provider.clone(), false);
+    let error = harness.turn("hi").await.expect_err("the timeout ends it");
+    assert!(
+        matches!(error, TurnError::Provider(ref e) if e.is_timeout()),
+        "{error}"
+    );
+    assert!(compactions(&spy).is_empty());
+}
+
+#[tokio::test]
+async fn a_timeout_compaction_that_changes_nothing_falls_through_to_the_timeout() {
+    let spy = Spy::new(false, vec![nothing_to_compact()]);
+    let provider = scripted(vec![timeout(), answer()]);
+    let mut harness = harness(spy.clone(), provider.clone(), false);
+    let error = harness.turn(&nearly_full()).await.expect_err("timeout");
+    assert!(matches!(error, TurnError::Provider(ref e) if e.is_timeout()));
+    assert_eq!(compactions(&spy).len(), 1);
+    assert_eq!(provider.prompts().len(), 1);
+}
+
+#[tokio::test]
+async fn at_most_two_timeout_compactions_a_turn() {
+    let spy = Spy::new(false, vec![compacted(), compacted(), compacted()]);
+    let provider = scripted(vec![timeout(), timeout(), timeout(), answer()]);
+    let mut harness = harness(spy.clone(), provider.clone(), false);
+    let error = harness.turn(&nearly_full()).await.expect_err("timeout");
+    assert!(matches!(error, TurnError::Provider(ref e) if e.is_timeout()));
+    assert_eq!(compactions(&spy).len(), 2);
+    assert_eq!(provider.prompts().len(), 3);
+}
+
+// --- preemptive-compaction.test.ts ------------------------------------------
+
+#[tokio::test]
+async fn the_pre_prompt_check_compacts_only_when_no_tool_result_is_oversized() {
+    let spy = Spy::new(false, vec![compacted()]);
+    let provider = scripted(vec![answer()]);
+    let mut harness = harness(spy.clone(), provider, true);
+    let report = harness.turn(&"word ".repeat(8_000)).await.expect("turn");
+    assert_eq!(compactions(&spy).len(), 1);
+    assert!(!report.truncated_tool_traffic);
+}
+
+#[tokio::test]
+async fn the_pre_prompt_check_truncates_only_when_that_clears_the_excess() {
+    // 25,000 characters of result: about 1,400 tokens over the budget,
+    // 15,172 characters reducible, more than 1.5 × the excess.
+    let spy = Spy::new(false, vec![compacted()]);
+    let provider = scripted(vec![Ok(tool_call("c1")), answer()]);
+    let mut harness = with_results(spy.clone(), provider.clone(), true, 25_000);
+    let report = harness.turn("hi").await.expect("turn");
+    assert!(compactions(&spy).is_empty(), "no compaction");
+    assert!(report.truncated_tool_traffic);
+    assert_eq!(report.overflow_retries, 0);
+}
+
+#[tokio::test]
+async fn the_pre_prompt_check_compacts_then_truncates_when_truncation_alone_falls_short() {
+    let spy = Spy::new(false, vec![compacted()]);
+    let provider = scripted(vec![Ok(tool_call("c1")), answer()]);
+    let mut harness = with_results(spy.clone(), provider.clone(), true, 60_000);
+    let report = harness.turn("hi").await.expect("turn");
+    assert_eq!(compactions(&spy).len(), 1);
+    assert!(report.truncated_tool_traffic);
+}
+
+#[tokio::test]
+async fn pre_prompt_compactions_count_toward_the_three_attempts() {
+    // The pre-prompt compaction is the first attempt: two overflows use the
+    // other two, the third ends the turn.
+    let spy = Spy::new(false, vec![compacted(); 5]);
+    let provider = scripted(vec![overflow(), overflow(), overflow(), answer()]);
+    let mut harness = harness(spy.clone(), provider.clone(), true);
+    let error = harness
+        .turn(&"word ".repeat(8_000))
+        .await
+        .expect_err("out of attempts");
+    assert!(
+        matches!(error, TurnError::ContextOverflow { .. }),
+        "{error}"
+    );
+    assert_eq!(compactions(&spy).len(), 3);
+    assert_eq!(provider.prompts().len(), 3);
+}
+
+// --- agent-compaction-constants / agent-settings ----------------------------
+
+#[test]
+fn the_reserve_is_at_least_twenty_thousand_tokens_and_at_most_a_quarter_of_the_window() {
+    let config = |window, reserve_tokens| RunnerConfig {
+        window,
+        reserve_tokens,
+        proactive_compaction: true,
+        system_prompt: String::new(),
+        model: None,
+        tools: Vec::new(),
+    };
+    assert_eq!(config(200_000, 16_384).reserve(), 20_000);
+    assert_eq!(config(200_000, 16_384).prompt_budget(), 180_000);
+    assert_eq!(config(128_000, 40_000).reserve(), 32_000);
+    assert_eq!(config(16_384, 16_384).reserve(), 4_096);
+}
