@@ -273,10 +273,7 @@ async fn no_free_instance_slot_at_selection_degrades_the_turn_without_quarantine
         let (sleeper, abort) = (sleeper.clone(), abort.clone());
         tokio::spawn(async move {
             let history = History::new(conversation(2));
-            let call = CallOptions {
-                abort,
-                ..CallOptions::default()
-            };
+            let call = CallOptions::with_abort(abort);
             let _ = sleeper
                 .assemble(
                     &call,
