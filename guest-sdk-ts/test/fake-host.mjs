@@ -64,6 +64,8 @@ export function fakeHost() {
     log: (level, message) => logs.push({ level, message }),
     reportProgress: () => {},
     aborted: () => false,
+    engineConfig: () => undefined,
+    runtimeSettings: () => undefined,
     estimateTokens: (entries) => BigInt(7 * entries.length),
     delegateCompaction: (params) => {
       delegated.push(params);
