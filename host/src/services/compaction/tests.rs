@@ -343,7 +343,7 @@ fn chunks_are_summarized_in_parallel_and_merged_in_order() {
     let transcript = session(dir.path(), &store, 60);
     let recorder = Arc::new(Recorder::default());
     let config = CompactionConfig {
-        summary_concurrency: 3,
+        summary_concurrency: RECORDER_CONCURRENCY,
         ..CompactionConfig::default()
     };
     let compactor = compactor(&store, recorder.clone(), config);
@@ -359,7 +359,10 @@ fn chunks_are_summarized_in_parallel_and_merged_in_order() {
     assert!(result.compacted);
     let chunks = recorder.chunks.load(Ordering::Relaxed);
     assert!(chunks > 3, "{chunks} chunks");
-    assert_eq!(recorder.max_in_flight.load(Ordering::Relaxed), 3);
+    assert_eq!(
+        recorder.max_in_flight.load(Ordering::Relaxed),
+        RECORDER_CONCURRENCY
+    );
     let merged = recorder.merged.lock().expect("lock").clone();
     assert_eq!(merged.len(), chunks);
     let firsts: Vec<u32> = merged
@@ -573,6 +576,9 @@ impl crate::contract::services::ProgressSink for CountingProgress {
 
 /// Answers `part N` for a chunk whose first module is N, and records
 /// concurrency and merge order.
+/// The concurrency the parallel-summary test configures.
+const RECORDER_CONCURRENCY: usize = 3;
+
 #[derive(Default)]
 struct Recorder {
     chunks: AtomicUsize,
@@ -605,9 +611,14 @@ impl Summarizer for Recorder {
             .collect();
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         self.max_in_flight.fetch_max(now, Ordering::SeqCst);
-        // Let the other buffered chunks start before this one ends.
-        for _ in 0..3 {
-            tokio::task::yield_now().await;
+        // Hold the first chunks until as many are in flight as the
+        // compactor allows (or a while has passed), so a loaded machine's
+        // scheduling cannot hide the concurrency.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        while self.max_in_flight.load(Ordering::SeqCst) < RECORDER_CONCURRENCY
+            && std::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
         }
         self.in_flight.fetch_sub(1, Ordering::SeqCst);
         Ok(format!("part {first_module}"))
