@@ -88,10 +88,11 @@ impl Engines {
 
     /// What configuration says about plugins now.
     pub fn plugin_settings(&self) -> PluginSettings {
-        self.plugins
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.plugins().clone()
+    }
+
+    fn plugins(&self) -> std::sync::RwLockReadGuard<'_, PluginSettings> {
+        self.plugins.read().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Why configuration turns the engine of slot value `slot` off, naming
@@ -102,10 +103,7 @@ impl Engines {
             return None;
         }
         let owner = self.registry.get(id).map(|registration| registration.owner);
-        self.plugins
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .refusal(id, owner.as_ref())
+        self.plugins().refusal(id, owner.as_ref())
     }
 
     /// The registry (to register engines; hand plugins
@@ -264,15 +262,9 @@ impl Engines {
             |message: String| EngineFailure::new(id, Operation::Load, FailureKind::Load, message);
         // Compiling takes Cranelift a while: off the async workers.
         let sandbox = self.sandbox.clone();
+        let context = self.plugins().factory_context(id);
         let load = match factory {
-            EngineFactory::Native(make) => {
-                let context = self
-                    .plugins
-                    .read()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .factory_context(id);
-                return Ok(make(&context));
-            }
+            EngineFactory::Native(make) => return Ok(make(&context)),
             EngineFactory::WasmFile(path) => {
                 let path = path.clone();
                 tokio::task::spawn_blocking(move || sandbox.load_file(&path))
@@ -289,13 +281,7 @@ impl Engines {
         let identity = EngineIdentity {
             id: id.to_owned(),
             owner: selected.owner.to_string(),
-            config: self
-                .plugins
-                .read()
-                .unwrap_or_else(PoisonError::into_inner)
-                .configs
-                .get(id)
-                .cloned(),
+            config: context.config,
         };
         let engine = self
             .sandbox

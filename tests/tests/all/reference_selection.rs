@@ -50,7 +50,8 @@ async fn counted_native(
     (made, seen)
 }
 
-async fn assemble_once(engine: &dyn ContextEngine) {
+/// One `assemble` over a short conversation, which must succeed.
+async fn assemble_once(engine: &dyn ContextEngine) -> ctxbox_host::contract::types::AssembleResult {
     let history = History::new(conversation(2));
     engine
         .assemble(
@@ -60,82 +61,33 @@ async fn assemble_once(engine: &dyn ContextEngine) {
             &AssembleParams::default(),
         )
         .await
-        .expect("legacy assembles");
+        .expect("assembles")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_engine_configuration_turns_off_uses_legacy_without_quarantine_or_making_it() {
-    let set = |names: &[&str]| {
-        names
-            .iter()
-            .map(|name| name.to_string())
-            .collect::<BTreeSet<_>>()
+    let set = |names: &[&str]| names.iter().map(|name| name.to_string()).collect();
+    let disabled = |names| PluginSettings {
+        disabled: set(names),
+        ..PluginSettings::default()
+    };
+    let denied = |names| PluginSettings {
+        deny: set(names),
+        ..PluginSettings::default()
+    };
+    let off = PluginSettings {
+        enabled: false,
+        ..PluginSettings::default()
     };
     let cases: Vec<(&str, bool, PluginSettings)> = vec![
-        (
-            "disabled by id",
-            true,
-            PluginSettings {
-                disabled: set(&["made"]),
-                ..PluginSettings::default()
-            },
-        ),
-        (
-            "disabled, not registered",
-            false,
-            PluginSettings {
-                disabled: set(&["made"]),
-                ..PluginSettings::default()
-            },
-        ),
-        (
-            "plugins turned off",
-            true,
-            PluginSettings {
-                enabled: false,
-                ..PluginSettings::default()
-            },
-        ),
-        (
-            "plugins turned off, not registered",
-            false,
-            PluginSettings {
-                enabled: false,
-                ..PluginSettings::default()
-            },
-        ),
-        (
-            "denied by id",
-            true,
-            PluginSettings {
-                deny: set(&["made"]),
-                ..PluginSettings::default()
-            },
-        ),
-        (
-            "denied, not registered",
-            false,
-            PluginSettings {
-                deny: set(&["made"]),
-                ..PluginSettings::default()
-            },
-        ),
-        (
-            "its plugin disabled",
-            true,
-            PluginSettings {
-                disabled: set(&["vendor"]),
-                ..PluginSettings::default()
-            },
-        ),
-        (
-            "its plugin denied",
-            true,
-            PluginSettings {
-                deny: set(&["vendor"]),
-                ..PluginSettings::default()
-            },
-        ),
+        ("disabled by id", true, disabled(&["made"])),
+        ("disabled, not registered", false, disabled(&["made"])),
+        ("plugins turned off", true, off.clone()),
+        ("plugins turned off, not registered", false, off),
+        ("denied by id", true, denied(&["made"])),
+        ("denied, not registered", false, denied(&["made"])),
+        ("its plugin disabled", true, disabled(&["vendor"])),
+        ("its plugin denied", true, denied(&["vendor"])),
     ];
     for (name, registered, settings) in cases {
         let (_dir, host) = zoo_host(SandboxConfig::default(), GuardPolicy::default());
@@ -345,16 +297,7 @@ async fn engines_are_given_their_configured_settings() {
 
     // A wasm engine reads its own entry through `host.engine-config`.
     let echo = host.select(Some("param-echo")).await;
-    let history = History::new(conversation(1));
-    let result = echo
-        .assemble(
-            &CallOptions::default(),
-            &session("s"),
-            &history,
-            &AssembleParams::default(),
-        )
-        .await
-        .expect("assemble");
+    let result = assemble_once(echo.as_ref()).await;
     let addition = result.system_prompt_addition.expect("echo");
     assert!(addition.ends_with(r#"config={"echo":"me"}"#), "{addition}");
     assert!(
@@ -380,16 +323,7 @@ async fn a_config_file_turns_engines_off_and_configures_them() {
     assert_eq!(denied.serving_id(), "legacy");
     assert!(runtime.engines().quarantine().list().is_empty());
     let echo = runtime.select(Some("echo")).await;
-    let history = History::new(conversation(1));
-    let result = echo
-        .assemble(
-            &CallOptions::default(),
-            &session("s"),
-            &history,
-            &AssembleParams::default(),
-        )
-        .await
-        .expect("assemble");
+    let result = assemble_once(echo.as_ref()).await;
     let addition = result.system_prompt_addition.expect("echo");
     assert!(
         addition.ends_with(r#"config={"mode":"test"}"#),
