@@ -11,8 +11,10 @@ declare module 'ctxbox:engine/engine@0.1.0' {
    */
   export function bootstrap(session: SessionRef, history: History): BootstrapResult;
   /**
-   * A new message was appended to the session. `is-heartbeat` marks
-   * keep-alive turns that carry no new information.
+   * A new message was appended to the session, for hosts that deliver
+   * messages one by one (ctxbox's own turn runner does not call it: the
+   * engine hears of a turn's messages through `after-turn`). `is-heartbeat`
+   * marks keep-alive turns that carry no new information.
    */
   export function ingest(session: SessionRef, entry: MessageEntry, isHeartbeat: boolean): IngestResult;
   /**
