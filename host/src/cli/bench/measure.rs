@@ -5,6 +5,8 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use super::callgrind::{self, Dumps};
+
 /// The spread of a set of timings.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct Stats {
@@ -43,71 +45,248 @@ impl Stats {
     }
 }
 
-/// Times `runs` calls of `call`, after `runs / 10` (at least one) unmeasured
-/// warm-up calls. The first failing call ends the measurement with its error:
-/// a failure must never be timed as a fast success.
-pub async fn time<F, Fut>(runs: usize, mut call: F) -> anyhow::Result<Stats>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = anyhow::Result<()>>,
-{
-    for _ in 0..warm_up(runs) {
-        call().await?;
-    }
-    let mut samples = Vec::with_capacity(runs);
-    for _ in 0..runs {
-        let started = Instant::now();
-        call().await?;
-        samples.push(started.elapsed());
-    }
-    Ok(Stats::of(samples))
+/// How the sandbox rows are measured: by the clock, or by counting
+/// instructions under callgrind (`--count-instructions`).
+pub enum Meter {
+    /// Wall-clock time of each run.
+    Clock,
+    /// Instructions the bench's thread executes in each run.
+    Instructions(Dumps),
 }
 
-/// Times `runs` calls each of `a` and `b`, alternating one of each, so a
-/// change in the machine's load affects both sides of a ratio alike.
-pub async fn time_pair<A, FutA, B, FutB>(
-    runs: usize,
-    mut a: A,
-    mut b: B,
-) -> anyhow::Result<(Stats, Stats)>
-where
-    A: FnMut() -> FutA,
-    FutA: Future<Output = anyhow::Result<()>>,
-    B: FnMut() -> FutB,
-    FutB: Future<Output = anyhow::Result<()>>,
-{
-    for _ in 0..warm_up(runs) {
-        a().await?;
-        b().await?;
-    }
-    let mut samples_a = Vec::with_capacity(runs);
-    let mut samples_b = Vec::with_capacity(runs);
-    for _ in 0..runs {
-        let started = Instant::now();
-        a().await?;
-        samples_a.push(started.elapsed());
-        let started = Instant::now();
-        b().await?;
-        samples_b.push(started.elapsed());
-    }
-    Ok((Stats::of(samples_a), Stats::of(samples_b)))
+/// One row's measured runs, read when the row is done.
+pub enum Sampler<'a> {
+    /// Each run's wall-clock time.
+    Clock(Vec<Duration>),
+    /// Runs counted so far, into the dumps.
+    Instructions { runs: usize, dumps: &'a mut Dumps },
 }
 
-/// Times synchronous `work` the same way as [`time`].
-pub fn time_sync(
-    runs: usize,
-    mut work: impl FnMut() -> anyhow::Result<()>,
-) -> anyhow::Result<Stats> {
-    for _ in 0..warm_up(runs) {
-        work()?;
+impl Meter {
+    /// `runs` as many as this meter needs: a count is exact, so under
+    /// callgrind (some fifty times slower) a twentieth of them, at least 3.
+    pub fn runs(&self, runs: usize) -> usize {
+        match self {
+            Self::Clock => runs,
+            Self::Instructions(_) => (runs / 20).max(3),
+        }
     }
-    let mut samples = Vec::with_capacity(runs);
-    for _ in 0..runs {
-        let started = Instant::now();
-        work()?;
-        samples.push(started.elapsed());
+
+    /// Whether this meter counts instructions.
+    pub fn counts(&self) -> bool {
+        matches!(self, Self::Instructions(_))
     }
-    Ok(Stats::of(samples))
+
+    /// Starts measuring one row.
+    pub fn sampler(&mut self) -> Sampler<'_> {
+        match self {
+            Self::Clock => Sampler::Clock(Vec::new()),
+            Self::Instructions(dumps) => Sampler::Instructions { runs: 0, dumps },
+        }
+    }
+
+    /// Measures `runs` calls of `call`, after `runs / 10` (at least one)
+    /// unmeasured warm-up calls. The first failing call ends the measurement
+    /// with its error: a failure must never be read as a fast success.
+    pub async fn measure<F, Fut>(
+        &mut self,
+        what: &str,
+        runs: usize,
+        mut call: F,
+    ) -> anyhow::Result<Reading>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = anyhow::Result<()>>,
+    {
+        for _ in 0..warm_up(runs) {
+            call().await?;
+        }
+        let mut sampler = self.sampler();
+        for _ in 0..runs {
+            sampler.run(call()).await?;
+        }
+        sampler.read(what)
+    }
+
+    /// Measures `runs` calls each of `a` and `b`. By the clock they
+    /// alternate, one of each, so a change in the machine's load affects
+    /// both sides of a ratio alike; counts need no such care.
+    pub async fn measure_pair<A, FutA, B, FutB>(
+        &mut self,
+        what: [&str; 2],
+        runs: usize,
+        mut a: A,
+        mut b: B,
+    ) -> anyhow::Result<(Reading, Reading)>
+    where
+        A: FnMut() -> FutA,
+        FutA: Future<Output = anyhow::Result<()>>,
+        B: FnMut() -> FutB,
+        FutB: Future<Output = anyhow::Result<()>>,
+    {
+        if self.counts() {
+            let first = self.measure(what[0], runs, a).await?;
+            return Ok((first, self.measure(what[1], runs, b).await?));
+        }
+        for _ in 0..warm_up(runs) {
+            a().await?;
+            b().await?;
+        }
+        let (mut samples_a, mut samples_b) = (Vec::new(), Vec::new());
+        for _ in 0..runs {
+            let started = Instant::now();
+            a().await?;
+            samples_a.push(started.elapsed());
+            let started = Instant::now();
+            b().await?;
+            samples_b.push(started.elapsed());
+        }
+        Ok((
+            Reading::Time(Stats::of(samples_a)),
+            Reading::Time(Stats::of(samples_b)),
+        ))
+    }
+
+    /// Measures synchronous `work` the same way as [`Meter::measure`].
+    pub fn measure_sync(
+        &mut self,
+        what: &str,
+        runs: usize,
+        mut work: impl FnMut() -> anyhow::Result<()>,
+    ) -> anyhow::Result<Reading> {
+        for _ in 0..warm_up(runs) {
+            work()?;
+        }
+        let mut sampler = self.sampler();
+        for _ in 0..runs {
+            sampler.run_sync(&mut work)?;
+        }
+        sampler.read(what)
+    }
+}
+
+impl Sampler<'_> {
+    /// Measures one run of `work`.
+    pub async fn run<T>(&mut self, work: impl Future<Output = T>) -> T {
+        match self {
+            Self::Clock(samples) => {
+                let started = Instant::now();
+                let output = work.await;
+                samples.push(started.elapsed());
+                output
+            }
+            Self::Instructions { runs, .. } => {
+                *runs += 1;
+                callgrind::toggle_collect();
+                let output = work.await;
+                callgrind::toggle_collect();
+                output
+            }
+        }
+    }
+
+    /// Measures one run of synchronous `work`.
+    pub fn run_sync<T>(&mut self, work: impl FnOnce() -> T) -> T {
+        match self {
+            Self::Clock(samples) => {
+                let started = Instant::now();
+                let output = work();
+                samples.push(started.elapsed());
+                output
+            }
+            Self::Instructions { runs, .. } => {
+                *runs += 1;
+                callgrind::toggle_collect();
+                let output = work();
+                callgrind::toggle_collect();
+                output
+            }
+        }
+    }
+
+    /// What the runs measured; under callgrind, their dump is labelled `what`.
+    pub fn read(self, what: &str) -> anyhow::Result<Reading> {
+        match self {
+            Self::Clock(samples) => Ok(Reading::Time(Stats::of(samples))),
+            Self::Instructions { runs, dumps } => {
+                let total = dumps.take(what)?;
+                Ok(Reading::Instructions {
+                    per_run: total / runs.max(1) as u64,
+                    runs,
+                })
+            }
+        }
+    }
+}
+
+/// What a row's runs measured.
+#[derive(Debug, Clone, Copy, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Reading {
+    /// Wall-clock timings.
+    Time(Stats),
+    /// Instructions per run (mean; callgrind counts them exactly).
+    Instructions {
+        /// Instructions per run.
+        per_run: u64,
+        /// How many runs were counted.
+        runs: usize,
+    },
+}
+
+impl Reading {
+    /// The timings, if this reading is one: what a time target is judged on.
+    pub fn time(&self) -> Option<&Stats> {
+        match self {
+            Self::Time(stats) => Some(stats),
+            Self::Instructions { .. } => None,
+        }
+    }
+
+    /// The figure ratios divide: the median time in seconds, or the
+    /// instructions per run.
+    fn magnitude(&self) -> f64 {
+        match self {
+            Self::Time(stats) => stats.median.as_secs_f64(),
+            Self::Instructions { per_run, .. } => *per_run as f64,
+        }
+    }
+
+    /// The headline figure alone: a median time, or instructions per run.
+    pub fn headline(&self) -> String {
+        match self {
+            Self::Time(stats) => human(stats.median),
+            Self::Instructions { per_run, .. } => format!("{} instructions", grouped(*per_run)),
+        }
+    }
+
+    /// The reading in full, in a readable unit.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Time(stats) => stats.describe(),
+            Self::Instructions { runs, .. } => {
+                format!("{} per run (n={runs})", self.headline())
+            }
+        }
+    }
+
+    /// `self / other`: of two medians, or of two counts.
+    pub fn ratio(&self, other: &Reading) -> f64 {
+        self.magnitude() / other.magnitude()
+    }
+}
+
+/// `1234567` as `1,234,567`.
+fn grouped(figure: u64) -> String {
+    let digits = figure.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (index, digit) in digits.chars().enumerate() {
+        if index > 0 && (digits.len() - index) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
 }
 
 /// Unmeasured calls before `runs` measured ones.

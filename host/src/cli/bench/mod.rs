@@ -3,6 +3,7 @@
 //! machine where absolute times do not. Criterion benches
 //! (`cargo bench -p ctxbox-tests`) give the detailed statistics behind it.
 
+mod callgrind;
 mod compaction;
 mod instance_cost;
 mod measure;
@@ -17,7 +18,7 @@ use std::process::ExitCode;
 
 use serde::Serialize;
 
-use self::measure::Stats;
+use self::measure::{Meter, Reading, Stats};
 
 /// Arguments of `ctxbox bench`.
 #[derive(Debug, clap::Args)]
@@ -57,6 +58,12 @@ pub struct Args {
     /// Warm sessions per engine for the instance-cost memory figures.
     #[arg(long, default_value_t = 200)]
     ts_sessions: usize,
+    /// Count the instructions of each sandbox row under valgrind's callgrind
+    /// instead of timing it: figures that a loaded machine does not move.
+    /// Measures the sandbox rows only; each row's profile is kept for
+    /// `callgrind_annotate`.
+    #[arg(long)]
+    count_instructions: bool,
 }
 
 /// The groups of measurements.
@@ -104,12 +111,19 @@ pub struct Row {
 }
 
 impl Row {
-    fn timed(what: &str, stats: Stats, target: &str, met: bool) -> Self {
+    /// A row of one reading against a time target, judged by `met` when the
+    /// reading is a time (an instruction count meets no time target).
+    fn measured(
+        what: &str,
+        reading: Reading,
+        target: &str,
+        met: impl FnOnce(&Stats) -> bool,
+    ) -> Self {
         Self {
             what: what.to_owned(),
-            figure: stats.describe(),
+            figure: reading.describe(),
             target: target.to_owned(),
-            met: Some(met),
+            met: reading.time().map(met),
         }
     }
 
@@ -165,14 +179,38 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             "warning: this is a debug build of ctxbox; its figures say little. Use `cargo run --release -p ctxbox-host -- bench`."
         );
     }
+    let mut meter = Meter::Clock;
+    if args.count_instructions {
+        anyhow::ensure!(
+            args.only.iter().all(|group| *group == Group::Sandbox),
+            "--count-instructions measures the sandbox rows only; leave out --only or give `--only sandbox`"
+        );
+        match callgrind::mode()? {
+            callgrind::Mode::Rerun => {
+                let dir = tempfile::Builder::new()
+                    .prefix("ctxbox-callgrind-")
+                    .tempdir()?
+                    .keep();
+                return callgrind::rerun(&dir);
+            }
+            callgrind::Mode::Counting(dumps) => meter = Meter::Instructions(dumps),
+        }
+    }
     let mut rows = Vec::new();
-    let wanted = |group| args.only.is_empty() || args.only.contains(&group);
+    let counting = meter.counts();
+    let wanted = |group| {
+        if counting {
+            group == Group::Sandbox
+        } else {
+            args.only.is_empty() || args.only.contains(&group)
+        }
+    };
     // Memory first: later measurements grow the heap it would count.
     if wanted(Group::Memory) {
         memory::rows(&options, &mut rows).await?;
     }
     if wanted(Group::Sandbox) {
-        sandbox::rows(&options, &mut rows).await?;
+        sandbox::rows(&options, &mut meter, &mut rows).await?;
     }
     if wanted(Group::Compaction) {
         compaction::rows(&options, &mut rows).await?;
@@ -188,7 +226,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         soak::rows(&options, &mut rows).await?;
     }
 
-    let machine = Machine::read(options.quick);
+    let machine = Machine::read(options.quick, counting);
     if args.json {
         println!(
             "{}",
@@ -209,10 +247,12 @@ struct Machine {
     cpu: Option<String>,
     build: &'static str,
     quick: bool,
+    /// Whether the figures are instruction counts (callgrind), not times.
+    instructions_counted: bool,
 }
 
 impl Machine {
-    fn read(quick: bool) -> Self {
+    fn read(quick: bool, instructions_counted: bool) -> Self {
         let proc_field = |file: &str, name: &str| -> Option<String> {
             let text = std::fs::read_to_string(file).ok()?;
             let line = text.lines().find(|line| line.starts_with(name))?;
@@ -230,18 +270,24 @@ impl Machine {
                 "release"
             },
             quick,
+            instructions_counted,
         }
     }
 
     fn describe(&self) -> String {
         format!(
-            "machine: {} cores, {} memory, {}; {} build{}",
+            "machine: {} cores, {} memory, {}; {} build{}{}",
             self.cores,
             self.memory_gib
                 .map_or_else(|| "unknown".to_owned(), |gib| format!("{gib:.0} GiB")),
             self.cpu.as_deref().unwrap_or("unknown CPU"),
             self.build,
-            if self.quick { ", quick run" } else { "" }
+            if self.quick { ", quick run" } else { "" },
+            if self.instructions_counted {
+                "; instructions counted by callgrind, per run"
+            } else {
+                ""
+            }
         )
     }
 }

@@ -22,7 +22,7 @@ use ctxbox_host::engines::bundled;
 use ctxbox_host::sandbox::{Sandbox, SandboxConfig, WasmEngine};
 use ctxbox_host::transcript::TranscriptStore;
 
-use super::measure::{Stats, human, ratio, time, time_pair, time_sync};
+use super::measure::{Meter, Reading, Stats};
 use super::recorded::Recorded;
 use super::{Options, Row};
 
@@ -42,77 +42,101 @@ async fn load(sandbox: &Sandbox, name: &str) -> anyhow::Result<WasmEngine> {
         .await?)
 }
 
-/// Every sandbox measurement.
-pub async fn rows(options: &Options, rows: &mut Vec<Row>) -> anyhow::Result<()> {
-    let sandbox = Sandbox::new(SandboxConfig::default())?;
-    let keep_recent = load(&sandbox, "keep-recent").await?;
-    fresh_instances(options, &keep_recent, rows).await?;
-    empty_call(options, &keep_recent, rows).await?;
-    wasm_vs_native(options, &keep_recent, rows).await?;
-    materialisation(options, &sandbox, rows).await?;
-    loading(options, rows)?;
-    guards(options, rows).await?;
+/// Instance slots of a sandbox under callgrind: each slot reserves about
+/// 8 GiB of address space, and valgrind offers some 60 GiB in all, shared by
+/// the (at most three) sandboxes alive at once.
+const COUNTED_POOL: u32 = 2;
+
+/// A sandbox of `config`, its pool shrunk to fit valgrind when `counting`.
+fn sandbox(counting: bool, config: SandboxConfig) -> anyhow::Result<Sandbox> {
+    let max_instances = if counting {
+        config.max_instances.min(COUNTED_POOL)
+    } else {
+        config.max_instances
+    };
+    Ok(Sandbox::new(SandboxConfig {
+        max_instances,
+        ..config
+    })?)
+}
+
+/// Every sandbox measurement, by `meter`.
+pub async fn rows(options: &Options, meter: &mut Meter, rows: &mut Vec<Row>) -> anyhow::Result<()> {
+    let main = sandbox(meter.counts(), SandboxConfig::default())?;
+    let keep_recent = load(&main, "keep-recent").await?;
+    fresh_instances(options, meter, &keep_recent, rows).await?;
+    empty_call(options, meter, &keep_recent, rows).await?;
+    wasm_vs_native(options, meter, &keep_recent, rows).await?;
+    materialisation(options, meter, &main, rows).await?;
+    loading(options, meter, rows)?;
+    guards(options, meter, rows).await?;
     Ok(())
 }
 
 async fn fresh_instances(
     options: &Options,
+    meter: &mut Meter,
     engine: &WasmEngine,
     rows: &mut Vec<Row>,
 ) -> anyhow::Result<()> {
-    const BATCH: usize = 50;
-    let mut samples = Vec::new();
+    // Instances are created a batch at a time and closed outside the
+    // measurement; under callgrind the pool has room for one more.
+    let batch = if meter.counts() { 1 } else { 50 };
+    let runs = meter.runs(options.runs(400));
+    let mut sampler = meter.sampler();
     let mut next = 0usize;
-    while samples.len() < options.runs(400) {
-        let ids: Vec<String> = (0..BATCH)
+    while next < runs {
+        let ids: Vec<String> = (0..batch)
             .map(|_| {
                 next += 1;
                 format!("fresh-{next}")
             })
             .collect();
         for id in &ids {
-            let started = Instant::now();
-            engine.prewarm(id).await?;
-            samples.push(started.elapsed());
+            sampler.run(engine.prewarm(id)).await?;
         }
         for id in &ids {
             engine.close_session(id).await;
         }
     }
-    let stats = Stats::of(samples);
-    rows.push(Row::timed(
+    let reading = sampler.read("fresh engine instance")?;
+    rows.push(Row::measured(
         "fresh engine instance for a session",
-        stats,
+        reading,
         "≤ 25 µs median",
-        stats.median <= Duration::from_micros(25),
+        |stats| stats.median <= Duration::from_micros(25),
     ));
     Ok(())
 }
 
 async fn empty_call(
     options: &Options,
+    meter: &mut Meter,
     engine: &WasmEngine,
     rows: &mut Vec<Row>,
 ) -> anyhow::Result<()> {
     // The cheapest export: no history, one short string in, nothing out
     // (keep-recent keeps the SDK's default, which does nothing).
     let call = CallOptions::default();
-    let stats = time(options.runs(5_000), || async {
-        engine.rollback_subagent_spawn(&call, "prep").await?;
-        Ok(())
-    })
-    .await?;
-    rows.push(Row::timed(
+    let runs = meter.runs(options.runs(5_000));
+    let reading = meter
+        .measure("empty engine call", runs, || async {
+            engine.rollback_subagent_spawn(&call, "prep").await?;
+            Ok(())
+        })
+        .await?;
+    rows.push(Row::measured(
         "empty engine call round trip",
-        stats,
+        reading,
         "≤ 1 µs",
-        stats.median <= Duration::from_micros(1),
+        |stats| stats.median <= Duration::from_micros(1),
     ));
     Ok(())
 }
 
 async fn wasm_vs_native(
     options: &Options,
+    meter: &mut Meter,
     wasm: &WasmEngine,
     rows: &mut Vec<Row>,
 ) -> anyhow::Result<()> {
@@ -134,33 +158,38 @@ async fn wasm_vs_native(
             from_wasm.items == from_native.items,
             "keep-recent answers differently in wasm and natively on {messages} messages"
         );
-        let runs = options.runs(if messages >= 100_000 { 300 } else { 1_000 });
-        let (wasm_stats, native_stats) = time_pair(
-            runs,
-            || async {
-                wasm.assemble(&call, &session, &history, &params).await?;
-                Ok(())
-            },
-            || async {
-                native.assemble(&call, &session, &history, &params).await?;
-                Ok(())
-            },
-        )
-        .await?;
-        let ratio = ratio(&wasm_stats, &native_stats);
+        let runs = meter.runs(options.runs(if messages >= 100_000 { 300 } else { 1_000 }));
+        let (wasm_reading, native_reading) = meter
+            .measure_pair(
+                [
+                    &format!("keep-recent assemble {messages} wasm"),
+                    &format!("keep-recent assemble {messages} native"),
+                ],
+                runs,
+                || async {
+                    wasm.assemble(&call, &session, &history, &params).await?;
+                    Ok(())
+                },
+                || async {
+                    native.assemble(&call, &session, &history, &params).await?;
+                    Ok(())
+                },
+            )
+            .await?;
+        let ratio = wasm_reading.ratio(&native_reading);
         rows.push(Row {
             what: format!("keep-recent assemble, {messages} messages: wasm / native"),
             figure: format!(
                 "{ratio:.2}× (wasm {}, native {})",
-                wasm_stats.describe(),
-                human(native_stats.median)
+                wasm_reading.describe(),
+                native_reading.headline()
             ),
             target: "≤ 1.5×".into(),
             met: Some(ratio <= 1.5),
         });
-        let baseline = *first_wasm.get_or_insert(wasm_stats);
+        let baseline = *first_wasm.get_or_insert(wasm_reading);
         if messages == 100_000 {
-            let growth = super::measure::ratio(&wasm_stats, &baseline);
+            let growth = wasm_reading.ratio(&baseline);
             rows.push(Row {
                 what: "keep-recent assemble, 100k vs 1k messages (wasm)".into(),
                 figure: format!("{growth:.2}×"),
@@ -174,6 +203,7 @@ async fn wasm_vs_native(
 
 async fn materialisation(
     options: &Options,
+    meter: &mut Meter,
     sandbox: &Sandbox,
     rows: &mut Vec<Row>,
 ) -> anyhow::Result<()> {
@@ -191,10 +221,17 @@ async fn materialisation(
         (
             "short synthetic messages".to_owned(),
             cases::conversation(MESSAGES / 4),
+            "≥ 500 MB/s",
+            500.0,
         ),
-        (format!("messages of {}", recorded.label), real),
+        (
+            format!("messages of {}", recorded.label),
+            real,
+            "≥ 1 GB/s",
+            1_000.0,
+        ),
     ];
-    for (what, entries) in histories {
+    for (what, entries, target, target_mb_per_s) in histories {
         let history = History::new(entries);
         // Message text as the probe counts it (the SDK's `AgentMessage::text`).
         let text_bytes: usize = history
@@ -204,85 +241,124 @@ async fn materialisation(
             .sum();
         let call = CallOptions::default();
         let session = SessionRef::new("bench", "/bench.jsonl");
-        let stats = time(options.runs(100), || async {
-            let answer = reader
-                .assemble(&call, &session, &history, &AssembleParams::default())
-                .await?;
-            // The probe answers with the text bytes it received.
-            anyhow::ensure!(
-                answer.estimated_tokens == text_bytes as u64,
-                "the guest received {} bytes of text, not {text_bytes}",
-                answer.estimated_tokens
-            );
-            Ok(())
-        })
-        .await?;
-        let mb_per_s = text_bytes as f64 / 1e6 / stats.median.as_secs_f64();
-        rows.push(Row {
-            what: format!(
-                "history to_vec in the guest, {} {what} ({:.1} MB of text)",
-                history.len(),
-                text_bytes as f64 / 1e6
-            ),
-            figure: format!("{mb_per_s:.0} MB/s ({})", stats.describe()),
-            target: "≥ 500 MB/s".into(),
-            met: Some(mb_per_s >= 500.0),
+        let runs = meter.runs(options.runs(100));
+        let reading = meter
+            .measure(&format!("history to_vec, {what}"), runs, || async {
+                let answer = reader
+                    .assemble(&call, &session, &history, &AssembleParams::default())
+                    .await?;
+                // The probe answers with the text bytes it received.
+                anyhow::ensure!(
+                    answer.estimated_tokens == text_bytes as u64,
+                    "the guest received {} bytes of text, not {text_bytes}",
+                    answer.estimated_tokens
+                );
+                Ok(())
+            })
+            .await?;
+        let what = format!(
+            "history to_vec in the guest, {} {what} ({:.1} MB of text)",
+            history.len(),
+            text_bytes as f64 / 1e6
+        );
+        rows.push(match reading {
+            Reading::Time(stats) => {
+                let mb_per_s = text_bytes as f64 / 1e6 / stats.median.as_secs_f64();
+                Row {
+                    what,
+                    figure: format!("{mb_per_s:.0} MB/s ({})", stats.describe()),
+                    target: target.into(),
+                    met: Some(mb_per_s >= target_mb_per_s),
+                }
+            }
+            Reading::Instructions { per_run, .. } => Row {
+                what,
+                figure: format!(
+                    "{:.0} instructions per message, {:.2} per byte of text ({})",
+                    per_run as f64 / history.len() as f64,
+                    per_run as f64 / text_bytes as f64,
+                    reading.describe()
+                ),
+                target: target.into(),
+                met: None,
+            },
         });
     }
     Ok(())
 }
 
-fn loading(options: &Options, rows: &mut Vec<Row>) -> anyhow::Result<()> {
+fn loading(options: &Options, meter: &mut Meter, rows: &mut Vec<Row>) -> anyhow::Result<()> {
     let bytes = component("keep-recent")?;
+    let counting = meter.counts();
     let with_cache = |cache: &Path| {
-        Sandbox::new(SandboxConfig {
-            max_instances: 4,
-            cache_dir: Some(cache.to_owned()),
-            ..SandboxConfig::default()
-        })
+        sandbox(
+            counting,
+            SandboxConfig {
+                max_instances: 4,
+                cache_dir: Some(cache.to_owned()),
+                ..SandboxConfig::default()
+            },
+        )
     };
-    let mut compiles = Vec::new();
-    for _ in 0..options.runs(5) {
-        let cache = tempfile::tempdir()?;
-        let sandbox = with_cache(cache.path())?;
-        let started = Instant::now();
-        let component = sandbox.load_bytes("keep-recent", bytes)?;
-        compiles.push(started.elapsed());
-        anyhow::ensure!(!component.from_cache(), "a fresh cache dir had the engine");
-    }
+    // Cranelift compiles on wasmtime's worker threads, which a count of the
+    // bench's own thread leaves out: a first compile is only timed.
+    let compile = if counting {
+        None
+    } else {
+        let mut compiles = Vec::new();
+        for _ in 0..options.runs(5) {
+            let cache = tempfile::tempdir()?;
+            let sandbox = with_cache(cache.path())?;
+            let started = Instant::now();
+            let component = sandbox.load_bytes("keep-recent", bytes)?;
+            compiles.push(started.elapsed());
+            anyhow::ensure!(!component.from_cache(), "a fresh cache dir had the engine");
+        }
+        Some(Stats::of(compiles))
+    };
     let cache = tempfile::tempdir()?;
     let sandbox = with_cache(cache.path())?;
     sandbox.load_bytes("keep-recent", bytes)?;
-    let cached = time_sync(options.runs(50), || {
+    let runs = meter.runs(options.runs(50));
+    let cached = meter.measure_sync("cached load", runs, || {
         let component = sandbox.load_bytes("keep-recent", bytes)?;
         anyhow::ensure!(component.from_cache(), "the engine was compiled again");
         Ok(())
     })?;
-    let compile = Stats::of(compiles);
-    rows.push(Row::timed(
+    rows.push(Row::measured(
         "load a cached precompiled engine",
         cached,
         "≤ 2 ms",
-        cached.median <= Duration::from_millis(2),
+        |stats| stats.median <= Duration::from_millis(2),
     ));
-    rows.push(Row {
-        what: "first compile, written to the cache (for comparison)".into(),
-        figure: compile.describe(),
-        target: "-".into(),
-        met: None,
+    const COMPILE: &str = "first compile, written to the cache (for comparison)";
+    rows.push(match compile {
+        Some(stats) => Row {
+            what: COMPILE.into(),
+            figure: stats.describe(),
+            target: "-".into(),
+            met: None,
+        },
+        None => Row::skipped(
+            COMPILE,
+            "it runs on wasmtime's worker threads, which a count leaves out",
+        ),
     });
     Ok(())
 }
 
-async fn guards(options: &Options, rows: &mut Vec<Row>) -> anyhow::Result<()> {
-    let sandbox = |guards: bool| {
-        Sandbox::new(SandboxConfig {
-            max_instances: 8,
-            guards,
-            ..SandboxConfig::default()
-        })
+async fn guards(options: &Options, meter: &mut Meter, rows: &mut Vec<Row>) -> anyhow::Result<()> {
+    let with_guards = |guards: bool| {
+        sandbox(
+            meter.counts(),
+            SandboxConfig {
+                max_instances: 8,
+                guards,
+                ..SandboxConfig::default()
+            },
+        )
     };
-    let (guarded, unguarded) = (sandbox(true)?, sandbox(false)?);
+    let (guarded, unguarded) = (with_guards(true)?, with_guards(false)?);
     let call = CallOptions::default();
     let session = SessionRef::new("bench", "/bench.jsonl");
 
@@ -296,22 +372,28 @@ async fn guards(options: &Options, rows: &mut Vec<Row>) -> anyhow::Result<()> {
         load(&guarded, "keep-recent").await?,
         load(&unguarded, "keep-recent").await?,
     );
-    let (with_stats, without_stats) = time_pair(
-        options.runs(1_000),
-        || async {
-            with.assemble(&call, &session, &history, &params).await?;
-            Ok(())
-        },
-        || async {
-            without.assemble(&call, &session, &history, &params).await?;
-            Ok(())
-        },
-    )
-    .await?;
+    let runs = meter.runs(options.runs(1_000));
+    let (with_reading, without_reading) = meter
+        .measure_pair(
+            [
+                "guarded keep-recent assemble",
+                "unguarded keep-recent assemble",
+            ],
+            runs,
+            || async {
+                with.assemble(&call, &session, &history, &params).await?;
+                Ok(())
+            },
+            || async {
+                without.assemble(&call, &session, &history, &params).await?;
+                Ok(())
+            },
+        )
+        .await?;
     rows.push(guard_row(
         "fuel + epoch guards: keep-recent assemble on 100k messages",
-        &with_stats,
-        &without_stats,
+        &with_reading,
+        &without_reading,
     ));
 
     // The lossless engine's compaction: storing a session and building its
@@ -334,9 +416,10 @@ async fn guards(options: &Options, rows: &mut Vec<Row>) -> anyhow::Result<()> {
     let with = guarded.instantiate(&component, services_with).await?;
     let (component, services_without) = load_lossless(&unguarded)?;
     let without = unguarded.instantiate(&component, services_without).await?;
-    let mut run = 0usize;
-    let mut compaction = |engine: &WasmEngine| {
-        run += 1;
+    let next_run = std::cell::Cell::new(0usize);
+    let compaction = |engine: &WasmEngine| {
+        next_run.set(next_run.get() + 1);
+        let run = next_run.get();
         let session = SessionRef::new(format!("lossless-{run}"), format!("/bench/{run}.jsonl"));
         let (engine, entries, history, compact) = (engine.clone(), &entries, &history, &compact);
         async move {
@@ -352,31 +435,34 @@ async fn guards(options: &Options, rows: &mut Vec<Row>) -> anyhow::Result<()> {
             Ok(())
         }
     };
-    let mut stats = [Vec::new(), Vec::new()];
-    for _ in 0..options.runs(30) {
-        for (side, engine) in [&with, &without].into_iter().enumerate() {
-            let started = Instant::now();
-            compaction(engine).await?;
-            stats[side].push(started.elapsed());
-        }
-    }
-    let [with_samples, without_samples] = stats;
+    let runs = meter.runs(options.runs(30));
+    let (with_reading, without_reading) = meter
+        .measure_pair(
+            [
+                "guarded lossless compaction",
+                "unguarded lossless compaction",
+            ],
+            runs,
+            || compaction(&with),
+            || compaction(&without),
+        )
+        .await?;
     rows.push(guard_row(
         "fuel + epoch guards: lossless compaction of 400 messages",
-        &Stats::of(with_samples),
-        &Stats::of(without_samples),
+        &with_reading,
+        &without_reading,
     ));
     Ok(())
 }
 
-fn guard_row(what: &str, guarded: &Stats, unguarded: &Stats) -> Row {
-    let ratio = ratio(guarded, unguarded);
+fn guard_row(what: &str, guarded: &Reading, unguarded: &Reading) -> Row {
+    let ratio = guarded.ratio(unguarded);
     Row {
         what: what.into(),
         figure: format!(
             "{ratio:.2}× (guarded {}, unguarded {})",
             guarded.describe(),
-            human(unguarded.median)
+            unguarded.headline()
         ),
         target: "≤ 1.3×".into(),
         met: Some(ratio <= 1.3),
