@@ -611,3 +611,54 @@ impl ContextEngine for NativeKeepRecent {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A quick timed run of every sandbox row: each checks its engine's
+    /// answers while it measures, so a broken row fails here.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn every_sandbox_row_is_measured() {
+        let options = Options {
+            quick: true,
+            sessions: 10,
+            max_sessions: 10,
+            compaction_messages: 100,
+            soak_sessions: 1,
+            soak_turns: 1,
+            transcript: None,
+            ts_sessions: 1,
+        };
+        let mut rows = Vec::new();
+        super::rows(&options, &mut Meter::Clock, &mut rows)
+            .await
+            .expect("the sandbox rows run");
+        let names: Vec<&str> = rows.iter().map(|row| row.what.as_str()).collect();
+        for expected in [
+            "fresh engine instance for a session",
+            "empty engine call round trip",
+            "keep-recent assemble, 100000 messages: wasm / native",
+            "load a cached precompiled engine",
+            "fuel + epoch guards: lossless compaction of 400 messages",
+        ] {
+            assert!(
+                names.contains(&expected),
+                "no row {expected:?} in {names:?}"
+            );
+        }
+        let to_vec_rows = names
+            .iter()
+            .filter(|name| name.starts_with("history to_vec"))
+            .count();
+        assert_eq!(to_vec_rows, 2, "{names:?}");
+        for row in &rows {
+            assert!(
+                row.figure.contains("median") || row.figure.contains('×'),
+                "row {:?} has no timed figure: {}",
+                row.what,
+                row.figure
+            );
+        }
+    }
+}
