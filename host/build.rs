@@ -4,9 +4,10 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-/// Guest crates `ctxbox bench` needs beside the example engines (`chaos`
+/// Guest crates `ctxbox bench` needs beside the example engines (the two
+/// history probes read a whole history by `to_vec` and by `scan`; `chaos`
 /// fails a tenth of its calls, for the soak).
-const PROBES: &[&str] = &["history-reader", "chaos"];
+const PROBES: &[&str] = &["history-reader", "history-scanner", "chaos"];
 
 fn main() {
     let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR is set by cargo"));

@@ -260,6 +260,13 @@ impl<'a> Decoder<'a> {
 
     /// An unsigned integer.
     pub fn u64(&mut self) -> Result<u64, DecodeError> {
+        // Most lengths and tags fit one byte.
+        if let Some((&byte, rest)) = self.bytes.split_first()
+            && byte < 0x80
+        {
+            self.bytes = rest;
+            return Ok(u64::from(byte));
+        }
         let mut value = 0u64;
         for shift in (0..64).step_by(7) {
             let byte = self.u8()?;
@@ -287,8 +294,45 @@ impl<'a> Decoder<'a> {
         Ok(((raw >> 1) as i64) ^ -((raw & 1) as i64))
     }
 
+    /// A string, borrowed from the bytes being read (no copy).
+    pub fn str(&mut self) -> Result<&'a str, DecodeError> {
+        std::str::from_utf8(self.raw_str()?).map_err(|_| DecodeError::new("string is not UTF-8"))
+    }
+
     /// A string.
     pub fn string(&mut self) -> Result<String, DecodeError> {
+        self.str().map(str::to_owned)
+    }
+
+    /// An optional string, borrowed.
+    pub fn opt_str(&mut self) -> Result<Option<&'a str>, DecodeError> {
+        if self.bool()? {
+            self.str().map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// A string the host wrote (a `history.packed-range` page), borrowed.
+    ///
+    /// Validated in debug builds only, as the WIT bindings lift every
+    /// `string` the host passes: the host writes these bytes from its own
+    /// UTF-8 strings, the same guarantee the canonical ABI gives a `string`.
+    /// Validation would otherwise be most of the cost of reading a page.
+    pub(crate) fn host_str(&mut self) -> Result<&'a str, DecodeError> {
+        let bytes = self.raw_str()?;
+        if cfg!(debug_assertions) {
+            return std::str::from_utf8(bytes).map_err(|_| DecodeError::new("string is not UTF-8"));
+        }
+        // SAFETY: the host writes a packed page only from Rust `str`s
+        // (`ctxbox_host::contract::packed`), so `bytes` is UTF-8; this is the
+        // trust the generated bindings place in every host `string`.
+        Ok(unsafe { std::str::from_utf8_unchecked(bytes) })
+    }
+
+    /// A string's bytes, unchecked: to skip over a string, or for a reader
+    /// that validates them itself.
+    pub(crate) fn raw_str(&mut self) -> Result<&'a [u8], DecodeError> {
         let len = self.u64()?;
         let len = usize::try_from(len)
             .ok()
@@ -296,16 +340,35 @@ impl<'a> Decoder<'a> {
             .ok_or_else(|| DecodeError::new(format!("string of {len} bytes runs past the end")))?;
         let (text, rest) = self.bytes.split_at(len);
         self.bytes = rest;
-        String::from_utf8(text.to_vec()).map_err(|_| DecodeError::new("string is not UTF-8"))
+        Ok(text)
+    }
+
+    /// The next `len` bytes.
+    pub(crate) fn bytes(&mut self, len: usize) -> Result<&'a [u8], DecodeError> {
+        if len > self.bytes.len() {
+            return Err(DecodeError::new(format!(
+                "{len} bytes run past the end ({} left)",
+                self.bytes.len()
+            )));
+        }
+        let (taken, rest) = self.bytes.split_at(len);
+        self.bytes = rest;
+        Ok(taken)
+    }
+
+    /// Whether every byte was read.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    /// The bytes not read yet.
+    pub(crate) fn rest(self) -> &'a [u8] {
+        self.bytes
     }
 
     /// An optional string.
     pub fn opt_string(&mut self) -> Result<Option<String>, DecodeError> {
-        if self.bool()? {
-            self.string().map(Some)
-        } else {
-            Ok(None)
-        }
+        Ok(self.opt_str()?.map(str::to_owned))
     }
 
     /// A list written by [`Encoder::list`], each item read by `item`.

@@ -4,6 +4,8 @@ use std::cell::Cell;
 use std::ops::Range;
 
 use crate::__private::bindings::ctxbox::engine::history::History as RawHistory;
+use crate::codec::DecodeError;
+use crate::packed::{self, EntryView};
 use crate::{MessageEntry, MessageKind, ToolPairing};
 
 /// Read access to a session's active context, oldest entry first.
@@ -96,6 +98,55 @@ pub trait HistoryView {
             }
         }
         len
+    }
+
+    /// Entries of `range` (clamped) in the `history.packed-range` layout
+    /// ([`packed::pack`]): possibly only a prefix of the range, never empty
+    /// while the range is not. [`History`] asks the host (one copy across
+    /// the boundary); default: [`range`](HistoryView::range), packed. An
+    /// implementation must write every string as UTF-8, as the host does:
+    /// release builds of [`scan`](HistoryView::scan) borrow them unchecked.
+    fn packed_range(&self, range: Range<u32>) -> Vec<u8> {
+        packed::pack(&self.range(range))
+    }
+
+    /// Reads the entries of `range` (clamped) in place, oldest first,
+    /// calling `visit` with each: the bulk path for an engine that reads
+    /// many messages. A page at a time crosses the boundary as one byte
+    /// string, and an [`EntryView`] borrows its strings from it, so nothing
+    /// is allocated per entry; call [`EntryView::to_entry`] for an owned copy.
+    ///
+    /// ```
+    /// use ctxbox_guest::testing::{MemoryHistory, conversation};
+    /// use ctxbox_guest::HistoryView;
+    ///
+    /// let history = MemoryHistory::new(conversation(2));
+    /// let mut text_bytes = 0;
+    /// history
+    ///     .scan(0..history.len(), |entry| text_bytes += entry.text().map_or(0, |t| t.len()))
+    ///     .unwrap();
+    /// let expected: usize = history.entries().iter().map(|e| e.message.text().len()).sum();
+    /// assert_eq!(text_bytes, expected);
+    /// ```
+    fn scan(
+        &self,
+        range: Range<u32>,
+        mut visit: impl FnMut(EntryView<'_>),
+    ) -> Result<(), DecodeError>
+    where
+        Self: Sized,
+    {
+        let end = range.end.min(self.len());
+        let mut next = range.start;
+        while next < end {
+            let page = self.packed_range(next..end);
+            let read = packed::read_page(&page, next, &mut visit)?;
+            if read == 0 {
+                break;
+            }
+            next += read;
+        }
+        Ok(())
     }
 
     /// The tool-call pair that cutting the history just before `cut` would
@@ -261,5 +312,9 @@ impl HistoryView for History<'_> {
 
     fn fitting_suffix(&self, max_tokens: u64) -> u32 {
         History::fitting_suffix(self, max_tokens)
+    }
+
+    fn packed_range(&self, range: Range<u32>) -> Vec<u8> {
+        self.raw.packed_range(range.start, range.end)
     }
 }

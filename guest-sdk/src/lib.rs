@@ -61,11 +61,13 @@ mod engine;
 mod glue;
 mod history;
 pub mod host;
+pub mod packed;
 pub mod testing;
 mod types;
 
 pub use engine::Engine;
 pub use history::{History, HistoryView};
+pub use packed::EntryView;
 pub use types::*;
 
 /// The usual imports for writing an engine: `use ctxbox_guest::prelude::*;`
@@ -76,7 +78,7 @@ pub mod prelude {
     pub use crate::{
         AfterTurnParams, AgentMessage, AssembleParams, AssembleResult, AssembledItem,
         BootstrapResult, CompactParams, CompactResult, ContentBlock, Engine, EngineError,
-        EngineErrorKind, EngineInfo, History, HistoryView, HostParam, IngestBatchResult,
+        EngineErrorKind, EngineInfo, EntryView, History, HistoryView, HostParam, IngestBatchResult,
         IngestResult, LogLevel, MaintainReason, MaintainResult, MessageEntry, MessageKind,
         SessionRef, SubagentEndReason, SubagentSpawn, ToolPairing,
     };

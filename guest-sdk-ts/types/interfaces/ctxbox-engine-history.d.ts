@@ -85,6 +85,24 @@ declare module 'ctxbox:engine/history@0.1.0' {
     * older host refuses it at load, naming the missing import).
     */
     fittingSuffix(maxTokens: bigint): number;
+    /**
+    * Entries `start..end` like `range`, packed into one byte string:
+    * the bulk path for an engine that reads many messages. One copy
+    * crosses the boundary, where `range` makes the guest allocate every
+    * string and list of every entry; the SDK reads the entries in place
+    * (`History::scan`). Paged under the same byte cap as `range`.
+    * 
+    * The bytes are the entries one after another, each a LEB128 length
+    * then that many bytes of the entry in the SDK's codec layout
+    * (`ctxbox_guest::codec`, `Encoder::entry`): strings as a LEB128 byte
+    * length and UTF-8, optional values behind a presence byte, signed
+    * integers zig-zag encoded, the message as a tag byte (0 user,
+    * 1 assistant, 2 tool-result, 3 custom, 4 compaction-summary,
+    * 5 branch-summary) and its fields in this file's order.
+    * 
+    * Added within contract version 0.1.0, as `fitting-suffix` was.
+    */
+    packedRange(start: number, end: number): Uint8Array;
     [Symbol.dispose](): void;
   }
 }

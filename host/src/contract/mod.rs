@@ -2,7 +2,8 @@
 //!
 //! Everything an engine and a host agree on lives here: the message and
 //! answer types ([`types`]), how a call fails ([`failure`]), the history an
-//! engine call reads ([`history`]), token estimates ([`tokens`]), the rules
+//! engine call reads ([`history`]) and its packed bulk encoding
+//! ([`packed`]), token estimates ([`tokens`]), the rules
 //! an answer must keep ([`validate`]), the [`ContextEngine`] trait every
 //! engine implements (native or sandboxed), and the [`HostServices`] an
 //! engine may call back into; [`text`] has the text helpers every layer
@@ -14,6 +15,7 @@ pub mod failure;
 #[cfg(feature = "guest-view")]
 pub mod guest_view;
 pub mod history;
+pub mod packed;
 pub mod services;
 pub mod state_batch;
 pub mod text;

@@ -9,6 +9,8 @@ use super::convert;
 use super::store::StoreState;
 use super::wire_size;
 use crate::contract::history::History;
+use crate::contract::packed::PackedWriter;
+use crate::contract::types::MessageEntry;
 
 /// What a `history` handle in the resource table points at.
 pub struct HistoryHandle(pub(crate) History);
@@ -16,6 +18,32 @@ pub struct HistoryHandle(pub(crate) History);
 impl StoreState {
     fn lent_history(&self, handle: &Resource<HistoryHandle>) -> wasmtime::Result<&History> {
         Ok(&self.table.get(handle)?.0)
+    }
+
+    /// The entries of `start..end` (clamped) one call may copy into the
+    /// guest: whole entries up to the byte cap, and always at least one;
+    /// with their approximate size ([`wire_size`]).
+    fn page(
+        &self,
+        handle: &Resource<HistoryHandle>,
+        start: u32,
+        end: u32,
+    ) -> wasmtime::Result<(&[MessageEntry], usize)> {
+        let page_limit = self.config.max_range_kib.saturating_mul(1024) as usize;
+        let entries = self.lent_history(handle)?.entries();
+        let end = (end as usize).min(entries.len());
+        let start = (start as usize).min(end);
+        let mut bytes = 0usize;
+        let mut page_end = start;
+        for entry in &entries[start..end] {
+            let size = wire_size::entry(entry);
+            if bytes + size > page_limit && page_end > start {
+                break;
+            }
+            bytes += size;
+            page_end += 1;
+        }
+        Ok((&entries[start..page_end], bytes))
     }
 }
 
@@ -43,20 +71,27 @@ impl wit_history::HostHistory for StoreState {
         start: u32,
         end: u32,
     ) -> wasmtime::Result<Vec<wit::MessageEntry>> {
-        let page_limit = self.config.max_range_kib.saturating_mul(1024) as usize;
-        let history = self.lent_history(&this)?;
-        let end = (end as usize).min(history.len());
-        let start = (start as usize).min(end);
-        let mut page = Vec::new();
-        let mut bytes = 0usize;
-        for entry in &history.entries()[start..end] {
-            bytes += wire_size::entry(entry);
-            if bytes > page_limit && !page.is_empty() {
-                break;
-            }
-            page.push(convert::to_wit_entry(entry));
+        Ok(self
+            .page(&this, start, end)?
+            .0
+            .iter()
+            .map(convert::to_wit_entry)
+            .collect())
+    }
+
+    fn packed_range(
+        &mut self,
+        this: Resource<HistoryHandle>,
+        start: u32,
+        end: u32,
+    ) -> wasmtime::Result<Vec<u8>> {
+        // The wire size is close to the encoded size: the page rarely grows.
+        let (page, wire_bytes) = self.page(&this, start, end)?;
+        let mut packed = PackedWriter::with_capacity(wire_bytes);
+        for entry in page {
+            packed.push(entry, wire_size::entry(entry));
         }
-        Ok(page)
+        Ok(packed.finish())
     }
 
     fn kind(

@@ -11,6 +11,7 @@ mod hostile;
 mod keep_recent;
 mod limits;
 mod multi_host;
+mod packed_history;
 mod pg_cluster;
 mod provider_openai;
 mod python_engine;
