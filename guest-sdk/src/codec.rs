@@ -240,6 +240,7 @@ impl<'a> Decoder<'a> {
     }
 
     /// One byte.
+    #[inline]
     pub fn u8(&mut self) -> Result<u8, DecodeError> {
         let (&byte, rest) = self
             .bytes
@@ -250,6 +251,7 @@ impl<'a> Decoder<'a> {
     }
 
     /// A boolean.
+    #[inline]
     pub fn bool(&mut self) -> Result<bool, DecodeError> {
         match self.u8()? {
             0 => Ok(false),
@@ -259,6 +261,7 @@ impl<'a> Decoder<'a> {
     }
 
     /// An unsigned integer.
+    #[inline]
     pub fn u64(&mut self) -> Result<u64, DecodeError> {
         // Most lengths and tags fit one byte.
         if let Some((&byte, rest)) = self.bytes.split_first()
@@ -289,6 +292,7 @@ impl<'a> Decoder<'a> {
     }
 
     /// A signed integer.
+    #[inline]
     pub fn i64(&mut self) -> Result<i64, DecodeError> {
         let raw = self.u64()?;
         Ok(((raw >> 1) as i64) ^ -((raw & 1) as i64))
@@ -319,6 +323,7 @@ impl<'a> Decoder<'a> {
     /// `string` the host passes: the host writes these bytes from its own
     /// UTF-8 strings, the same guarantee the canonical ABI gives a `string`.
     /// Validation would otherwise be most of the cost of reading a page.
+    #[inline]
     pub(crate) fn host_str(&mut self) -> Result<&'a str, DecodeError> {
         let bytes = self.raw_str()?;
         if cfg!(debug_assertions) {
@@ -332,6 +337,7 @@ impl<'a> Decoder<'a> {
 
     /// A string's bytes, unchecked: to skip over a string, or for a reader
     /// that validates them itself.
+    #[inline]
     pub(crate) fn raw_str(&mut self) -> Result<&'a [u8], DecodeError> {
         let len = self.u64()?;
         let len = usize::try_from(len)
@@ -344,6 +350,7 @@ impl<'a> Decoder<'a> {
     }
 
     /// The next `len` bytes.
+    #[inline]
     pub(crate) fn bytes(&mut self, len: usize) -> Result<&'a [u8], DecodeError> {
         if len > self.bytes.len() {
             return Err(DecodeError::new(format!(
