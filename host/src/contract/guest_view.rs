@@ -7,6 +7,7 @@ use std::ops::Range;
 use ctxbox_guest::HistoryView;
 
 use crate::contract::history::{History, ToolPairing};
+use crate::contract::packed::PackedWriter;
 use crate::contract::types::{AgentMessage, ContentBlock, MessageEntry, MessageKind, StopReason};
 
 impl HistoryView for History {
@@ -50,6 +51,18 @@ impl HistoryView for History {
 
     fn fitting_suffix(&self, max_tokens: u64) -> u32 {
         History::fitting_suffix(self, max_tokens) as u32
+    }
+
+    /// Written by the host's own encoder, as `history.packed-range` is.
+    fn packed_range(&self, range: Range<u32>) -> Vec<u8> {
+        let entries = self.entries();
+        let end = (range.end as usize).min(entries.len());
+        let start = (range.start as usize).min(end);
+        let mut page = PackedWriter::default();
+        for entry in &entries[start..end] {
+            page.push(entry, usize::MAX);
+        }
+        page.finish()
     }
 }
 

@@ -25,6 +25,17 @@ fn fixture_entries(name: &str) -> Vec<MessageEntry> {
         .to_vec()
 }
 
+/// Each entry's id and text, as `scan` reads them.
+fn scanned_texts(history: &impl HistoryView) -> Vec<(String, String)> {
+    let mut texts = Vec::new();
+    history
+        .scan(0..history.len(), |view| {
+            texts.push((view.id.to_owned(), view.text().expect("text").into_owned()));
+        })
+        .expect("scan");
+    texts
+}
+
 #[test]
 fn the_host_writes_every_fixture_entry_as_the_sdk_encodes_it() {
     for name in FIXTURE_SESSIONS {
@@ -79,6 +90,12 @@ fn the_host_writes_every_fixture_entry_as_the_sdk_encodes_it() {
             })
             .expect("scan");
         assert_eq!(seen, history.len(), "{name}");
+
+        // The host's history seen natively through the SDK's view (the
+        // host's encoder behind `packed_range`) reads the same.
+        let through_host = scanned_texts(&History::new(entries.clone()));
+        let through_sdk = scanned_texts(&history);
+        assert_eq!(through_host, through_sdk, "{name}");
     }
 }
 
