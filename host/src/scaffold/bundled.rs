@@ -45,6 +45,10 @@ pub(super) const RUST_SDK: &[File] = &[
     ),
     ("src/lib.rs", include_str!("../../../guest-sdk/src/lib.rs")),
     (
+        "src/packed.rs",
+        include_str!("../../../guest-sdk/src/packed.rs"),
+    ),
+    (
         "src/testing.rs",
         include_str!("../../../guest-sdk/src/testing.rs"),
     ),

@@ -85,6 +85,10 @@ fn the_host_writes_every_fixture_entry_as_the_sdk_encodes_it() {
                 assert_eq!(view.timestamp_ms, original.timestamp_ms);
                 assert_eq!(view.kind(), original.message.kind());
                 assert_eq!(view.text().expect("text"), original.message.text());
+                assert_eq!(
+                    view.texts().expect("texts").join("\n"),
+                    original.message.text()
+                );
                 assert_eq!(&view.to_entry().expect("entry"), original);
                 seen += 1;
             })

@@ -220,8 +220,7 @@ impl Sampler<'_> {
 }
 
 /// What a row's runs measured.
-#[derive(Debug, Clone, Copy, Serialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy)]
 pub enum Reading {
     /// Wall-clock timings.
     Time(Stats),
