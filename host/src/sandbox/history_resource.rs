@@ -22,28 +22,28 @@ impl StoreState {
 
     /// The entries of `start..end` (clamped) one call may copy into the
     /// guest: whole entries up to the byte cap, and always at least one;
-    /// with their approximate size ([`wire_size`]).
+    /// with each one's approximate size ([`wire_size`]).
     fn page(
         &self,
         handle: &Resource<HistoryHandle>,
         start: u32,
         end: u32,
-    ) -> wasmtime::Result<(&[MessageEntry], usize)> {
+    ) -> wasmtime::Result<(&[MessageEntry], Vec<usize>)> {
         let page_limit = self.config.max_range_kib.saturating_mul(1024) as usize;
         let entries = self.lent_history(handle)?.entries();
         let end = (end as usize).min(entries.len());
         let start = (start as usize).min(end);
         let mut bytes = 0usize;
-        let mut page_end = start;
+        let mut sizes = Vec::new();
         for entry in &entries[start..end] {
             let size = wire_size::entry(entry);
-            if bytes + size > page_limit && page_end > start {
+            if bytes + size > page_limit && !sizes.is_empty() {
                 break;
             }
             bytes += size;
-            page_end += 1;
+            sizes.push(size);
         }
-        Ok((&entries[start..page_end], bytes))
+        Ok((&entries[start..start + sizes.len()], sizes))
     }
 }
 
@@ -86,10 +86,10 @@ impl wit_history::HostHistory for StoreState {
         end: u32,
     ) -> wasmtime::Result<Vec<u8>> {
         // The wire size is close to the encoded size: the page rarely grows.
-        let (page, wire_bytes) = self.page(&this, start, end)?;
-        let mut packed = PackedWriter::with_capacity(wire_bytes);
-        for entry in page {
-            packed.push(entry, wire_size::entry(entry));
+        let (page, sizes) = self.page(&this, start, end)?;
+        let mut packed = PackedWriter::with_capacity(sizes.iter().sum());
+        for (entry, size) in page.iter().zip(sizes) {
+            packed.push(entry, size);
         }
         Ok(packed.finish())
     }

@@ -76,7 +76,7 @@ pub fn toggle_collect() {
 
 /// How `--count-instructions` goes on in this process.
 pub enum Mode {
-    /// Not under valgrind yet: run again under it, with these arguments.
+    /// Not under valgrind yet: run again under it ([`rerun`]).
     Rerun,
     /// Under callgrind, dumping into this directory.
     Counting(Dumps),
