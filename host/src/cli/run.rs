@@ -136,6 +136,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
         print_turns(&report.turns);
+        print_compactions(&report);
         print_summary(&report, &label, &selected, window, &output);
         if let Some(postgres) = runtime.shared_store() {
             println!(
@@ -299,6 +300,53 @@ fn print_turns(turns: &[TurnReport]) {
     }
 }
 
+/// One line per compaction the runner asked for: its turn, what set it
+/// off, the context before and after (the runner's own estimate) and the
+/// size that sets off the pre-prompt check; then every stop of the
+/// compaction-progress guard.
+fn print_compactions(report: &RunReport) {
+    let passes = report.compaction_passes();
+    if passes.is_empty() {
+        return;
+    }
+    println!();
+    println!(
+        "{:>4}  {:<16}  {:>7}  {:>7}  {:>7}  {:>9}  outcome",
+        "turn", "compaction", "before", "after", "freed", "threshold"
+    );
+    for (turn, pass) in &passes {
+        let outcome = match (pass.compacted, &pass.reason) {
+            (true, _) => pass.outcome.as_str().to_owned(),
+            (false, Some(reason)) => format!("not compacted: {}", shown(reason)),
+            (false, None) => "not compacted".to_owned(),
+        };
+        println!(
+            "{:>4}  {:<16}  {:>7}  {:>7}  {:>7}  {:>9}  {}",
+            turn + 1,
+            pass.trigger,
+            pass.tokens_before,
+            pass.tokens_after,
+            pass.freed(),
+            pass.trigger_tokens,
+            outcome
+        );
+    }
+    let stops = report
+        .turns
+        .iter()
+        .chain(report.failed_turns.iter().map(|failed| &failed.done))
+        .filter_map(|turn| Some((turn.index, turn.compaction_stopped.as_deref()?)));
+    for (turn, stop) in stops {
+        println!("{:>4}  {}", turn + 1, shown(stop));
+    }
+}
+
+/// Engine-supplied text as it may be shown: one escaped line of at most
+/// 400 bytes.
+fn shown(text: &str) -> String {
+    ctxbox_host::contract::text::untrusted_line(text, 400)
+}
+
 fn print_summary(report: &RunReport, label: &str, engine: &str, window: u64, output: &Path) {
     println!();
     println!(
@@ -320,7 +368,16 @@ fn print_summary(report: &RunReport, label: &str, engine: &str, window: u64, out
         "kept            the last prompt holds {:.0}% of the conversation's tokens",
         report.share_kept() * 100.0
     );
-    println!("compactions     {}", report.compactions);
+    let freed = report.tokens_freed();
+    match (freed.iter().min(), freed.is_empty()) {
+        (Some(least), false) => println!(
+            "compactions     {} (each freed {} tokens on average, {} at least)",
+            report.compactions,
+            freed.iter().sum::<u64>() / freed.len() as u64,
+            least
+        ),
+        _ => println!("compactions     {}", report.compactions),
+    }
     println!(
         "fallbacks       {} calls served by legacy; quarantined: {}",
         report.fallbacks,
@@ -336,8 +393,9 @@ fn print_summary(report: &RunReport, label: &str, engine: &str, window: u64, out
     );
     for failed in &report.failed_turns {
         println!(
-            "failed turn     {}: {} (after {} model calls; the rest of its recording is written as it was)",
+            "failed turn     {}: {}: {} (after {} model calls; the rest of its recording is written as it was)",
             failed.index + 1,
+            failed.kind,
             failed.error,
             failed.done.model_calls
         );

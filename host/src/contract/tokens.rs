@@ -6,6 +6,11 @@
 //! message and 6 per content block. The pre-prompt check multiplies the total
 //! by [`PRE_PROMPT_SAFETY_FACTOR`].
 //!
+//! The pre-prompt check weighs a prompt as the reference's
+//! `context-token-pressure` does ([`pressure_message`]): tool results at two
+//! characters a token and JSON payloads (tool-call names and arguments) at
+//! three, since logs, code and JSON tokenize denser than prose.
+//!
 //! With the `exact-tokens` cargo feature, a [`Tokenizer`] can count text with
 //! a real BPE vocabulary instead (the overheads stay). The transcript store
 //! caches its per-entry figures with the one configured in
@@ -24,6 +29,10 @@ pub const MESSAGE_OVERHEAD_TOKENS: u64 = 12;
 pub const BLOCK_OVERHEAD_TOKENS: u64 = 6;
 /// Factor the pre-prompt check applies to the estimate.
 pub const PRE_PROMPT_SAFETY_FACTOR: f64 = 1.2;
+/// Characters a token of a JSON payload counts as in the pre-prompt check.
+pub const JSON_CHARS_PER_TOKEN: u64 = 3;
+/// Characters a token of a tool result counts as in the pre-prompt check.
+pub const TOOL_RESULT_CHARS_PER_TOKEN: u64 = 2;
 
 /// How text is counted.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -153,6 +162,80 @@ fn for_each_text<'a>(message: &'a AgentMessage, mut text: impl FnMut(&'a str)) -
     }
 }
 
+/// The pre-prompt check's estimate of one message, weighed as the
+/// reference weighs a prompt's pressure: a tool result's text at two
+/// characters a token (CJK text still a token a character, whichever is
+/// more), a tool call's name and arguments at three, everything else as
+/// [`estimate_message`], with the same overheads. Never below
+/// [`estimate_message`].
+pub fn pressure_message(message: &AgentMessage) -> u64 {
+    match message {
+        AgentMessage::ToolResult {
+            tool_name, content, ..
+        } => {
+            let mut text_tokens = weighted_chars(tool_name).div_ceil(JSON_CHARS_PER_TOKEN);
+            let mut images = 0u64;
+            for block in content {
+                match block {
+                    ContentBlock::Text { text } | ContentBlock::Thinking { text, .. } => {
+                        text_tokens += tool_result_text_tokens(text)
+                    }
+                    ContentBlock::ToolCall { arguments_json, .. } => {
+                        text_tokens += weighted_chars(arguments_json).div_ceil(JSON_CHARS_PER_TOKEN)
+                    }
+                    ContentBlock::Image { .. } => images += 1,
+                }
+            }
+            Shape {
+                images,
+                blocks: content.len() as u64,
+            }
+            .tokens(text_tokens)
+        }
+        AgentMessage::Assistant { content, .. } => {
+            let (mut prose, mut json, mut images) = (0u64, 0u64, 0u64);
+            for block in content {
+                match block {
+                    ContentBlock::Text { text } | ContentBlock::Thinking { text, .. } => {
+                        prose += weighted_chars(text)
+                    }
+                    ContentBlock::ToolCall {
+                        name,
+                        arguments_json,
+                        ..
+                    } => json += weighted_chars(name) + weighted_chars(arguments_json),
+                    ContentBlock::Image { .. } => images += 1,
+                }
+            }
+            Shape {
+                images,
+                blocks: content.len() as u64,
+            }
+            .tokens(prose.div_ceil(4) + json.div_ceil(JSON_CHARS_PER_TOKEN))
+        }
+        other => estimate_message(other),
+    }
+}
+
+/// Tokens of a tool result's text in the pre-prompt check: two characters
+/// a token, or the CJK-weighted estimate when that is more.
+fn tool_result_text_tokens(text: &str) -> u64 {
+    let chars = if text.is_ascii() {
+        text.len() as u64
+    } else {
+        text.chars().count() as u64
+    };
+    chars
+        .div_ceil(TOOL_RESULT_CHARS_PER_TOKEN)
+        .max(weighted_chars(text).div_ceil(4))
+}
+
+/// The pre-prompt check's estimate of plain JSON (tool definitions):
+/// three characters a token.
+pub fn pressure_json(json: &str) -> u64 {
+    weighted_chars(json).div_ceil(JSON_CHARS_PER_TOKEN)
+}
+
 /// Estimated tokens of a list of entries.
 pub fn estimate_entries(entries: &[MessageEntry]) -> u64 {
     entries
@@ -260,20 +343,60 @@ mod tests {
         );
     }
 
-    #[test]
-    fn counts_tool_call_names_and_arguments() {
-        let message = AgentMessage::Assistant {
-            content: vec![ContentBlock::ToolCall {
-                id: "call-1".into(),
-                name: "read".into(),
-                arguments_json: r#"{"p":"a"}"#.into(),
-            }],
+    fn assistant(content: Vec<ContentBlock>) -> AgentMessage {
+        AgentMessage::Assistant {
+            content,
             model: None,
             provider: None,
             usage: None,
             stop_reason: Default::default(),
             error_message: None,
-        };
+        }
+    }
+
+    #[test]
+    fn pressure_weighs_tool_results_and_json_heavier_than_prose() {
+        let result = AgentMessage::tool_result("c", "exec", "x".repeat(400));
+        // "exec" at 3 a token (2) + 400 chars at 2 a token (200).
+        assert_eq!(
+            pressure_message(&result),
+            2 + 200 + MESSAGE_OVERHEAD_TOKENS + BLOCK_OVERHEAD_TOKENS
+        );
+        assert_eq!(
+            estimate_message(&result),
+            100 + MESSAGE_OVERHEAD_TOKENS + BLOCK_OVERHEAD_TOKENS
+        );
+        // CJK text is a token a character either way.
+        let cjk = AgentMessage::tool_result("c", "", "你好世界".repeat(10));
+        assert_eq!(
+            pressure_message(&cjk),
+            40 + MESSAGE_OVERHEAD_TOKENS + BLOCK_OVERHEAD_TOKENS
+        );
+        let call = assistant(vec![
+            ContentBlock::text("abcdefgh"),
+            ContentBlock::ToolCall {
+                id: "c".into(),
+                name: "read".into(),
+                arguments_json: r#"{"path":"a.rs"}"#.into(),
+            },
+        ]);
+        // prose 8 / 4 = 2; "read" + 15 chars of JSON = 19 / 3 -> 7.
+        assert_eq!(
+            pressure_message(&call),
+            2 + 7 + MESSAGE_OVERHEAD_TOKENS + 2 * BLOCK_OVERHEAD_TOKENS
+        );
+        let prose = AgentMessage::user_text("hello there");
+        assert_eq!(pressure_message(&prose), estimate_message(&prose));
+        assert_eq!(pressure_json("{\"a\":1}"), 3);
+    }
+
+    #[test]
+    fn counts_tool_call_names_and_arguments() {
+        let message = assistant(vec![ContentBlock::ToolCall {
+            id: "call-1".into(),
+            name: "read".into(),
+            arguments_json: r#"{"p":"a"}"#.into(),
+        }]);
         // "read" + {"p":"a"} = 13 chars -> 4 tokens.
         assert_eq!(
             estimate_message(&message),

@@ -21,6 +21,7 @@
 pub mod load;
 mod overflow;
 mod preflight;
+mod pressure;
 mod prompt;
 mod report;
 mod runtime_settings;
@@ -34,7 +35,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-pub use self::report::{TurnError, TurnReport};
+pub use self::report::{COMPACTION_FAILURE_HINT, CompactionPass, TurnError, TurnReport};
 use self::runtime_settings::{CompactionTrigger, after_turn_context, compaction_context};
 pub use self::script::{FailedTurn, RunReport};
 pub use self::session::Session;
@@ -95,6 +96,8 @@ pub struct TurnRunner {
     tools: Arc<dyn ToolExecutor>,
     /// The tools' definitions, asked of the executor once.
     tool_definitions: Vec<ToolDefinition>,
+    /// What the definitions add to every prompt, weighted as JSON.
+    tool_definition_tokens: u64,
     transcripts: TranscriptStore,
     config: RunnerConfig,
 }
@@ -109,14 +112,43 @@ impl TurnRunner {
         transcripts: TranscriptStore,
         config: RunnerConfig,
     ) -> Self {
+        let tool_definitions = tools.definitions();
+        let tool_definition_tokens = tool_definitions
+            .iter()
+            .map(|definition| {
+                crate::contract::tokens::pressure_json(
+                    &serde_json::json!({
+                        "name": definition.name,
+                        "description": definition.description,
+                        "parameters": definition.parameters,
+                    })
+                    .to_string(),
+                )
+            })
+            .sum();
         Self {
             engine,
             provider,
-            tool_definitions: tools.definitions(),
+            tool_definitions,
+            tool_definition_tokens,
             tools,
             transcripts,
             config,
         }
+    }
+
+    /// The session's context as the model would count it, by the weighted
+    /// estimate calibrated to the model's reports (without the pre-prompt
+    /// check's safety factor): the system prompt, the tool definitions and
+    /// the context's messages.
+    fn context_estimate(&self, session: &Session) -> u64 {
+        let history = session.history();
+        let weighted = pressure::weighted(
+            &self.config.system_prompt,
+            history.entries().iter().map(|entry| &entry.message),
+            self.tool_definition_tokens,
+        );
+        session.calibration.apply(weighted)
     }
 
     /// The engine behind the guard.
@@ -234,6 +266,7 @@ impl TurnRunner {
         // of this one.
         session.wait_for_maintenance().await;
         self.bootstrap_once(session, &call).await?;
+        session.progress.new_turn();
 
         progress.inputs = session.append(&inputs)?;
         session.commit()?;
@@ -363,6 +396,7 @@ impl TurnRunner {
             .await?;
         loop {
             let prompt = self.assemble_prompt(session, call).await?;
+            self.close_pending_pass(session, report, prompt.weighted_tokens);
             let request = ModelRequest {
                 system_prompt: &prompt.system_prompt,
                 messages: &prompt.messages,
@@ -374,9 +408,13 @@ impl TurnRunner {
                 Ok(reply) => {
                     report.model_calls += 1;
                     report.note_prompt(prompt.estimated_tokens);
+                    if let Some(usage) = &reply.usage {
+                        session.calibration.learn(prompt.weighted_tokens, usage);
+                    }
                     recovery.answered(&reply.message);
                     let refusal = overflow::Refusal::in_answer(
                         &reply.message,
+                        prompt.weighted_tokens,
                         &prompt.messages,
                         self.config.window,
                     );
@@ -386,8 +424,12 @@ impl TurnRunner {
                     });
                 }
                 Err(ProviderError::ContextOverflow { prompt_tokens, .. }) => {
-                    let refusal =
-                        overflow::Refusal::new(prompt_tokens, &prompt.messages, self.config.window);
+                    let refusal = overflow::Refusal::new(
+                        prompt_tokens,
+                        prompt.weighted_tokens,
+                        &prompt.messages,
+                        self.config.window,
+                    );
                     self.recover_overflow(session, call, report, recovery, refusal)
                         .await?;
                 }
@@ -400,6 +442,7 @@ impl TurnRunner {
                                 report,
                                 recovery,
                                 prompt.estimated_tokens,
+                                prompt.weighted_tokens,
                             )
                             .await? => {}
                 Err(error) => return Err(TurnError::Provider(error)),
@@ -458,11 +501,22 @@ impl TurnRunner {
         };
         let mut report = TurnReport::new(session.turns_run());
         session.wait_for_maintenance().await;
-        self.compact_session(
+        let call = CallOptions::with_abort(abort.clone());
+        // A manual pass is never stopped by the progress guard, and one that
+        // frees the context counts as effective (an engine's own
+        // compaction is not measured: its prompt is not assembled here).
+        if self.engine.info().owns_compaction {
+            return self
+                .compact_session(session, &call, &params, &mut report)
+                .await;
+        }
+        self.measured_compaction(
             session,
-            &CallOptions::with_abort(abort.clone()),
+            &call,
             &params,
             &mut report,
+            trigger,
+            overflow::Measured::Context,
         )
         .await
     }

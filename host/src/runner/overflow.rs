@@ -16,8 +16,15 @@
 //!   ends the turn with the timeout.
 //! - **Pre-prompt** — the estimate is over the budget: compact, truncate, or
 //!   both, as [`preflight::route`] decides.
+//!
+//! Every compaction asked for here is measured by the runner itself, before
+//! and after (the context, or for an engine that owns compaction the prompt
+//! it assembles next), and recorded in the session's progress guard
+//! ([`ProgressGuard`]): two low-yield passes in a row stop automatic
+//! compaction until the next turn, and the turn report says why.
 
 use super::preflight;
+use super::report::CompactionPass;
 use super::runtime_settings::{Attempt, CompactionTrigger, compaction_context};
 use super::tool_results::Reducible;
 use super::{Session, TurnError, TurnReport, TurnRunner};
@@ -26,6 +33,8 @@ use crate::contract::types::{
     AgentMessage, CompactParams, CompactResult, CompactionTarget, StopReason,
 };
 use crate::provider::overflow;
+#[cfg(doc)]
+use crate::services::compaction::ProgressGuard;
 
 /// Overflow compactions (pre-prompt ones included) one turn may make.
 const MAX_OVERFLOW_COMPACTIONS: u32 = 3;
@@ -42,6 +51,9 @@ const TIMEOUT_COMPACTION_SHARE: f64 = 0.65;
 pub(super) struct Recovery {
     overflow_compactions: u32,
     timeout_compactions: u32,
+    /// Why the last overflow compaction failed, when it failed (not merely
+    /// compacted nothing): the turn ends as a compaction failure then.
+    compaction_failure: Option<String>,
 }
 
 impl Recovery {
@@ -84,16 +96,25 @@ pub(super) struct Answer {
 pub(super) struct Refusal {
     /// Its size as the model counted it.
     prompt_tokens: u64,
+    /// Its weighted estimate (uncalibrated), to measure a compaction by an
+    /// engine that owns compaction against.
+    weighted_tokens: u64,
     /// Whether it held oversized tool results (that truncation could cut).
     oversized_tool_results: bool,
 }
 
 impl Refusal {
-    /// A refusal of `prompt` (`prompt_tokens` tokens) by a `window`-token
-    /// model.
-    pub(super) fn new(prompt_tokens: u64, prompt: &[AgentMessage], window: u64) -> Self {
+    /// A refusal of `prompt` (`prompt_tokens` tokens by the model's count,
+    /// `weighted_tokens` by the weighted estimate) by a `window`-token model.
+    pub(super) fn new(
+        prompt_tokens: u64,
+        weighted_tokens: u64,
+        prompt: &[AgentMessage],
+        window: u64,
+    ) -> Self {
         Self {
             prompt_tokens,
+            weighted_tokens,
             oversized_tool_results: Reducible::in_messages(prompt, window).any(),
         }
     }
@@ -103,6 +124,7 @@ impl Refusal {
     /// one more than the window (as the reference assumes).
     pub(super) fn in_answer(
         answer: &AgentMessage,
+        weighted_tokens: u64,
         prompt: &[AgentMessage],
         window: u64,
     ) -> Option<Self> {
@@ -110,8 +132,26 @@ impl Refusal {
         let prompt_tokens = overflow::stated(error)
             .prompt_tokens
             .unwrap_or(window.saturating_add(1));
-        Some(Self::new(prompt_tokens, prompt, window))
+        Some(Self::new(prompt_tokens, weighted_tokens, prompt, window))
     }
+}
+
+/// A compaction by an engine that owns compaction, waiting for the next
+/// prompt to be measured against.
+#[derive(Debug, Clone)]
+pub(crate) struct PendingPass {
+    trigger: CompactionTrigger,
+    tokens_before: u64,
+    reason: Option<String>,
+}
+
+/// What the runner measures a compaction on.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Measured {
+    /// The session's context (engines that do not own compaction).
+    Context,
+    /// The prompt the engine assembled, weighted (engines that own it).
+    Prompt(u64),
 }
 
 impl TurnRunner {
@@ -127,9 +167,11 @@ impl TurnRunner {
     ) -> Result<(), TurnError> {
         let Refusal {
             prompt_tokens,
+            weighted_tokens,
             oversized_tool_results,
         } = refusal;
         report.overflow_retries += 1;
+        let why;
         if recovery.take_overflow_attempt() {
             let result = self
                 .recovery_compaction(
@@ -139,24 +181,42 @@ impl TurnRunner {
                     CompactionTrigger::Overflow,
                     Some(prompt_tokens),
                     recovery.overflow_attempt(),
+                    Measured::Prompt(weighted_tokens),
                 )
                 .await?;
+            // The turn ends as a compaction failure only if the last
+            // compaction failed.
+            recovery.compaction_failure = if result.ok {
+                None
+            } else {
+                result.reason.clone()
+            };
             if result.compacted {
                 return Ok(());
             }
+            why = result.reason;
+        } else {
+            why = Some(format!(
+                "{MAX_OVERFLOW_COMPACTIONS} compactions since the model last answered"
+            ));
         }
         if oversized_tool_results && !session.truncate_tool_traffic {
             truncate_tool_traffic(session, report);
             return Ok(());
         }
+        if let Some(reason) = recovery.compaction_failure.take() {
+            return Err(TurnError::CompactionFailed { reason });
+        }
         Err(TurnError::ContextOverflow {
             prompt_tokens,
             window: self.config.window,
+            why,
         })
     }
 
-    /// After the model timed out on a prompt of `prompt_tokens` tokens:
-    /// whether a compaction made room to ask again.
+    /// After the model timed out on a prompt of `prompt_tokens` tokens
+    /// (`weighted_tokens` by the weighted estimate): whether a compaction
+    /// made room to ask again.
     pub(super) async fn recover_timeout(
         &self,
         session: &mut Session,
@@ -164,6 +224,7 @@ impl TurnRunner {
         report: &mut TurnReport,
         recovery: &mut Recovery,
         prompt_tokens: u64,
+        weighted_tokens: u64,
     ) -> Result<bool, TurnError> {
         let nearly_full =
             prompt_tokens as f64 > self.config.window as f64 * TIMEOUT_COMPACTION_SHARE;
@@ -183,6 +244,7 @@ impl TurnRunner {
                 CompactionTrigger::TimeoutRecovery,
                 None,
                 attempt,
+                Measured::Prompt(weighted_tokens),
             )
             .await?;
         Ok(result.compacted)
@@ -203,17 +265,16 @@ impl TurnRunner {
         if !self.config.proactive_compaction || self.engine.info().owns_compaction {
             return Ok(());
         }
-        let estimate = preflight::estimate(session.context_tokens());
+        let estimate = preflight::estimate(self.context_estimate(session));
         let reducible = if session.truncate_tool_traffic {
             0
         } else {
             let history = session.history();
-            let messages: Vec<AgentMessage> = history
-                .entries()
-                .iter()
-                .map(|entry| entry.message.clone())
-                .collect();
-            Reducible::in_messages(&messages, self.config.window).chars()
+            Reducible::in_messages(
+                history.entries().iter().map(|entry| &entry.message),
+                self.config.window,
+            )
+            .chars()
         };
         let route = preflight::route(estimate, self.config.prompt_budget(), reducible);
         if route.compacts() && recovery.take_overflow_attempt() {
@@ -224,6 +285,7 @@ impl TurnRunner {
                 CompactionTrigger::Budget,
                 Some(estimate),
                 recovery.overflow_attempt(),
+                Measured::Context,
             )
             .await?;
         }
@@ -234,7 +296,11 @@ impl TurnRunner {
     }
 
     /// A compaction to make room: forced, aimed at the prompt budget, its
-    /// runtime context naming the `trigger` and the `attempt`.
+    /// runtime context naming the `trigger` and the `attempt`; measured on
+    /// `measured` and recorded in the progress guard. While the guard is
+    /// stopped nothing is asked of the engine: the answer is "not
+    /// compacted" with the guard's reason, which the turn report keeps.
+    #[allow(clippy::too_many_arguments)]
     async fn recovery_compaction(
         &self,
         session: &mut Session,
@@ -243,7 +309,27 @@ impl TurnRunner {
         trigger: CompactionTrigger,
         current_token_count: Option<u64>,
         attempt: Attempt,
+        measured: Measured,
     ) -> Result<CompactResult, TurnError> {
+        let measured = if self.engine.info().owns_compaction {
+            measured
+        } else {
+            Measured::Context
+        };
+        let tokens_before = self.measure(session, measured);
+        session.progress.lift_if_grown(tokens_before);
+        if let Some(stop) = session.progress.stopped() {
+            let reason = stop.to_string();
+            report
+                .compaction_stopped
+                .get_or_insert_with(|| reason.clone());
+            return Ok(CompactResult {
+                ok: true,
+                compacted: false,
+                reason: Some(reason),
+                ..CompactResult::default()
+            });
+        }
         let params = CompactParams {
             token_budget: Some(self.config.prompt_budget()),
             force: true,
@@ -257,7 +343,111 @@ impl TurnRunner {
             )),
             ..CompactParams::default()
         };
-        self.compact_session(session, call, &params, report).await
+        self.measured_compaction(session, call, &params, report, trigger, measured)
+            .await
+    }
+
+    /// Runs a compaction measured on `measured`, before and after, and
+    /// records it: at once for the context, at the next prompt for an
+    /// engine's own prompt ([`Self::close_pending_pass`]).
+    pub(super) async fn measured_compaction(
+        &self,
+        session: &mut Session,
+        call: &CallOptions,
+        params: &CompactParams,
+        report: &mut TurnReport,
+        trigger: CompactionTrigger,
+        measured: Measured,
+    ) -> Result<CompactResult, TurnError> {
+        let tokens_before = self.measure(session, measured);
+        let result = self.compact_session(session, call, params, report).await?;
+        let reason = result.reason.clone();
+        match measured {
+            // A failed compaction is the engine guard's business, not a pass.
+            _ if !result.ok => {}
+            Measured::Prompt(_) if result.compacted => {
+                session.pending_pass = Some(PendingPass {
+                    trigger,
+                    tokens_before,
+                    reason,
+                });
+            }
+            _ => {
+                let tokens_after = if result.compacted {
+                    self.context_estimate(session)
+                } else {
+                    tokens_before
+                };
+                self.record_pass(
+                    session,
+                    report,
+                    PendingPass {
+                        trigger,
+                        tokens_before,
+                        reason,
+                    },
+                    tokens_after,
+                    result.compacted,
+                );
+            }
+        }
+        Ok(result)
+    }
+
+    /// Measures a pending engine compaction against the prompt just
+    /// assembled (`weighted_tokens`, weighted).
+    pub(super) fn close_pending_pass(
+        &self,
+        session: &mut Session,
+        report: &mut TurnReport,
+        weighted_tokens: u64,
+    ) {
+        if let Some(pending) = session.pending_pass.take() {
+            let tokens_after = session.calibration.apply(weighted_tokens);
+            self.record_pass(session, report, pending, tokens_after, true);
+        }
+    }
+
+    /// The size of what `measured` names, as the model would count it.
+    fn measure(&self, session: &Session, measured: Measured) -> u64 {
+        match measured {
+            Measured::Context => self.context_estimate(session),
+            Measured::Prompt(weighted) => session.calibration.apply(weighted),
+        }
+    }
+
+    /// Records a pass in the guard and the report; says so when it stops
+    /// the guard.
+    fn record_pass(
+        &self,
+        session: &mut Session,
+        report: &mut TurnReport,
+        pass: PendingPass,
+        tokens_after: u64,
+        compacted: bool,
+    ) {
+        let was_stopped = session.progress.stopped().is_some();
+        let budget = self.config.prompt_budget();
+        let outcome = session
+            .progress
+            .record(pass.tokens_before, tokens_after, budget);
+        report.compaction_passes.push(CompactionPass {
+            trigger: pass.trigger.as_str().to_owned(),
+            trigger_tokens: preflight::trigger_tokens(budget),
+            tokens_before: pass.tokens_before,
+            tokens_after,
+            compacted,
+            outcome,
+            reason: pass.reason,
+        });
+        if let (false, Some(stop)) = (was_stopped, session.progress.stopped()) {
+            tracing::info!(
+                session = session.session_ref().session_id,
+                %stop,
+                "compaction-progress guard stopped automatic compaction until the next turn"
+            );
+            report.compaction_stopped = Some(stop.to_string());
+        }
     }
 }
 

@@ -46,6 +46,12 @@ pub(super) fn estimate(context_tokens: u64) -> u64 {
     (context_tokens as f64 * PRE_PROMPT_SAFETY_FACTOR).ceil() as u64
 }
 
+/// The context size (before the safety factor) over which the pre-prompt
+/// check acts for a prompt budget of `budget`.
+pub(super) fn trigger_tokens(budget: u64) -> u64 {
+    (budget as f64 / PRE_PROMPT_SAFETY_FACTOR) as u64
+}
+
 /// The route for a prompt estimated at `estimate` tokens under a budget of
 /// `budget`, with `reducible_chars` characters of oversized tool results.
 /// Truncation alone is chosen when it removes the excess plus 512 tokens
@@ -105,5 +111,6 @@ mod tests {
     #[test]
     fn the_estimate_carries_the_safety_factor() {
         assert_eq!(estimate(10_000), 12_000);
+        assert_eq!(trigger_tokens(12_000), 10_000);
     }
 }

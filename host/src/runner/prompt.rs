@@ -70,7 +70,11 @@ impl Projection {
 pub(super) struct Prompt {
     pub(super) system_prompt: String,
     pub(super) messages: Vec<AgentMessage>,
+    /// By the host's plain estimate.
     pub(super) estimated_tokens: u64,
+    /// By the pre-prompt check's weighted estimate, uncalibrated, tool
+    /// definitions included.
+    pub(super) weighted_tokens: u64,
 }
 
 impl TurnRunner {
@@ -147,10 +151,13 @@ impl TurnRunner {
         }
         let estimated_tokens = tokens::estimate_text(&system_prompt)
             + messages.iter().map(tokens::estimate_message).sum::<u64>();
+        let weighted_tokens =
+            super::pressure::weighted(&system_prompt, &messages, self.tool_definition_tokens);
         Ok(Prompt {
             system_prompt,
             messages,
             estimated_tokens,
+            weighted_tokens,
         })
     }
 }

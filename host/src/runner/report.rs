@@ -5,6 +5,7 @@ use serde::Serialize;
 use crate::contract::failure::EngineFailure;
 use crate::engines::guard::GuardEvent;
 use crate::provider::ProviderError;
+use crate::services::compaction::PassYield;
 use crate::transcript::TranscriptError;
 
 /// One turn, for the per-turn table.
@@ -20,6 +21,11 @@ pub struct TurnReport {
     /// Compactions that compacted (proactive, overflow and by the engine's
     /// own after-turn are counted when the runner triggered them).
     pub compactions: u32,
+    /// Every compaction the runner asked for, in order, with what it freed.
+    pub compaction_passes: Vec<CompactionPass>,
+    /// Why the compaction-progress guard stopped automatic compaction
+    /// during the turn, if it did.
+    pub compaction_stopped: Option<String>,
     /// Context-overflow errors the provider answered.
     pub overflow_retries: u32,
     /// Whether oversized tool traffic (results, arguments, thinking) was
@@ -57,6 +63,42 @@ impl TurnReport {
     }
 }
 
+/// One compaction the runner asked for: what set it off, and the context's
+/// size before and after it, both by the runner's own estimate (the
+/// pre-prompt check's weighted estimate, calibrated to the model's reports,
+/// without its safety factor) — never the engine's claim.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CompactionPass {
+    /// `budget` (the pre-prompt check), `overflow`, `timeout_recovery` or
+    /// `manual`.
+    pub trigger: String,
+    /// The size that sets off the pre-prompt check: the prompt budget
+    /// divided by its safety factor.
+    pub trigger_tokens: u64,
+    /// The context (for an engine that owns compaction: its prompt) before.
+    pub tokens_before: u64,
+    /// The same after.
+    pub tokens_after: u64,
+    /// Whether the engine compacted.
+    pub compacted: bool,
+    /// What the pass gave, by the progress guard's rules.
+    pub outcome: PassYield,
+    /// The engine's reason, when it gave one.
+    pub reason: Option<String>,
+}
+
+impl CompactionPass {
+    /// Tokens it freed.
+    pub fn freed(&self) -> u64 {
+        self.tokens_before.saturating_sub(self.tokens_after)
+    }
+}
+
+/// What a user can do after a compaction failed.
+pub const COMPACTION_FAILURE_HINT: &str =
+    "Try again, compact by hand (/compact), or start a fresh session (/new or /reset)";
+
 /// Why a turn could not complete.
 #[derive(Debug, thiserror::Error)]
 pub enum TurnError {
@@ -69,13 +111,24 @@ pub enum TurnError {
     Provider(ProviderError),
     /// Compaction and truncation could not make the prompt fit.
     #[error(
-        "the prompt ({prompt_tokens} tokens) still does not fit the {window}-token window after compaction and truncation"
+        "context overflow: the prompt ({prompt_tokens} tokens) still does not fit the {window}-token window after compaction and truncation{}. {}",
+        why.as_deref().map(|why| format!(" ({why})")).unwrap_or_default(),
+        TurnError::START_AFRESH
     )]
     ContextOverflow {
         /// The last prompt's size.
         prompt_tokens: u64,
         /// The window.
         window: u64,
+        /// Why compaction could not help, when the runner knows.
+        why: Option<String>,
+    },
+    /// Compacting failed: the summarizer's own request was too large, or
+    /// the compaction broke (the reference's `compaction_failure`).
+    #[error("compaction failed: {reason}. {COMPACTION_FAILURE_HINT}")]
+    CompactionFailed {
+        /// What the compaction said.
+        reason: String,
     },
     /// The model kept calling tools.
     #[error("the turn made {0} model calls without finishing")]
@@ -83,4 +136,24 @@ pub enum TurnError {
     /// The transcript could not be written or read.
     #[error(transparent)]
     Transcript(#[from] TranscriptError),
+}
+
+impl TurnError {
+    /// What a user can do about a context that will not fit.
+    pub const START_AFRESH: &'static str =
+        "Start a fresh session (/new or /reset) or use a model with a larger context window";
+
+    /// The kind of failure, as the reference classifies a turn's end:
+    /// `context_overflow`, `compaction_failure`, `provider_error`,
+    /// `engine_error`, `tool_loop` or `transcript_error`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::ContextOverflow { .. } => "context_overflow",
+            Self::CompactionFailed { .. } => "compaction_failure",
+            Self::Provider(_) => "provider_error",
+            Self::Engine(_) => "engine_error",
+            Self::TooManyModelCalls(_) => "tool_loop",
+            Self::Transcript(_) => "transcript_error",
+        }
+    }
 }

@@ -28,7 +28,7 @@ pub(super) enum CompactionTrigger {
 
 impl CompactionTrigger {
     /// The reference's name for it.
-    fn as_str(self) -> &'static str {
+    pub(super) fn as_str(self) -> &'static str {
         match self {
             Self::Budget => "budget",
             Self::Overflow => "overflow",

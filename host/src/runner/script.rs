@@ -80,9 +80,36 @@ impl RunReport {
         self.turns.push(turn);
     }
 
-    fn add_failed(&mut self, index: usize, error: String, done: TurnReport) {
+    fn add_failed(&mut self, index: usize, error: &super::TurnError, done: TurnReport) {
         self.sum(&done);
-        self.failed_turns.push(FailedTurn { index, error, done });
+        self.failed_turns.push(FailedTurn {
+            index,
+            kind: error.kind().to_owned(),
+            error: error.to_string(),
+            done,
+        });
+    }
+
+    /// What each compaction that compacted freed, in order.
+    pub fn tokens_freed(&self) -> Vec<u64> {
+        self.compaction_passes()
+            .into_iter()
+            .filter(|(_, pass)| pass.compacted)
+            .map(|(_, pass)| pass.freed())
+            .collect()
+    }
+
+    /// Every compaction the runner asked for, in order, with its turn's
+    /// number (failed turns' included).
+    pub fn compaction_passes(&self) -> Vec<(usize, &super::CompactionPass)> {
+        let mut passes: Vec<(usize, &super::CompactionPass)> = self
+            .turns
+            .iter()
+            .chain(self.failed_turns.iter().map(|failed| &failed.done))
+            .flat_map(|turn| turn.compaction_passes.iter().map(|pass| (turn.index, pass)))
+            .collect();
+        passes.sort_by_key(|(turn, _)| *turn);
+        passes
     }
 
     /// Guard decisions made after the last turn's report was taken (by its
@@ -111,7 +138,10 @@ impl RunReport {
 pub struct FailedTurn {
     /// The turn's number.
     pub index: usize,
-    /// Why, in words.
+    /// The kind of failure ([`TurnError::kind`](super::TurnError::kind)):
+    /// `context_overflow`, `compaction_failure`, `provider_error`, …
+    pub kind: String,
+    /// Why, in words, and what to do about it.
     pub error: String,
     /// What it did before it failed (its recording's rest is written as it
     /// was, counted in `recorded_entries`).
@@ -155,11 +185,10 @@ impl TurnRunner {
                     report.add(progress.report);
                 }
                 Err(error) => {
-                    let error = error.to_string();
                     self.write_rest_of_failed_turn(session, replay, turn, abort, &mut progress)
                         .await?;
                     on_turn(index, None);
-                    report.add_failed(index, error, progress.report);
+                    report.add_failed(index, &error, progress.report);
                 }
             }
         }
@@ -270,7 +299,7 @@ mod tests {
         });
         report.add_failed(
             1,
-            "too big".into(),
+            &super::super::TurnError::TooManyModelCalls(3),
             TurnReport {
                 model_calls: 3,
                 largest_prompt_tokens: 1_200,
@@ -286,5 +315,6 @@ mod tests {
         assert_eq!(report.compactions, 1);
         assert_eq!(report.recorded_entries, 40);
         assert_eq!(report.failed_turns[0].done.model_calls, 3);
+        assert_eq!(report.failed_turns[0].kind, "tool_loop");
     }
 }

@@ -6,10 +6,12 @@ use std::collections::HashSet;
 
 use tokio::task::JoinHandle;
 
+use super::overflow::PendingPass;
+use super::pressure::Calibration;
 use super::prompt::Projection;
 use crate::contract::history::History;
 use crate::contract::types::{AgentMessage, MessageEntry, RotatedSession, SessionRef};
-use crate::services::compaction;
+use crate::services::compaction::{self, ProgressGuard};
 use crate::transcript::{Transcript, TranscriptError, TranscriptStore};
 
 /// One conversation being run.
@@ -29,6 +31,13 @@ pub struct Session {
     /// Ids of every tool call on the session's branch, to tell a result
     /// without a call.
     calls: HashSet<String>,
+    /// How the model counts, learnt from its reports.
+    pub(super) calibration: Calibration,
+    /// The compaction-progress guard.
+    pub(super) progress: ProgressGuard,
+    /// A compaction by an engine that owns compaction, measured when its
+    /// next prompt is assembled.
+    pub(super) pending_pass: Option<PendingPass>,
 }
 
 impl Session {
@@ -53,6 +62,9 @@ impl Session {
             projection: None,
             truncate_tool_traffic: false,
             maintenance: None,
+            calibration: Calibration::default(),
+            progress: ProgressGuard::default(),
+            pending_pass: None,
         }
     }
 

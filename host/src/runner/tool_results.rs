@@ -55,7 +55,10 @@ pub(super) struct Reducible {
 
 impl Reducible {
     /// What tool results in `messages` hold beyond the caps for `window`.
-    pub(super) fn in_messages(messages: &[AgentMessage], window: u64) -> Self {
+    pub(super) fn in_messages<'a>(
+        messages: impl IntoIterator<Item = &'a AgentMessage>,
+        window: u64,
+    ) -> Self {
         let cap = result_cap_chars(window);
         let aggregate_cap = (cap * AGGREGATE_RESULTS)
             .max((window as f64 * CHARS_PER_TOKEN as f64 * AGGREGATE_WINDOW_SHARE) as u64);

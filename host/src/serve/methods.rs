@@ -648,10 +648,19 @@ impl Service {
             .details
             .as_deref()
             .and_then(|text| serde_json::from_str::<Value>(text).ok());
+        // A failed compaction says what kind of failure it is and what the
+        // user can do, as the reference surfaces it.
+        let failure = (!result.ok).then(|| {
+            json!({
+                "kind": "compaction_failure",
+                "hint": crate::runner::COMPACTION_FAILURE_HINT,
+            })
+        });
         Ok(json!({
             "ok": result.ok,
             "compacted": result.compacted,
             "reason": result.reason,
+            "failure": failure,
             "result": {
                 "summary": result.summary,
                 "firstKeptEntryId": result.first_kept_entry_id,

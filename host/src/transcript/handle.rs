@@ -11,8 +11,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::SystemTime;
 
-use serde_json::Value;
-
 use super::TranscriptConfig;
 use super::context::{self, ActiveContext};
 use super::delta::{self, DeltaSource, PageLimits};
@@ -300,6 +298,11 @@ impl Transcript {
         })
     }
 
+    /// How its entries' tokens are counted (`transcripts.tokenizer`).
+    pub fn tokenizer(&self) -> crate::contract::tokens::Tokenizer {
+        self.shared.config.tokenizer
+    }
+
     /// How many lines follow the header (entries, and unreadable lines).
     pub fn line_count(&self) -> usize {
         self.state().records.len()
@@ -424,28 +427,18 @@ impl Transcript {
     /// `first_kept_entry_id` must name an entry of this transcript.
     pub(crate) fn append_compaction(
         &self,
-        summary: &str,
-        first_kept_entry_id: &str,
-        tokens_before: u64,
-        details: &Value,
+        compaction: &wire::CompactionFigures<'_>,
     ) -> Result<String, TranscriptError> {
         let mut state = self.state();
-        if !state.by_id.contains_key(first_kept_entry_id) {
+        if !state.by_id.contains_key(compaction.first_kept_entry_id) {
             return Err(TranscriptError::UnknownEntry {
                 path: self.shared.path.clone(),
-                id: first_kept_entry_id.to_owned(),
+                id: compaction.first_kept_entry_id.to_owned(),
             });
         }
         let id = new_id(|candidate| state.by_id.contains_key(candidate));
         let parent = state.leaf_id();
-        let line = wire::encode_compaction_entry(
-            &id,
-            parent.as_deref(),
-            summary,
-            first_kept_entry_id,
-            tokens_before,
-            details,
-        );
+        let line = wire::encode_compaction_entry(&id, parent.as_deref(), compaction);
         self.write_lines(&mut state, vec![line])?;
         Ok(id)
     }

@@ -61,8 +61,8 @@ pub use self::handle::{OpenReport, Transcript};
 pub use self::log::{Access, Files, Opened, TranscriptLog, TranscriptLogs};
 pub use self::postgres::PostgresLogs;
 pub use self::store::{NewSession, TranscriptStore};
+pub(crate) use self::wire::{CompactionFigures, WireMessage, encode_message_entry, unix_millis};
 pub use self::wire::{SESSION_VERSION, SessionHeader};
-pub(crate) use self::wire::{WireMessage, encode_message_entry, unix_millis};
 
 /// How transcripts are written.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -300,7 +300,13 @@ fn rotation_continues_the_context_in_a_new_file() {
         other => panic!("expected a page, got {other:?}"),
     };
     let compaction = old
-        .append_compaction("summary", "b", 500, &serde_json::json!({}))
+        .append_compaction(&super::wire::CompactionFigures {
+            summary: "summary",
+            first_kept_entry_id: "b",
+            tokens_before: 500,
+            tokens_after: 40,
+            details: &serde_json::json!({}),
+        })
         .expect("compaction entry");
     let before = old.history();
 

@@ -588,24 +588,37 @@ pub(crate) fn encode_message_entry(
     Ok(Value::Object(line).to_string())
 }
 
+/// What a `compaction` entry records, as the reference's entries do.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CompactionFigures<'a> {
+    /// The summary of what was cut.
+    pub summary: &'a str,
+    /// The first entry kept verbatim.
+    pub first_kept_entry_id: &'a str,
+    /// The context's size before, in the compaction's caller's units.
+    pub tokens_before: u64,
+    /// The rebuilt context's size, in the same units.
+    pub tokens_after: u64,
+    /// `readFiles`, `modifiedFiles` and ctxbox's own figures.
+    pub details: &'a Value,
+}
+
 /// The JSON of a `compaction` entry.
 pub(crate) fn encode_compaction_entry(
     id: &str,
     parent_id: Option<&str>,
-    summary: &str,
-    first_kept_entry_id: &str,
-    tokens_before: u64,
-    details: &Value,
+    compaction: &CompactionFigures<'_>,
 ) -> String {
     let line = Value::Object(object([
         ("type", "compaction".into()),
         ("id", id.into()),
         ("parentId", parent_id.map_or(Value::Null, Value::from)),
         ("timestamp", iso_now().into()),
-        ("summary", summary.into()),
-        ("firstKeptEntryId", first_kept_entry_id.into()),
-        ("tokensBefore", tokens_before.into()),
-        ("details", details.clone()),
+        ("summary", compaction.summary.into()),
+        ("firstKeptEntryId", compaction.first_kept_entry_id.into()),
+        ("tokensBefore", compaction.tokens_before.into()),
+        ("tokensAfter", compaction.tokens_after.into()),
+        ("details", compaction.details.clone()),
     ]));
     line.to_string()
 }

@@ -4,6 +4,7 @@
 
 mod architecture;
 mod check;
+mod compaction_convergence;
 mod example_engines;
 mod fuzz_corpus;
 mod host_services;

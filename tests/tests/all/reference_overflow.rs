@@ -10,6 +10,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use ctxbox_host::contract::tokens;
 use ctxbox_host::contract::types::{AgentMessage, CompactResult, CompactionTarget, StopReason};
 use ctxbox_host::provider::chat::ChatError;
 use ctxbox_host::provider::{ProviderError, ToolExecutor};
@@ -17,8 +18,8 @@ use ctxbox_host::runner::{RunnerConfig, TurnError};
 use tokio_util::sync::CancellationToken;
 
 use crate::runner::{
-    Harness, Spy, WINDOW, answer, compacted, harness, harness_with_tools, nothing_to_compact,
-    overflow, scripted, tool_call,
+    Harness, Spy, WINDOW, answer, compacted, harness, harness_sized, harness_with_tools,
+    nothing_to_compact, overflow, scripted, tool_call,
 };
 
 /// Tools answering every call with `chars` characters of output.
@@ -75,15 +76,20 @@ fn nearly_full() -> String {
 #[tokio::test]
 async fn failed_and_noop_compactions_count_toward_the_three_attempts() {
     // A failed compaction, then truncation (there is an oversized result),
-    // then two that compact: the fourth overflow finds no attempt left.
-    let spy = Spy::new(
-        false,
+    // then two that compact (the first really shrinks the prompt, the
+    // second frees nothing and stops the progress guard): the fourth
+    // overflow finds no attempt left. Truncation fits tool results to the
+    // budget, giving back part of what a compaction frees, so the padding
+    // goes in halves.
+    let spy = Spy::padded_in_steps(
+        true,
         vec![
             CompactResult::failed("summarizer unreachable"),
             compacted(),
             compacted(),
             compacted(),
         ],
+        12_000,
     );
     let provider = scripted(vec![
         Ok(tool_call("c1")),
@@ -99,7 +105,11 @@ async fn failed_and_noop_compactions_count_toward_the_three_attempts() {
         matches!(error, TurnError::ContextOverflow { .. }),
         "{error}"
     );
-    assert_eq!(compactions(&spy).len(), 3, "the failed one counted");
+    assert_eq!(
+        compactions(&spy).len(),
+        3,
+        "the failed one counted: {error}"
+    );
     assert_eq!(provider.prompts().len(), 5);
 }
 
@@ -276,7 +286,7 @@ async fn a_timeout_compaction_that_changes_nothing_falls_through_to_the_timeout(
 
 #[tokio::test]
 async fn at_most_two_timeout_compactions_a_turn() {
-    let spy = Spy::new(false, vec![compacted(), compacted(), compacted()]);
+    let spy = Spy::padded(true, vec![compacted(), compacted(), compacted()]);
     let provider = scripted(vec![timeout(), timeout(), timeout(), answer()]);
     let mut harness = harness(spy.clone(), provider.clone(), false);
     let error = harness.turn(&nearly_full()).await.expect_err("timeout");
@@ -299,11 +309,52 @@ async fn the_pre_prompt_check_compacts_only_when_no_tool_result_is_oversized() {
 
 #[tokio::test]
 async fn the_pre_prompt_check_truncates_only_when_that_clears_the_excess() {
-    // 25,000 characters of result: about 1,400 tokens over the budget,
-    // 15,172 characters reducible, more than 1.5 × the excess.
+    // A 32k window: a 24,576-token budget, one result may hold 16,000
+    // characters. A prose history, then a tool result sized so the
+    // pre-prompt estimate (weighted: the result at two characters a token;
+    // × 1.2) is about 60 tokens over the budget, with more than 2,288
+    // characters over the one-result cap: the excess at four characters a
+    // token plus 512 tokens, and more than 1.5 times it.
+    let history: Vec<AgentMessage> = (0..7)
+        .flat_map(|turn| {
+            [
+                AgentMessage::user_text(format!("{turn} {}", "words ".repeat(1_000))),
+                AgentMessage::assistant_text("noted"),
+            ]
+        })
+        .collect();
+    let budget = 32_768 - 8_192;
+    let estimate = |chars: usize| -> u64 {
+        let mut prompt = history.clone();
+        prompt.push(AgentMessage::user_text("hi"));
+        prompt.push(tool_call("c1"));
+        prompt.push(AgentMessage::tool_result("c1", "exec", "x".repeat(chars)));
+        let weighted = tokens::MESSAGE_OVERHEAD_TOKENS
+            + tokens::estimate_text("be brief")
+            + prompt.iter().map(tokens::pressure_message).sum::<u64>();
+        (weighted as f64 * tokens::PRE_PROMPT_SAFETY_FACTOR).ceil() as u64
+    };
+    let chars = (16_000..40_000)
+        .step_by(2)
+        .find(|&chars| estimate(chars) >= budget + 60)
+        .expect("a size just over the budget");
+    assert!(
+        chars >= 16_000 + 2_288,
+        "{chars} characters leave too little to cut"
+    );
+
     let spy = Spy::new(false, vec![compacted()]);
     let provider = scripted(vec![Ok(tool_call("c1")), answer()]);
-    let mut harness = with_results(spy.clone(), provider.clone(), true, 25_000);
+    let mut harness = harness_sized(
+        spy.clone(),
+        provider.clone(),
+        true,
+        Arc::new(LargeOutput(chars)),
+        32_768,
+    );
+    for pair in history.chunks(2) {
+        harness.session.transcript().append(pair).expect("history");
+    }
     let report = harness.turn("hi").await.expect("turn");
     assert!(compactions(&spy).is_empty(), "no compaction");
     assert!(report.truncated_tool_traffic);
@@ -322,21 +373,38 @@ async fn the_pre_prompt_check_compacts_then_truncates_when_truncation_alone_fall
 
 #[tokio::test]
 async fn pre_prompt_compactions_count_toward_the_three_attempts() {
-    // The pre-prompt compaction is the first attempt: two overflows use the
-    // other two, the third ends the turn.
-    let spy = Spy::new(false, vec![compacted(); 5]);
+    // The pre-prompt compaction (native, of a long history) is the first
+    // attempt: the overflow after it is the second. That one frees little
+    // (the first left little worth compacting), so the progress guard
+    // stops there and the turn ends saying so.
+    let spy = Spy::new(false, Vec::new());
     let provider = scripted(vec![overflow(), overflow(), overflow(), answer()]);
     let mut harness = harness(spy.clone(), provider.clone(), true);
-    let error = harness
-        .turn(&"word ".repeat(8_000))
-        .await
-        .expect_err("out of attempts");
+    spy.compact_natively(harness.store());
+    for turn in 0..30 {
+        harness
+            .append_turn(&format!("{turn} {}", "words ".repeat(200)))
+            .expect("history");
+    }
+    let error = harness.turn("hi").await.expect_err("out of room");
     assert!(
         matches!(error, TurnError::ContextOverflow { .. }),
         "{error}"
     );
-    assert_eq!(compactions(&spy).len(), 3);
-    assert_eq!(provider.prompts().len(), 3);
+    let params = compactions(&spy);
+    assert_eq!(params.len(), 2, "{error}");
+    let attempt = |index: usize| -> serde_json::Value {
+        serde_json::from_str::<serde_json::Value>(
+            params[index].runtime_context.as_deref().expect("context"),
+        )
+        .expect("JSON")["attempt"]
+            .clone()
+    };
+    assert_eq!((attempt(0), attempt(1)), (1.into(), 2.into()));
+    assert!(error.to_string().contains("compaction stopped"), "{error}");
+    // The second frees too little to be worth a third: asked once more,
+    // refused, and the guard has stopped.
+    assert_eq!(provider.prompts().len(), 2);
 }
 
 // --- agent-compaction-constants / agent-settings ----------------------------

@@ -217,6 +217,9 @@ async fn check(runtime: &Runtime, dir: &Path, recording: &Path, engine_id: &str,
         // everything.
         assert_eq!(compaction_entries, 0, "{label}");
     } else {
+        crate::compaction_convergence::assert_each_compaction_frees_a_third(
+            &report, window, &label,
+        );
         assert_eq!(
             report.compactions as usize, compaction_entries,
             "{label}: compactions reported are the compaction entries written"

@@ -50,6 +50,21 @@ pub(crate) struct Spy {
     compactor: Mutex<Option<Arc<Compactor>>>,
     /// The runtime settings and context each call was given, in order.
     runtime: Mutex<Vec<Seen>>,
+    /// Padding `assemble` inserts before the history, which every
+    /// `compact` shrinks: an engine whose compactions really shrink its
+    /// prompt (the runner measures them).
+    padding: Mutex<Option<Padding>>,
+}
+
+/// The padding of a [`Spy::padded`]: `chars` now, `step` fewer after each
+/// compaction, back to `full` when the history has grown since the last
+/// compaction (new history is something to compact again).
+#[derive(Debug, Clone, Copy)]
+struct Padding {
+    full: usize,
+    chars: usize,
+    step: usize,
+    history_at_compaction: usize,
 }
 
 /// What one call was told about the run.
@@ -95,7 +110,41 @@ impl Spy {
             after_turn_compactor: Mutex::new(None),
             compactor: Mutex::new(None),
             runtime: Mutex::new(Vec::new()),
+            padding: Mutex::new(None),
         })
+    }
+
+    /// A spy whose prompts carry 24,000 characters of padding (about 6,000
+    /// tokens, nearly the whole budget of the harness's window), of which
+    /// each compaction takes off a third (about a third of the budget: an
+    /// effective pass) until the history grows again, answering `compact`
+    /// from `compact_answers`.
+    pub(crate) fn padded(owns_compaction: bool, compact_answers: Vec<CompactResult>) -> Arc<Self> {
+        Self::padded_in_steps(owns_compaction, compact_answers, 8_400)
+    }
+
+    /// [`Spy::padded`], each compaction taking `step` characters off.
+    pub(crate) fn padded_in_steps(
+        owns_compaction: bool,
+        compact_answers: Vec<CompactResult>,
+        step: usize,
+    ) -> Arc<Self> {
+        let spy = Self::new(owns_compaction, compact_answers);
+        *spy.padding.lock().expect("lock") = Some(Padding {
+            full: 24_000,
+            chars: 24_000,
+            step,
+            history_at_compaction: 0,
+        });
+        spy
+    }
+
+    /// From now on answers `compact` with native compaction of the
+    /// transcripts in `store`, in place (the default configuration).
+    pub(crate) fn compact_natively(&self, store: &TranscriptStore) {
+        *self.compactor.lock().expect("lock") = Some(Arc::new(
+            Compactor::from_config(store.clone(), CompactionConfig::default()).expect("compactor"),
+        ));
     }
 
     fn note_runtime(
@@ -201,9 +250,22 @@ impl ContextEngine for Spy {
             end: history.len() as u32,
         };
         let epoch = *self.projection_epoch.lock().expect("lock");
-        let (items, context_projection) = match epoch {
-            None => (vec![keep], None),
-            Some(epoch) => {
+        let padding = self.padding.lock().expect("lock").as_mut().map(|padding| {
+            if history.len() > padding.history_at_compaction {
+                padding.chars = padding.full;
+            }
+            padding.chars
+        });
+        let (items, context_projection) = match (epoch, padding) {
+            (None, Some(chars)) => (
+                vec![
+                    AssembledItem::Insert(AgentMessage::user_text("x".repeat(chars))),
+                    keep,
+                ],
+                None,
+            ),
+            (None, None) => (vec![keep], None),
+            (Some(epoch), _) => {
                 let view =
                     AgentMessage::user_text(format!("view {}", self.count(Operation::Assemble)));
                 (
@@ -224,7 +286,7 @@ impl ContextEngine for Spy {
         &self,
         call: &CallOptions,
         session: &SessionRef,
-        _: &History,
+        history: &History,
         params: &CompactParams,
     ) -> EngineResult<CompactResult> {
         self.saw(Operation::Compact);
@@ -234,6 +296,10 @@ impl ContextEngine for Spy {
             &params.runtime_context,
         );
         self.compactions.lock().expect("lock").push(params.clone());
+        if let Some(padding) = self.padding.lock().expect("lock").as_mut() {
+            padding.chars = padding.chars.saturating_sub(padding.step);
+            padding.history_at_compaction = history.len();
+        }
         let compactor = self.compactor.lock().expect("lock").clone();
         if let Some(compactor) = compactor {
             return Ok(compactor
@@ -424,6 +490,17 @@ pub(crate) fn harness_with_tools(
     proactive: bool,
     tools: Arc<dyn ToolExecutor>,
 ) -> Harness {
+    harness_sized(spy, provider, proactive, tools, WINDOW)
+}
+
+/// [`harness_with_tools`] for a model with a `window`-token window.
+pub(crate) fn harness_sized(
+    spy: Arc<Spy>,
+    provider: Arc<ScriptedProvider>,
+    proactive: bool,
+    tools: Arc<dyn ToolExecutor>,
+    window: u64,
+) -> Harness {
     let dir = tempfile::tempdir().expect("temp dir");
     let store = TranscriptStore::new(Default::default());
     let transcript = store
@@ -458,7 +535,7 @@ pub(crate) fn harness_with_tools(
         tools,
         store.clone(),
         RunnerConfig {
-            window: WINDOW,
+            window,
             reserve_tokens: 1_024,
             proactive_compaction: proactive,
             system_prompt: "be brief".into(),
@@ -475,6 +552,21 @@ pub(crate) fn harness_with_tools(
 }
 
 impl Harness {
+    /// The transcript store the session lives in.
+    pub(crate) fn store(&self) -> &TranscriptStore {
+        &self.store
+    }
+
+    /// Appends a user message and an answer to the session, no model call
+    /// made: history to compact.
+    pub(crate) fn append_turn(&mut self, text: &str) -> Result<(), ctxbox_host::TranscriptError> {
+        self.session.transcript().append(&[
+            AgentMessage::user_text(text),
+            AgentMessage::assistant_text("noted"),
+        ])?;
+        Ok(())
+    }
+
     pub(crate) async fn turn(
         &mut self,
         text: &str,
@@ -513,8 +605,11 @@ async fn an_overflow_is_compacted_with_the_providers_count_and_retried() {
 
 #[tokio::test]
 async fn at_most_three_compactions_then_an_error_when_no_tool_result_is_oversized() {
-    let spy = Spy::new(
-        false,
+    // Compactions that really shrink the prompt (the progress guard stops
+    // ones that do not, see `compaction_convergence`), yet the model keeps
+    // refusing.
+    let spy = Spy::padded(
+        true,
         vec![compacted(), compacted(), compacted(), compacted()],
     );
     let provider = scripted(vec![overflow(); 10]);
@@ -525,7 +620,8 @@ async fn at_most_three_compactions_then_an_error_when_no_tool_result_is_oversize
             error,
             TurnError::ContextOverflow {
                 prompt_tokens: 9_000,
-                window: WINDOW
+                window: WINDOW,
+                ..
             }
         ),
         "{error}"
@@ -542,7 +638,7 @@ async fn at_most_three_compactions_then_an_error_when_no_tool_result_is_oversize
 
 #[tokio::test]
 async fn a_model_answer_gives_overflow_recovery_its_three_attempts_back() {
-    let spy = Spy::new(false, vec![compacted(); 6]);
+    let spy = Spy::padded(true, vec![compacted(); 6]);
     // Two overflows, a tool call (the model answered), then overflows
     // again: three more compactions, then the fourth overflow ends the turn.
     let provider = scripted(vec![
@@ -888,7 +984,7 @@ async fn a_spawn_failed_by_the_callers_abort_is_still_rolled_back_once() {
 
 #[tokio::test]
 async fn overflow_compactions_tell_the_engine_their_trigger_and_attempt() {
-    let spy = Spy::new(false, vec![compacted(), compacted()]);
+    let spy = Spy::padded(true, vec![compacted(), compacted()]);
     let provider = scripted(vec![overflow(), overflow(), answer()]);
     let mut harness = harness(spy.clone(), provider, false);
     harness.turn("hi").await.expect("recovers");

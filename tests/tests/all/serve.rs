@@ -293,6 +293,28 @@ async fn keep_recent_assembles_from_synced_history_and_keeps_messages_intact() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_compaction_says_what_kind_of_failure_it_is_and_what_to_do() {
+    // keep-recent leaves compaction to the host, and a sidecar session has
+    // no transcript file the host could compact: the answer is a failure
+    // the client can classify, as the reference surfaces one.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut client = Client::greeted(dir.path(), 10_000, Some("keep-recent")).await;
+    let messages = conversation(5);
+    let answer = client
+        .result(
+            "compact",
+            json!({"sessionId": "s", "force": true, "tokenBudget": 1_000,
+                   "sync": full_sync(&messages)}),
+        )
+        .await;
+    assert_eq!(answer["ok"], false, "{answer}");
+    assert_eq!(answer["failure"]["kind"], "compaction_failure", "{answer}");
+    let hint = answer["failure"]["hint"].as_str().expect("a hint");
+    assert!(hint.contains("/compact") && hint.contains("/new"), "{hint}");
+    client.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_commits_once_even_across_a_restart() {
     let dir = tempfile::tempdir().expect("temp dir");
     let turn = conversation(1);

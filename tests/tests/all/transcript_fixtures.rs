@@ -251,14 +251,14 @@ fn every_fixture_compacts_to_16k_and_32k_budgets() -> Result<()> {
                 &CancellationToken::new(),
             ))?;
             let name = format!("{} at {budget}", expected.file);
-            // A context whose summary would be no smaller is left alone (it
+            // A context no summary would make smaller is left alone (it
             // already fits: the cut keeps what the budget allows).
             if result.ok
                 && !result.compacted
                 && result
                     .reason
                     .as_deref()
-                    .is_some_and(|reason| reason.starts_with("nothing to compact"))
+                    .is_some_and(|reason| reason.starts_with("no progress"))
             {
                 ensure!(estimate_before <= budget, "{name}: {result:?}");
                 ensure!(transcript.line_count() == lines_before, "{name}: written");
@@ -267,13 +267,16 @@ fn every_fixture_compacts_to_16k_and_32k_budgets() -> Result<()> {
             ensure!(result.ok && result.compacted, "{name}: {result:?}");
 
             let history = transcript.history();
+            // In the caller's units: the recorded usage counts the context
+            // larger than the transcript's estimates.
             let after = result.tokens_after.context("tokens after")?;
             ensure!(
-                after == history.total_tokens() && after <= budget,
-                "{name}: {after} tokens after"
+                history.total_tokens() <= after && after <= budget,
+                "{name}: {after} tokens after, {} by the transcript's estimate",
+                history.total_tokens()
             );
             ensure!(
-                after < estimate_before,
+                after < result.tokens_before && history.total_tokens() < estimate_before,
                 "{name}: grew from {estimate_before}"
             );
             ensure!(history.kind(0) == Some(MessageKind::CompactionSummary));

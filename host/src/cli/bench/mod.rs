@@ -5,6 +5,7 @@
 
 mod callgrind;
 mod compaction;
+mod convergence;
 mod instance_cost;
 mod measure;
 mod memory;
@@ -75,7 +76,7 @@ enum Group {
     Sandbox,
     /// Native compaction of a very long session.
     Compaction,
-    /// A full replay of a real session.
+    /// A full replay of a real session, and every fixture's compactions.
     Replay,
     /// Many concurrent sessions through an engine failing a tenth of its calls.
     Soak,
@@ -217,6 +218,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     if wanted(Group::Replay) {
         replay::rows(&options, &mut rows).await?;
+        convergence::rows(&options, &mut rows).await?;
     }
     if let Some(ts_engine) = &args.ts_engine {
         instance_cost::rows(&options, ts_engine, &mut rows).await?;

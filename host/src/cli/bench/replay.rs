@@ -17,14 +17,51 @@ const LARGEST_FIXTURE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/../tests/fixtures/sessions/deepseek-chat-windows-ops-zh-3-compactions.jsonl"
 );
-/// The window of the replay.
-const WINDOW: u64 = 16_384;
+/// The window of the replays.
+pub(super) const WINDOW: u64 = 16_384;
 
 /// The engines replayed: the native baseline first, then the bundled wasm
 /// engines (lossless keeps every message in its state store).
 const ENGINES: [&str; 3] = ["legacy", "keep-recent", "lossless"];
 /// The target for lossless: this share of legacy's turns per second.
 const LOSSLESS_SHARE_TARGET: f64 = 0.8;
+
+/// Replays `script` with `engine` at the bench's window into `output`.
+pub(super) async fn replay_once(
+    runtime: &Runtime,
+    script: &ReplayScript,
+    engine: std::sync::Arc<ctxbox_host::GuardedEngine>,
+    output: &Path,
+) -> anyhow::Result<ctxbox_host::runner::RunReport> {
+    Ok(runtime
+        .replay(
+            script,
+            engine,
+            WINDOW,
+            output,
+            &CancellationToken::new(),
+            &mut |_, _| {},
+        )
+        .await?)
+}
+
+/// The replay script of the recording at `path`, and its file name.
+pub(super) fn script_of(runtime: &Runtime, path: &Path) -> anyhow::Result<(ReplayScript, String)> {
+    let recording = runtime
+        .transcripts()
+        .open_read_only(path)
+        .with_context(|| format!("cannot read `{}`", path.display()))?;
+    let script = ReplayScript::from_messages(
+        recording
+            .active_branch()
+            .into_iter()
+            .map(|entry| entry.message),
+    );
+    let name = path
+        .file_name()
+        .map_or_else(String::new, |name| name.to_string_lossy().into_owned());
+    Ok((script, name))
+}
 
 /// Replays the session in `options.transcript` (else the largest fixture,
 /// else the built-in sample) with each of [`ENGINES`], and compares
@@ -44,19 +81,7 @@ pub async fn rows(options: &Options, rows: &mut Vec<Row>) -> anyhow::Result<()> 
             sample
         }
     };
-    let recording = runtime
-        .transcripts()
-        .open_read_only(&recording_path)
-        .with_context(|| format!("cannot read `{}`", recording_path.display()))?;
-    let script = ReplayScript::from_messages(
-        recording
-            .active_branch()
-            .into_iter()
-            .map(|entry| entry.message),
-    );
-    let name = recording_path
-        .file_name()
-        .map_or_else(String::new, |name| name.to_string_lossy().into_owned());
+    let (script, name) = script_of(&runtime, &recording_path)?;
     let mut rates = Vec::new();
     for engine_id in ENGINES {
         let mut samples = Vec::new();
@@ -65,16 +90,7 @@ pub async fn rows(options: &Options, rows: &mut Vec<Row>) -> anyhow::Result<()> 
             let engine = runtime.select(Some(engine_id)).await;
             let output = dir.path().join(format!("replay-{engine_id}-{run}.jsonl"));
             let started = Instant::now();
-            let report = runtime
-                .replay(
-                    &script,
-                    engine,
-                    WINDOW,
-                    &output,
-                    &CancellationToken::new(),
-                    &mut |_, _| {},
-                )
-                .await?;
+            let report = replay_once(&runtime, &script, engine, &output).await?;
             samples.push(started.elapsed());
             anyhow::ensure!(
                 report.failed_turns.is_empty(),

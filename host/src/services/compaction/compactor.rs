@@ -15,11 +15,13 @@ use tokio_util::sync::CancellationToken;
 use super::CompactionError;
 use super::accounting;
 use super::config::{CompactionConfig, effective_reserve};
-use super::cut::{self, Cut};
+use super::cut::{self, Cut, SUMMARY_OVERHEAD_TOKENS};
 use super::files;
 use super::finalize;
+use super::progress;
 use super::prompts;
 use super::serialize;
+use super::target::Aim;
 use super::watchdog::Watchdog;
 use crate::contract::services::ProgressSink;
 use crate::contract::tokens;
@@ -30,7 +32,9 @@ use crate::services::summarize::{
     ExtractiveSummarizer, MergeRequest, SummarizeError, Summarizer, SummaryRequest,
     identifiers as identifiers_of,
 };
-use crate::transcript::{ActiveContext, Transcript, TranscriptError, TranscriptStore};
+use crate::transcript::{
+    ActiveContext, CompactionFigures, Transcript, TranscriptError, TranscriptStore,
+};
 
 /// When no token budget is given, chunks are sized for a window this large
 /// (the reference's default context window).
@@ -175,11 +179,13 @@ impl Compactor {
             CompactionTarget::Budget => params.token_budget,
             CompactionTarget::Threshold => threshold,
         };
+        let current = history.total_tokens();
+        let aim = Aim::new(target, self.config.target_share, tokens_before, current);
         let start = usize::from(context.starts_with_summary);
         let Some(cut) = cut::choose(
             history,
             start,
-            target,
+            aim.tokens,
             self.config.reserve_tokens,
             self.config.keep_recent_tokens,
         ) else {
@@ -188,6 +194,18 @@ impl Compactor {
                 tokens_before,
             ));
         };
+        // Before paying for a summary: when what the cut would replace is
+        // under the no-progress share of the context, no summary can make
+        // progress (the newest turn is nearly all of it).
+        let kept = history.tokens(cut.first_kept..history.len());
+        if !progress::made_progress(current, kept + SUMMARY_OVERHEAD_TOKENS) {
+            return Ok(not_compacted(
+                format!(
+                    "no progress possible: the newest turn, which is never split between a tool call and its result, holds {kept} of the context's {current} tokens"
+                ),
+                tokens_before,
+            ));
+        }
         progress.progress();
 
         let window = params.token_budget.unwrap_or(DEFAULT_WINDOW_TOKENS);
@@ -221,7 +239,32 @@ impl Compactor {
             &files,
             cut.summary_tokens,
         );
-        let first_kept_entry_id = entries[cut.first_kept].id.clone();
+        if abort.is_cancelled() {
+            return Err(CompactionError::Aborted);
+        }
+
+        let summary = finalized.text;
+        let first_kept = entries[cut.first_kept].id.clone();
+        // The rebuilt context: the summary, then the kept entries, counted
+        // as the transcript will count them.
+        let rebuilt = tokens::count_message(
+            &AgentMessage::CompactionSummary {
+                summary: summary.clone(),
+                tokens_before,
+            },
+            transcript.tokenizer(),
+        ) + kept;
+        // A summary that makes no progress would only cost detail: nothing
+        // is written then.
+        if !progress::made_progress(current, rebuilt) {
+            return Ok(not_compacted(
+                format!(
+                    "no progress: a summary would leave {rebuilt} tokens of the context's {current}"
+                ),
+                tokens_before,
+            ));
+        }
+        let tokens_after = aim.in_caller_units(rebuilt).min(tokens_before);
         let details = json!({
             "readFiles": files.read,
             "modifiedFiles": files.modified,
@@ -230,38 +273,27 @@ impl Compactor {
                 "chunks": chunk_count,
                 "splitTurn": cut.turn_start.is_some(),
                 "truncated": finalized.truncated,
+                "target": target,
+                "aimTokens": aim.tokens.map(|tokens| aim.in_caller_units(tokens)),
+                "unitScale": aim.scale,
             },
         });
-        if abort.is_cancelled() {
-            return Err(CompactionError::Aborted);
-        }
-
-        let (summary, first_kept) = (finalized.text, first_kept_entry_id);
-        // A summary no smaller than what it replaces would grow the context:
-        // nothing is written then.
-        let rebuilt = tokens::estimate_message(&AgentMessage::CompactionSummary {
-            summary: summary.clone(),
-            tokens_before,
-        }) + history.tokens(cut.first_kept..history.len());
-        let current = history.total_tokens();
-        if rebuilt >= current {
-            return Ok(not_compacted(
-                format!(
-                    "nothing to compact: a summary would leave {rebuilt} tokens of the context's {current}"
-                ),
-                tokens_before,
-            ));
-        }
-        let tokens_after = {
+        {
             let transcript = transcript.clone();
             let (summary, first_kept, details) =
                 (summary.clone(), first_kept.clone(), details.clone());
             blocking(move || {
-                transcript.append_compaction(&summary, &first_kept, tokens_before, &details)?;
-                Ok(transcript.history().total_tokens())
+                transcript.append_compaction(&CompactionFigures {
+                    summary: &summary,
+                    first_kept_entry_id: &first_kept,
+                    tokens_before,
+                    tokens_after,
+                    details: &details,
+                })?;
+                Ok(())
             })
-            .await?
-        };
+            .await?;
+        }
         progress.progress();
 
         let rotated_session = if self.config.truncate_after_compaction {
@@ -283,7 +315,7 @@ impl Compactor {
         let reason = target.filter(|&target| tokens_after > target).map(|target| {
             format!(
                 "compacted to {tokens_after} tokens, over the target of {target}: the newest turn alone is larger than the {} tokens left for kept history",
-                cut.keep_budget
+                aim.in_caller_units(cut.keep_budget)
             )
         });
         Ok(CompactResult {

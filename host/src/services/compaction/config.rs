@@ -17,8 +17,14 @@ pub struct CompactionConfig {
     /// triggers above `window - reserve`, the reserve being this raised to
     /// 20,000 and capped at a quarter of the window ([`effective_reserve`]).
     pub reserve_tokens: u64,
-    /// Recent history kept verbatim, in tokens (20,000).
+    /// Recent history kept verbatim, in tokens (20,000), at most: a
+    /// compaction keeps less when its target needs it.
     pub keep_recent_tokens: u64,
+    /// Share of its target (the prompt budget or the trigger threshold) a
+    /// compacted context takes at most (ctxbox; 0.5): compaction frees room
+    /// for many turns instead of just getting under the trigger
+    /// (ARCHITECTURE.md §6, step 5).
+    pub target_share: TargetShare,
     /// One compaction window, seconds (180): summarization stops when it runs
     /// out. Zero, negative or invalid values mean the default, as in the
     /// reference.
@@ -46,6 +52,70 @@ pub const RESERVE_TOKENS_FLOOR: u64 = 20_000;
 /// prompts keep at least three quarters of it.
 pub fn effective_reserve(window: u64, reserve_tokens: u64) -> u64 {
     reserve_tokens.max(RESERVE_TOKENS_FLOOR).min(window / 4)
+}
+
+/// Share of its target a compacted context aims at: a number from 0.1 to
+/// 0.9 (`agents.defaults.compaction.targetShare`); anything else is refused
+/// with the range.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[serde(try_from = "f64", into = "f64")]
+pub struct TargetShare(f64);
+
+impl TargetShare {
+    /// The default: a compacted context takes at most half of its target,
+    /// so each compaction frees about half of the prompt budget
+    /// (`BENCHMARKS.md`, "Compaction that converges", measures 0.25–0.6).
+    pub const DEFAULT: Self = Self(0.5);
+    /// The least share accepted.
+    pub const MIN: f64 = 0.1;
+    /// The largest share accepted.
+    pub const MAX: f64 = 0.9;
+
+    /// The share, as a fraction.
+    pub fn get(self) -> f64 {
+        self.0
+    }
+
+    /// `tokens` times the share, rounded down.
+    pub fn of(self, tokens: u64) -> u64 {
+        (tokens as f64 * self.0) as u64
+    }
+}
+
+impl TryFrom<f64> for TargetShare {
+    type Error = String;
+
+    fn try_from(share: f64) -> Result<Self, Self::Error> {
+        if (Self::MIN..=Self::MAX).contains(&share) {
+            Ok(Self(share))
+        } else {
+            Err(format!(
+                "targetShare {share} is out of range: a share from {} to {} of the target",
+                Self::MIN,
+                Self::MAX
+            ))
+        }
+    }
+}
+
+impl From<TargetShare> for f64 {
+    fn from(share: TargetShare) -> Self {
+        share.0
+    }
+}
+
+impl PartialEq for TargetShare {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.to_bits() == other.0.to_bits()
+    }
+}
+
+impl Eq for TargetShare {}
+
+impl Default for TargetShare {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
 }
 
 /// The default compaction window, seconds.
@@ -82,6 +152,7 @@ impl Default for CompactionConfig {
             enabled: true,
             reserve_tokens: 16_384,
             keep_recent_tokens: 20_000,
+            target_share: TargetShare::DEFAULT,
             timeout_seconds: DEFAULT_TIMEOUT_SECONDS,
             truncate_after_compaction: false,
             custom_instructions: None,
@@ -114,6 +185,7 @@ mod tests {
         assert_eq!(config.reserve_tokens, 8_000);
         assert!(config.truncate_after_compaction);
         assert_eq!(config.keep_recent_tokens, 20_000);
+        assert_eq!(config.target_share, TargetShare::DEFAULT);
         assert_eq!(config.timeout_seconds, 180);
         assert!(matches!(
             config.summarizer,
@@ -123,5 +195,19 @@ mod tests {
             serde_json::from_str::<CompactionConfig>("{}").expect("empty config"),
             CompactionConfig::default()
         );
+    }
+
+    #[test]
+    fn the_target_share_is_a_fraction_in_range() {
+        let config: CompactionConfig =
+            serde_json::from_str(r#"{"targetShare": 0.5}"#).expect("in range");
+        assert_eq!(config.target_share.get(), 0.5);
+        assert_eq!(config.target_share.of(12_288), 6_144);
+        for wrong in ["0", "0.95", "-1", "2"] {
+            let error =
+                serde_json::from_str::<CompactionConfig>(&format!(r#"{{"targetShare": {wrong}}}"#))
+                    .expect_err("out of range");
+            assert!(error.to_string().contains("out of range"), "{error}");
+        }
     }
 }

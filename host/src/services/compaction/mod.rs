@@ -12,15 +12,18 @@
 //!    concurrency, then merge them in order with the previous compaction's
 //!    summary folded in; the summary has the required sections and file
 //!    lists and is capped at 16,000 characters.
-//! 5. Aim at the budget (`compactionTarget: budget`) or at the trigger
-//!    threshold (`threshold`): the summary and kept-history budgets are
-//!    chosen so the rebuilt context fits. It cannot when the newest turn
-//!    alone (from the latest legal cut on) is larger than what is left for
-//!    kept history: a turn is never split between a tool call and its
-//!    result, so the compaction still happens but ends over the target, and
-//!    the result's `reason` says so. Compacting again does not converge
-//!    (the same turn is kept again); the turn runner's remedy is truncating
-//!    oversized tool traffic in the prompt.
+//! 5. Aim well under the budget (`compactionTarget: budget`) or the trigger
+//!    threshold (`threshold`): at `targetShare` (half) of it, scaled into the
+//!    transcript's units (`target.rs`), so one compaction frees room for
+//!    many turns; the summary and kept-history budgets are chosen so the
+//!    rebuilt context fits the aim. It cannot when the newest turn alone
+//!    (from the latest legal cut on) is larger than what is left for kept
+//!    history: a turn is never split between a tool call and its result, so
+//!    the compaction still happens but ends over the aim, and over the
+//!    target the result's `reason` says so. A pass that could not, or did
+//!    not, leave under 95% of the context writes nothing (`progress.rs`:
+//!    checked before summarizing too, so a hopeless pass costs no summary);
+//!    the turn runner's progress guard stops repeated low-yield passes.
 //! 6. Append a `compaction` entry; the rebuilt context is its summary followed
 //!    by the entries from `firstKeptEntryId`.
 //! 7. Optionally rotate to a new transcript (`truncateAfterCompaction`).
@@ -35,14 +38,17 @@ mod config;
 mod cut;
 mod files;
 mod finalize;
+mod progress;
 mod prompts;
 mod serialize;
+mod target;
 mod watchdog;
 
 pub(crate) use self::accounting::tokens_before as context_tokens;
 pub use self::compactor::Compactor;
-pub use self::config::{CompactionConfig, RESERVE_TOKENS_FLOOR, effective_reserve};
+pub use self::config::{CompactionConfig, RESERVE_TOKENS_FLOOR, TargetShare, effective_reserve};
 pub use self::finalize::{MAX_SUMMARY_CHARS, TRUNCATION_MARKER};
+pub use self::progress::{GuardStop, PassYield, ProgressGuard, made_progress};
 
 use crate::contract::services::ProgressSink;
 use crate::services::summarize::SummarizeError;

@@ -12,7 +12,8 @@ use tokio_util::sync::CancellationToken;
 use super::*;
 use crate::contract::history::History;
 use crate::contract::types::{
-    AgentMessage, CompactParams, CompactionTarget, ContentBlock, MessageKind, StopReason,
+    AgentMessage, CompactParams, CompactResult, CompactionTarget, ContentBlock, MessageKind,
+    StopReason,
 };
 use crate::services::summarize::{
     MergeRequest, REQUIRED_SECTIONS, SummarizeError, Summarizer, SummaryRequest,
@@ -93,6 +94,23 @@ fn compactor(
     Compactor::new(store.clone(), summarizer, config)
 }
 
+/// Compacts `transcript` once with the extractive summarizer and `config`.
+fn compact_extractively(
+    store: &TranscriptStore,
+    transcript: &Transcript,
+    config: CompactionConfig,
+    params: &CompactParams,
+) -> CompactResult {
+    let compactor = compactor(
+        store,
+        Arc::new(crate::services::summarize::ExtractiveSummarizer),
+        config,
+    );
+    runtime()
+        .block_on(compactor.compact(transcript, params, &NoProgress, &CancellationToken::new()))
+        .expect("compaction runs")
+}
+
 /// Every tool result in `history` follows the assistant message that called it.
 fn assert_paired(history: &History) {
     let mut calls = HashSet::new();
@@ -118,19 +136,12 @@ fn skips_a_context_within_the_threshold() {
     let store = TranscriptStore::new(TranscriptConfig::default());
     let transcript = session(dir.path(), &store, 2);
     let lines = transcript.line_count();
-    let compactor = compactor(
+    let result = compact_extractively(
         &store,
-        Arc::new(crate::services::summarize::ExtractiveSummarizer),
+        &transcript,
         CompactionConfig::default(),
+        &params(200_000, CompactionTarget::Threshold, false),
     );
-    let result = runtime()
-        .block_on(compactor.compact(
-            &transcript,
-            &params(200_000, CompactionTarget::Threshold, false),
-            &NoProgress,
-            &CancellationToken::new(),
-        ))
-        .expect("compaction runs");
     assert!(result.ok && !result.compacted, "{result:?}");
     assert!(
         result
@@ -170,7 +181,10 @@ fn compacts_to_the_budget_without_orphaning_tool_calls() {
     let history = transcript.history();
     let after = result.tokens_after.expect("tokens after");
     assert_eq!(after, history.total_tokens());
-    assert!(after <= 8_000, "{after}");
+    assert!(
+        after <= TargetShare::DEFAULT.of(8_000),
+        "well under the budget: {after}"
+    );
     assert!(result.tokens_before >= before && after < result.tokens_before);
     assert_eq!(history.kind(0), Some(MessageKind::CompactionSummary));
     assert_eq!(
@@ -205,6 +219,30 @@ fn compacts_to_the_budget_without_orphaning_tool_calls() {
 }
 
 #[test]
+fn a_larger_target_share_keeps_more() {
+    let store = TranscriptStore::new(TranscriptConfig::default());
+    let mut kept = Vec::new();
+    for share in [0.2, 0.6] {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let transcript = session(dir.path(), &store, 40);
+        let config = CompactionConfig {
+            target_share: TargetShare::try_from(share).expect("in range"),
+            ..CompactionConfig::default()
+        };
+        let result = compact_extractively(
+            &store,
+            &transcript,
+            config,
+            &params(10_000, CompactionTarget::Budget, true),
+        );
+        let after = result.tokens_after.expect("compacted");
+        assert!(after <= (10_000.0 * share) as u64, "{share}: {after}");
+        kept.push(after);
+    }
+    assert!(kept[0] < kept[1], "{kept:?}");
+}
+
+#[test]
 fn the_threshold_target_gets_under_the_trigger() {
     let dir = tempfile::tempdir().expect("temp dir");
     let store = TranscriptStore::new(TranscriptConfig::default());
@@ -215,19 +253,12 @@ fn the_threshold_target_gets_under_the_trigger() {
         transcript.history().total_tokens() > threshold,
         "the session needs compacting"
     );
-    let compactor = compactor(
+    let result = compact_extractively(
         &store,
-        Arc::new(crate::services::summarize::ExtractiveSummarizer),
+        &transcript,
         CompactionConfig::default(),
+        &params(window, CompactionTarget::Threshold, false),
     );
-    let result = runtime()
-        .block_on(compactor.compact(
-            &transcript,
-            &params(window, CompactionTarget::Threshold, false),
-            &NoProgress,
-            &CancellationToken::new(),
-        ))
-        .expect("compaction runs");
     assert!(result.compacted, "over the threshold, unforced: {result:?}");
     assert!(
         result.tokens_after.is_some_and(|after| after <= threshold),
@@ -307,19 +338,12 @@ fn a_cut_inside_a_turn_gets_a_turn_prefix_summary() {
         turn.push(tool_result(&id, 1_500));
     }
     transcript.append(&turn).expect("append");
-    let compactor = compactor(
+    let result = compact_extractively(
         &store,
-        Arc::new(crate::services::summarize::ExtractiveSummarizer),
+        &transcript,
         CompactionConfig::default(),
+        &params(8_000, CompactionTarget::Budget, true),
     );
-    let result = runtime()
-        .block_on(compactor.compact(
-            &transcript,
-            &params(8_000, CompactionTarget::Budget, true),
-            &NoProgress,
-            &CancellationToken::new(),
-        ))
-        .expect("compaction runs");
     assert!(result.compacted);
     let summary = result.summary.expect("summary");
     assert!(
@@ -491,19 +515,12 @@ fn rotates_into_a_new_transcript_when_configured() {
         truncate_after_compaction: true,
         ..CompactionConfig::default()
     };
-    let compactor = compactor(
+    let result = compact_extractively(
         &store,
-        Arc::new(crate::services::summarize::ExtractiveSummarizer),
+        &transcript,
         config,
+        &params(8_000, CompactionTarget::Budget, true),
     );
-    let result = runtime()
-        .block_on(compactor.compact(
-            &transcript,
-            &params(8_000, CompactionTarget::Budget, true),
-            &NoProgress,
-            &CancellationToken::new(),
-        ))
-        .expect("compaction runs");
     let rotated = result.rotated_session.expect("rotated");
     let successor = store
         .open(std::path::Path::new(&rotated.session_file))
@@ -540,15 +557,86 @@ fn a_summary_that_would_grow_the_context_is_not_written() {
     }
     let lines = transcript.line_count();
     let before = transcript.history().total_tokens();
-    let compactor = compactor(
+    let result = compact_extractively(
         &store,
-        Arc::new(crate::services::summarize::ExtractiveSummarizer),
+        &transcript,
         CompactionConfig::default(),
+        &params(before / 2, CompactionTarget::Budget, true),
     );
+    assert!(result.ok && !result.compacted, "{result:?}");
+    assert!(
+        result
+            .reason
+            .as_deref()
+            .is_some_and(|reason| reason.starts_with("no progress")),
+        "{result:?}"
+    );
+    assert_eq!(transcript.line_count(), lines, "nothing written");
+    assert_eq!(transcript.history().total_tokens(), before);
+}
+
+#[test]
+fn the_entry_records_tokens_before_and_after_in_the_callers_units() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = TranscriptStore::new(TranscriptConfig::default());
+    let transcript = session(dir.path(), &store, 40);
+    let estimate = transcript.history().total_tokens();
+    // The caller counts the context twice what the transcript does (as a
+    // model counting dense tool output would).
+    let params = CompactParams {
+        current_token_count: Some(estimate * 2),
+        ..params(20_000, CompactionTarget::Budget, true)
+    };
+    let result = compact_extractively(&store, &transcript, CompactionConfig::default(), &params);
+    assert!(result.compacted, "{result:?}");
+    assert_eq!(result.tokens_before, estimate * 2);
+    let after = result.tokens_after.expect("tokens after");
+    let rebuilt = transcript.history().total_tokens();
+    assert!(
+        after <= TargetShare::DEFAULT.of(20_000),
+        "in the caller's units, well under its budget: {after}"
+    );
+    assert!(
+        rebuilt * 2 >= after && rebuilt * 2 <= after + 2,
+        "the transcript's own figure is half of it: {rebuilt} vs {after}"
+    );
+    let text = std::fs::read_to_string(dir.path().join("session.jsonl")).expect("read");
+    let entry: serde_json::Value = text
+        .lines()
+        .filter(|line| line.starts_with(r#"{"type":"compaction""#))
+        .map(|line| serde_json::from_str(line).expect("JSON"))
+        .next()
+        .expect("a compaction entry");
+    assert_eq!(entry["tokensBefore"], estimate * 2);
+    assert_eq!(entry["tokensAfter"], after);
+    assert_eq!(entry["details"]["ctxbox"]["target"], 20_000);
+}
+
+#[test]
+fn a_pass_that_cannot_make_progress_costs_no_summary() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = TranscriptStore::new(TranscriptConfig::default());
+    let transcript = store
+        .create(&dir.path().join("session.jsonl"), NewSession::default())
+        .expect("create");
+    // A short exchange, then one turn whose tool result is nearly all of the
+    // context: no cut can leave less than 95% of it.
+    transcript
+        .append(&[
+            AgentMessage::user_text("hello"),
+            AgentMessage::assistant_text("hi"),
+            AgentMessage::user_text("read the log"),
+            tool_call("big", "log.txt"),
+            tool_result("big", 200_000),
+        ])
+        .expect("append");
+    let lines = transcript.line_count();
+    let summarizer = Arc::new(Recorder::default());
+    let compactor = compactor(&store, summarizer.clone(), CompactionConfig::default());
     let result = runtime()
         .block_on(compactor.compact(
             &transcript,
-            &params(before / 2, CompactionTarget::Budget, true),
+            &params(16_000, CompactionTarget::Budget, true),
             &NoProgress,
             &CancellationToken::new(),
         ))
@@ -558,11 +646,15 @@ fn a_summary_that_would_grow_the_context_is_not_written() {
         result
             .reason
             .as_deref()
-            .is_some_and(|reason| reason.starts_with("nothing to compact")),
+            .is_some_and(|reason| reason.starts_with("no progress possible")),
         "{result:?}"
     );
+    assert_eq!(
+        summarizer.chunks.load(Ordering::SeqCst),
+        0,
+        "no summary asked for"
+    );
     assert_eq!(transcript.line_count(), lines, "nothing written");
-    assert_eq!(transcript.history().total_tokens(), before);
 }
 
 #[derive(Default)]
