@@ -6,6 +6,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::contract::failure::EngineFailure;
 use crate::contract::history::History;
+use crate::contract::tools::EngineTool;
 use crate::contract::types::{
     AfterTurnParams, AssembleParams, AssembleResult, BootstrapResult, CompactParams, CompactResult,
     EngineInfo, IngestBatchResult, IngestResult, MaintainReason, MaintainResult, MessageEntry,
@@ -18,12 +19,25 @@ pub struct CallOptions {
     /// Cancelled when the caller gives up (the run was cancelled). Engines see
     /// it through `aborted()` and are interrupted soon after.
     pub abort: CancellationToken,
+    /// The embedding host's id for the request this call serves (`ctxbox
+    /// serve`: the client's request id), handed to services that call back
+    /// into that host, such as model completions.
+    pub request_id: Option<String>,
 }
 
 impl CallOptions {
     /// Options with this abort token.
     pub fn with_abort(abort: CancellationToken) -> Self {
-        Self { abort }
+        Self {
+            abort,
+            request_id: None,
+        }
+    }
+
+    /// These options, serving the embedding host's request `id`.
+    pub fn serving(mut self, id: impl Into<String>) -> Self {
+        self.request_id = Some(id.into());
+        self
     }
 }
 
@@ -122,6 +136,33 @@ pub trait ContextEngine: Send + Sync {
         child_session_key: &str,
         reason: SubagentEndReason,
     ) -> EngineResult<()>;
+
+    /// The tools the engine offers the model (`wit/tools.wit`); none by
+    /// default.
+    async fn tools(&self, _call: &CallOptions) -> EngineResult<Vec<EngineTool>> {
+        Ok(Vec::new())
+    }
+
+    /// Answers the model's call to the engine's tool `name` with
+    /// `arguments_json` in `session`: the tool result the model reads. By
+    /// default there are no tools, so every call is an `unsupported` error.
+    async fn call_tool(
+        &self,
+        _call: &CallOptions,
+        _session: &SessionRef,
+        name: &str,
+        _arguments_json: &str,
+    ) -> EngineResult<String> {
+        Err(EngineFailure::new(
+            &self.info().id,
+            crate::contract::failure::Operation::CallTool,
+            crate::contract::failure::FailureKind::EngineError,
+            format!(
+                "the engine has no tool `{}`",
+                crate::contract::text::clip(name, 64)
+            ),
+        ))
+    }
 
     /// The host is done with a session: release what the engine holds for it
     /// (a sandboxed engine disposes and drops the session's instance).

@@ -38,6 +38,10 @@ pub enum Operation {
     OnSubagentEnded,
     /// `dispose`.
     Dispose,
+    /// `list-tools` (`wit/tools.wit`).
+    ListTools,
+    /// `call-tool` (`wit/tools.wit`).
+    CallTool,
 }
 
 impl Operation {
@@ -64,6 +68,8 @@ impl Operation {
             Self::RollbackSubagentSpawn => "rollback-subagent-spawn",
             Self::OnSubagentEnded => "on-subagent-ended",
             Self::Dispose => "dispose",
+            Self::ListTools => "list-tools",
+            Self::CallTool => "call-tool",
         }
     }
 }
