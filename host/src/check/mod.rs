@@ -37,6 +37,7 @@ use crate::contract::history::History;
 use crate::contract::types::{AgentMessage, MessageEntry, SessionRef};
 use crate::sandbox::{Sandbox, SandboxConfig};
 use crate::services::compaction::{CompactionConfig, Compactor};
+use crate::services::completions::{CompletionLimits, Completions, ExtractiveCompletions};
 use crate::services::native::NativeServices;
 use crate::services::state::{StateConfig, StateStore};
 use crate::transcript::{NewSession, Transcript, TranscriptStore};
@@ -134,7 +135,14 @@ impl Checker {
             scratch,
             transcripts,
             sandbox,
-            services: Arc::new(CheckServices::new(NativeServices::new(compactor, state))),
+            // The checker's model: offline extractive answers, under the
+            // default budgets.
+            services: Arc::new(CheckServices::new(
+                NativeServices::new(compactor, state).with_completions(Arc::new(Completions::new(
+                    Arc::new(ExtractiveCompletions),
+                    CompletionLimits::default(),
+                ))),
+            )),
             pace,
         })
     }

@@ -83,6 +83,8 @@ pub struct Config {
     /// The model that answers an embedding host's turns (default `replay`:
     /// none; `ctxbox run` replays recordings whatever this says).
     pub provider: ProviderConfig,
+    /// Budgets of engines' model completions (`host.complete`).
+    pub completions: crate::services::completions::CompletionLimits,
 }
 
 /// The most bytes one engine's `plugins.entries.<id>.config` may take as

@@ -24,6 +24,7 @@ use crate::contract::types::{
 };
 use crate::engines::guard::GuardedEngine;
 use crate::engines::registry::{EngineFactory, RegisterOptions};
+use crate::provider::completion::NoModel;
 use crate::runtime::Runtime;
 use crate::store::{Lease, LeaseError, SessionLeases};
 
@@ -236,10 +237,27 @@ impl Service {
         &self.runtime
     }
 
-    /// The answer to `hello`'s handshake.
-    pub fn hello(&self) -> Value {
+    /// The answer to `hello`'s handshake at protocol `version`; engines'
+    /// completions go to `client_model` from now on when the client offers
+    /// one, else to the configured provider's model, else nowhere (an
+    /// engine's `host.complete` is `unavailable`; its `host.summarize` falls
+    /// back to the host's summarizer).
+    pub fn hello(
+        &self,
+        version: u64,
+        client_model: Option<super::reverse::ClientCompletions>,
+    ) -> Value {
+        let completions = self.runtime.completions();
+        match (client_model, self.runtime.config().provider.completions()) {
+            (Some(client), _) => completions.set_model(Arc::new(client)),
+            (None, Some(provider)) => completions.set_model(provider),
+            (None, None) => completions.set_model(Arc::new(NoModel(
+                "the client offers no model (protocol 2's `complete` capability) and no [provider] is configured".into(),
+            ))),
+        }
         json!({
-            "protocol": PROTOCOL_VERSION,
+            "protocol": version,
+            "capabilities": if version >= 2 { json!(["complete", "tools"]) } else { json!([]) },
             "server": "ctxbox",
             "version": env!("CARGO_PKG_VERSION"),
             "defaultEngine": self.default_engine,
@@ -268,8 +286,9 @@ impl Service {
         method: &str,
         params_value: &Value,
         abort: CancellationToken,
+        request_id: String,
     ) -> Result<Value, ProtocolError> {
-        let call = CallOptions::with_abort(abort);
+        let call = CallOptions::with_abort(abort).serving(request_id);
         match method {
             "health" => self.health(),
             "info" => {
@@ -307,6 +326,11 @@ impl Service {
                     .map_err(|failure| engine_error(&call, failure))?;
                 Ok(json!({}))
             }
+            "tools" => {
+                let args: EngineArg = params(params_value)?;
+                self.tools(&call, args.engine.as_deref()).await
+            }
+            "callTool" => self.call_tool(&call, params(params_value)?).await,
             "closeSession" => {
                 let target: Target = params(params_value)?;
                 let engine = self.engine(target.engine.as_deref()).await?;
@@ -332,7 +356,10 @@ impl Service {
 
     /// The guarded engine `spec` names (a registered id or a `.wasm` file,
     /// registered on first use), or the default.
-    async fn engine(&self, spec: Option<&str>) -> Result<Arc<GuardedEngine>, ProtocolError> {
+    pub(super) async fn engine(
+        &self,
+        spec: Option<&str>,
+    ) -> Result<Arc<GuardedEngine>, ProtocolError> {
         let Some(spec) = spec.or(self.default_engine.as_deref()) else {
             return Err(ProtocolError::invalid(
                 "no `engine` given and the server has no default (`ctxbox serve --engine`)",

@@ -15,9 +15,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::methods::Service;
 use super::protocol::{
-    ErrorCode, MAX_LINE_BYTES, PROTOCOL_VERSION, ProtocolError, Request, Response, params,
-    parse_request,
+    ErrorCode, MAX_LINE_BYTES, PROTOCOL_VERSION, ProtocolError, Request, Response,
+    SUPPORTED_PROTOCOLS, params, parse_request,
 };
+use super::reverse::{ClientCompletions, REVERSE_ID_PREFIX, ReverseCalls};
 
 /// Extra time a request gets beyond the sandbox's own deadline, so a hung
 /// engine is stopped (and quarantined) by the sandbox and answered by
@@ -26,7 +27,13 @@ const DEADLINE_MARGIN: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Deserialize)]
 struct HelloArgs {
-    protocol: u64,
+    /// The newest version the client speaks.
+    protocol: Option<u64>,
+    /// Every version the client speaks (instead of `protocol`).
+    protocols: Option<Vec<u64>>,
+    /// What the client can answer when the server asks (`complete`).
+    #[serde(default)]
+    capabilities: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -55,6 +62,7 @@ where
         Ok::<_, std::io::Error>(())
     });
     let in_flight: InFlight = Arc::default();
+    let reverse = Arc::new(ReverseCalls::new(answers.clone()));
     let mut running = JoinSet::new();
     let mut greeted = false;
     let mut input = input;
@@ -90,6 +98,12 @@ where
         if line.is_empty() {
             continue;
         }
+        // An answer to one of the server's own requests (protocol 2).
+        if line.contains(REVERSE_ID_PREFIX)
+            && serde_json::from_str::<Value>(line).is_ok_and(|value| reverse.take_answer(&value))
+        {
+            continue;
+        }
         let request = match parse_request(line) {
             Ok(request) => request,
             Err(answer) => {
@@ -99,7 +113,7 @@ where
         };
         match request.method.as_str() {
             "hello" => {
-                let outcome = hello(&service, &request);
+                let outcome = hello(&service, &request, &reverse);
                 greeted |= outcome.is_ok();
                 let _ = answers.send(Response::to(request.id, outcome).to_line());
             }
@@ -108,7 +122,7 @@ where
                     request.id,
                     ErrorCode::HandshakeRequired,
                     format!(
-                        "send `hello` with \"protocol\": {PROTOCOL_VERSION} before `{}`",
+                        "send `hello` with \"protocol\": {PROTOCOL_VERSION} (or 1) before `{}`",
                         request.method
                     ),
                 ));
@@ -154,25 +168,52 @@ where
         while running.try_join_next().is_some() {}
     }
     while running.join_next().await.is_some() {}
+    reverse.close();
     drop(answers);
     writer
         .await
         .unwrap_or_else(|error| Err(std::io::Error::other(error)))
 }
 
-fn hello(service: &Service, request: &Request) -> Result<Value, ProtocolError> {
+/// The handshake: the newest version both sides speak, and, for a
+/// version-2 client that can answer `complete`, the client's model for
+/// engines' completions.
+fn hello(
+    service: &Service,
+    request: &Request,
+    reverse: &Arc<ReverseCalls>,
+) -> Result<Value, ProtocolError> {
     let args: HelloArgs = params(&request.params)?;
-    if args.protocol != PROTOCOL_VERSION {
+    let offered: Vec<u64> = match (&args.protocols, args.protocol) {
+        (Some(versions), _) => versions.clone(),
+        (None, Some(newest)) => (1..=newest.min(PROTOCOL_VERSION)).collect(),
+        (None, None) => {
+            return Err(ProtocolError::invalid(
+                "`hello` needs `protocol` (the newest version the client speaks)",
+            ));
+        }
+    };
+    let Some(version) = offered
+        .iter()
+        .copied()
+        .filter(|version| SUPPORTED_PROTOCOLS.contains(version))
+        .max()
+    else {
         return Err(ProtocolError::new(
             ErrorCode::UnsupportedProtocol,
             format!(
-                "protocol {} is not spoken here; this server speaks {PROTOCOL_VERSION}",
-                args.protocol
+                "protocol {offered:?} is not spoken here; this server speaks {SUPPORTED_PROTOCOLS:?}"
             ),
         )
-        .with_data(json!({ "supported": [PROTOCOL_VERSION] })));
-    }
-    Ok(service.hello())
+        .with_data(json!({ "supported": SUPPORTED_PROTOCOLS })));
+    };
+    let client_model = (version >= 2
+        && args
+            .capabilities
+            .iter()
+            .any(|capability| capability == "complete"))
+    .then(|| ClientCompletions::new(reverse.clone()));
+    Ok(service.hello(version, client_model))
 }
 
 fn cancel(in_flight: &InFlight, request: &Request) -> Result<Value, ProtocolError> {
@@ -221,7 +262,8 @@ async fn run(
     let method = request.method.clone();
     let params = request.params.clone();
     let abort = token.clone();
-    let mut work = tokio::spawn(async move { service.call(&method, &params, abort).await });
+    let id = request.id.to_string();
+    let mut work = tokio::spawn(async move { service.call(&method, &params, abort, id).await });
     tokio::select! {
         joined = &mut work => joined.unwrap_or_else(|error| {
             Err(ProtocolError::new(

@@ -6,9 +6,12 @@
 //! - [`state`]: the durable per-engine key-value store behind `state-*`;
 //! - [`compaction`]: native compaction of a transcript (`legacy`'s `compact`
 //!   and `delegate-compaction`);
-//! - [`summarize`]: the summarizers compaction and the `summarize` import use.
+//! - [`summarize`]: the summarizers compaction and the `summarize` import use;
+//! - [`completions`]: engines' model completions (`complete`) and their
+//!   budgets.
 
 pub mod compaction;
+pub mod completions;
 pub mod native;
 pub mod state;
 mod state_postgres;

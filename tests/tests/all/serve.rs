@@ -153,9 +153,9 @@ async fn the_handshake_comes_first_and_bad_requests_are_named() {
 
     let early = client.call("health", json!({})).await;
     assert_eq!(early["error"]["code"], "handshake-required", "{early}");
-    let wrong = client.call("hello", json!({"protocol": 2})).await;
+    let wrong = client.call("hello", json!({"protocol": 0})).await;
     assert_eq!(wrong["error"]["code"], "unsupported-protocol");
-    assert_eq!(wrong["error"]["data"]["supported"], json!([1]));
+    assert_eq!(wrong["error"]["data"]["supported"], json!([1, 2]));
     let hello = client.result("hello", json!({"protocol": 1})).await;
     assert_eq!(hello["server"], "ctxbox");
     assert!(
@@ -475,6 +475,209 @@ async fn a_cancelled_request_is_answered_at_once_and_quarantines_nothing() {
         health["quarantined"],
         json!([]),
         "a caller's abort is not the engine's fault"
+    );
+    client.stop().await;
+}
+
+// --- protocol 2: negotiation, reverse calls, engine tools --------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protocol_2_is_negotiated_and_protocol_1_clients_are_served_as_before() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut client = Client::start(dir.path(), 10_000, Some("keep-recent"));
+    let newest = client.call("hello", json!({"protocol": 9})).await;
+    assert_eq!(
+        newest["result"]["protocol"], 2,
+        "the newest both speak: {newest}"
+    );
+    assert_eq!(
+        newest["result"]["capabilities"],
+        json!(["complete", "tools"])
+    );
+    let old = client.call("hello", json!({"protocol": 1})).await;
+    assert_eq!(old["result"]["protocol"], 1, "{old}");
+    assert_eq!(old["result"]["capabilities"], json!([]));
+    let listed = client.call("hello", json!({"protocols": [1, 2, 5]})).await;
+    assert_eq!(listed["result"]["protocol"], 2);
+    let unknown = client.call("hello", json!({"protocols": [7]})).await;
+    assert_eq!(
+        unknown["error"]["code"], "unsupported-protocol",
+        "{unknown}"
+    );
+    assert_eq!(unknown["error"]["data"]["supported"], json!([1, 2]));
+    client.stop().await;
+}
+
+/// Reads lines until the server's reverse request arrives; the client's own
+/// answers read meanwhile are kept for [`Client::answer`].
+async fn reverse_request(client: &mut Client) -> Value {
+    loop {
+        let line = tokio::time::timeout(Duration::from_secs(60), client.lines.next_line())
+            .await
+            .expect("a line within a minute")
+            .expect("read")
+            .expect("the server is still answering");
+        let value: Value = serde_json::from_str(&line).expect("JSON");
+        if value.get("method").is_some() {
+            return value;
+        }
+        client.early.push(value);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_engines_completion_is_asked_of_the_client_by_a_reverse_call() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut client = Client::start(dir.path(), 6_000, Some(guests::POWERS_PROBE));
+    let hello = client
+        .call(
+            "hello",
+            json!({"protocol": 2, "capabilities": ["complete"]}),
+        )
+        .await;
+    assert_eq!(hello["result"]["protocol"], 2);
+    load(&mut client, guests::POWERS_PROBE).await;
+
+    let id = client
+        .send(
+            "assemble",
+            json!({"sessionId": "s", "sessionKey": "agent:main:s", "prompt": "complete 1",
+                   "sync": full_sync(&conversation(1))}),
+        )
+        .await;
+    let asked = reverse_request(&mut client).await;
+    assert_eq!(asked["method"], "complete", "{asked}");
+    let reverse_id = asked["id"].as_str().expect("a string id").to_owned();
+    assert!(reverse_id.starts_with("srv-"), "{reverse_id}");
+    assert_eq!(asked["params"]["sessionId"], "s");
+    assert_eq!(asked["params"]["sessionKey"], "agent:main:s");
+    assert_eq!(asked["params"]["engine"], "powers-probe");
+    assert_eq!(
+        asked["params"]["requestId"],
+        json!(id),
+        "names the request it serves"
+    );
+    assert_eq!(asked["params"]["purpose"], "probe");
+    assert_eq!(asked["params"]["messages"][0]["role"], "user");
+    assert!(
+        asked["deadlineMs"].as_u64().is_some_and(|ms| ms > 0),
+        "{asked}"
+    );
+    client
+        .send_line(
+            &json!({"id": reverse_id, "result": {"text": "from the client's model",
+                    "inputTokens": 12, "outputTokens": 5, "model": "fake/fake-1"}})
+            .to_string(),
+        )
+        .await;
+    let answer = client.answer(id).await;
+    let note = &answer["result"]["messages"][0];
+    let health = client.result("health", json!({})).await;
+    assert!(
+        note.to_string().contains("powers: completed=1"),
+        "the engine got its completion: {answer} {health}"
+    );
+    let totals = client.result("health", json!({})).await;
+    assert!(totals["uptimeMs"].is_u64());
+
+    // A client that does not answer: the engine's call ends at its deadline
+    // with an error it handles, and the server takes its request back.
+    let id = client
+        .send(
+            "assemble",
+            json!({"sessionId": "s", "prompt": "complete 1", "deadlineMs": 30_000}),
+        )
+        .await;
+    let unanswered = reverse_request(&mut client).await;
+    let cancel = reverse_request(&mut client).await;
+    assert_eq!(cancel["method"], "cancel", "{cancel}");
+    assert_eq!(cancel["params"]["target"], unanswered["id"]);
+    let answer = client.answer(id).await;
+    assert!(
+        answer["result"]["messages"][0]
+            .to_string()
+            .contains("completed=0 error=HostErrorKind::Aborted"),
+        "{answer}"
+    );
+    // An answer that comes too late, or to an id never used, is ignored.
+    client
+        .send_line(&json!({"id": unanswered["id"], "result": {"text": "late"}}).to_string())
+        .await;
+    client
+        .send_line(
+            &json!({"id": "srv-999", "error": {"code": "failed", "message": "?"}}).to_string(),
+        )
+        .await;
+    assert!(client.result("health", json!({})).await["uptimeMs"].is_u64());
+    client.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_protocol_1_client_is_never_asked_and_engines_hear_unavailable() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut client = Client::greeted(dir.path(), 20_000, Some(guests::POWERS_PROBE)).await;
+    load(&mut client, guests::POWERS_PROBE).await;
+    let answer = client
+        .result(
+            "assemble",
+            json!({"sessionId": "s", "prompt": "complete 1", "sync": full_sync(&conversation(1))}),
+        )
+        .await;
+    assert!(
+        answer["messages"][0]
+            .to_string()
+            .contains("completed=0 error=HostErrorKind::Unavailable"),
+        "{answer}"
+    );
+    client.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_engines_tools_are_listed_and_called_and_a_failing_tool_is_an_error_result() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut client = Client::start(dir.path(), 5_000, Some(guests::TOOL_SPINNER));
+    client.call("hello", json!({"protocol": 2})).await;
+    load(&mut client, guests::TOOL_SPINNER).await;
+    let tools = client.result("tools", json!({})).await;
+    let names: Vec<&str> = tools["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|tool| tool["name"].as_str())
+        .collect();
+    assert_eq!(names, ["echo", "spin"]);
+    assert_eq!(tools["tools"][0]["parameters"], json!({"type": "object"}));
+
+    let echoed = client
+        .result(
+            "callTool",
+            json!({"sessionId": "s", "name": "echo", "arguments": {"say": "hi"}}),
+        )
+        .await;
+    assert_eq!(echoed["content"], r#"echo {"say":"hi"}"#);
+    assert_eq!(echoed["isError"], false);
+    let bad = client
+        .call(
+            "callTool",
+            json!({"sessionId": "s", "name": "echo", "arguments": [1]}),
+        )
+        .await;
+    assert_eq!(bad["error"]["code"], "invalid-params", "{bad}");
+
+    let spun = client
+        .result("callTool", json!({"sessionId": "s", "name": "spin"}))
+        .await;
+    assert_eq!(spun["isError"], true, "{spun}");
+    assert!(
+        spun["content"]
+            .as_str()
+            .is_some_and(|text| text.starts_with("the tool failed:"))
+    );
+    let after = client.result("tools", json!({})).await;
+    assert_eq!(
+        after["tools"],
+        json!([]),
+        "a quarantined engine's tools are withdrawn"
     );
     client.stop().await;
 }
