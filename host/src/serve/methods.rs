@@ -549,6 +549,14 @@ impl Service {
         // Checked before anything is stored, so a bad message is not committed.
         let mut staged = SessionHistory::default();
         staged.append(&own.messages, own.digests.as_deref())?;
+        // Past its deadline (or cancelled) before anything is written: not
+        // committed, and the client is told so.
+        if call.abort.is_cancelled() {
+            return Err(ProtocolError::new(
+                ErrorCode::DeadlineExceeded,
+                "the turn was not committed: the request ran out of time before it could be",
+            ));
+        }
         // The store waits for its disk (or database): off the async workers.
         let commits = self.commits.clone();
         let (key, session_id, messages) = (

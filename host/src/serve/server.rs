@@ -20,6 +20,11 @@ use super::protocol::{
 };
 use super::reverse::{ClientCompletions, REVERSE_ID_PREFIX, ReverseCalls};
 
+/// How long a `commitTurn` past its deadline may take to say whether it
+/// committed (its engine calls are aborted: they end within the sandbox's
+/// abort grace).
+const COMMIT_SETTLE: Duration = Duration::from_secs(2);
+
 /// Extra time a request gets beyond the sandbox's own deadline, so a hung
 /// engine is stopped (and quarantined) by the sandbox and answered by
 /// `legacy` before the request itself gives up.
@@ -111,6 +116,28 @@ where
                 continue;
             }
         };
+        // No two requests in flight with one id, whatever their method.
+        let busy = in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains_key(&request.id.to_string());
+        if busy {
+            let key = request.id.to_string();
+            let _ = answers.send(error_line(
+                request.id,
+                ErrorCode::DuplicateId,
+                format!("request {key} is still running; use a new id"),
+            ));
+            continue;
+        }
+        if request.deadline_ms == Some(0) {
+            let _ = answers.send(error_line(
+                request.id,
+                ErrorCode::InvalidParams,
+                "`deadlineMs` must be at least 1".into(),
+            ));
+            continue;
+        }
         match request.method.as_str() {
             "hello" => {
                 let outcome = hello(&service, &request, &reverse);
@@ -273,10 +300,21 @@ async fn run(
         }),
         () = tokio::time::sleep(deadline) => {
             token.cancel();
-            Err(ProtocolError::new(
+            let late = ProtocolError::new(
                 ErrorCode::DeadlineExceeded,
                 format!("`{}` did not finish within {} ms", request.method, deadline.as_millis()),
-            ))
+            );
+            if request.method != "commitTurn" {
+                return Err(late);
+            }
+            // A turn commit is durable once written: the client must hear
+            // whether it was. Told to stop, the handler ends at once (before
+            // the commit: not committed; after it: the engine's calls are
+            // cut short), so its own answer is awaited, briefly.
+            match tokio::time::timeout(COMMIT_SETTLE, work).await {
+                Ok(Ok(Ok(answer))) => Ok(answer),
+                _ => Err(late),
+            }
         }
         () = token.cancelled() => Err(ProtocolError::new(
             ErrorCode::Cancelled,

@@ -681,3 +681,76 @@ async fn an_engines_tools_are_listed_and_called_and_a_failing_tool_is_an_error_r
     );
     client.stop().await;
 }
+
+// --- hostile clients: protocol edges -----------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_request_reuses_an_id_in_flight_and_a_zero_deadline_is_refused() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut client = Client::greeted(dir.path(), 1_000, None).await;
+    load(&mut client, guests::SPIN).await;
+    // A request that hangs until its deadline, id 100.
+    client
+        .send_line(
+            &json!({"id": 100, "method": "assemble", "deadlineMs": 3_000,
+                    "params": {"sessionId": "s", "engine": guests::SPIN, "sync": full_sync(&conversation(1))}})
+            .to_string(),
+        )
+        .await;
+    for method in ["cancel", "hello", "health"] {
+        client
+            .send_line(
+                &json!({"id": 100, "method": method, "params": {"target": 100, "protocol": 1}})
+                    .to_string(),
+            )
+            .await;
+        let refused = client.next_answer().await;
+        assert_eq!(refused["id"], 100, "{method}: {refused}");
+        assert_eq!(
+            refused["error"]["code"], "duplicate-id",
+            "{method}: {refused}"
+        );
+    }
+    let zero = client.call("health", json!({})).await;
+    assert!(zero["error"].is_null());
+    client
+        .send_line(&json!({"id": 7, "method": "health", "deadlineMs": 0}).to_string())
+        .await;
+    let refused = client.answer(7).await;
+    assert_eq!(refused["error"]["code"], "invalid-params", "{refused}");
+    let hung = client.answer(100).await;
+    assert!(hung["result"].is_object(), "answered by legacy: {hung}");
+    client.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_answered_late_tells_the_client_whether_it_committed() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut client = Client::greeted(dir.path(), 10_000, Some("keep-recent")).await;
+    let turn = conversation(1);
+    for attempt in 0..5 {
+        let key = format!("late-{attempt}");
+        let commit =
+            json!({"sessionId": format!("s{attempt}"), "advancementKey": key, "messages": turn});
+        let id = client.next_id;
+        client.next_id += 1;
+        client
+            .send_line(
+                &json!({"id": id, "method": "commitTurn", "deadlineMs": 1, "params": commit})
+                    .to_string(),
+            )
+            .await;
+        let first = client.answer(id).await;
+        let again = client.result("commitTurn", commit).await;
+        if first["error"]["code"] == "deadline-exceeded" {
+            assert_eq!(
+                again["status"], "committed",
+                "told not committed, so it was not: {first}"
+            );
+        } else {
+            assert_eq!(first["result"]["status"], "committed", "{first}");
+            assert_eq!(again["status"], "duplicate");
+        }
+    }
+    client.stop().await;
+}
