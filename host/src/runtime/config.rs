@@ -222,17 +222,27 @@ pub const DEFAULT_AGENT_ID: &str = "main";
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct QuarantineConfig {
-    /// Retry a quarantined engine after this long (doubling with each new
-    /// failure) instead of keeping it quarantined until re-registered.
+    /// Retry a quarantined engine after this long, doubling with each
+    /// failure on retry up to six hours (unset: five minutes, so a
+    /// transient failure does not end an engine's life); `0` keeps it
+    /// quarantined until it is registered again.
     pub retry_after_seconds: Option<u64>,
     /// Fail the turn instead of falling back to `legacy`.
     pub strict: bool,
 }
 
+/// The first retry of a quarantined engine when `quarantine.retryAfterSeconds`
+/// is unset.
+pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(5 * 60);
+
 impl QuarantineConfig {
     /// The back-off, if retries are on.
     pub fn backoff(&self) -> Option<Duration> {
-        self.retry_after_seconds.map(Duration::from_secs)
+        match self.retry_after_seconds {
+            None => Some(DEFAULT_RETRY_AFTER),
+            Some(0) => None,
+            Some(seconds) => Some(Duration::from_secs(seconds)),
+        }
     }
 }
 
@@ -508,6 +518,14 @@ mod tests {
         assert_eq!(config.context_tokens(), DEFAULT_CONTEXT_TOKENS);
         assert_eq!(config.plugins.slots.context_engine, None);
         assert_eq!(config.sandbox.compaction_timeout_seconds, 180);
+    }
+
+    #[test]
+    fn quarantine_forgives_by_default_and_zero_means_never() {
+        let default = Config::parse("").expect("valid");
+        assert_eq!(default.quarantine.backoff(), Some(DEFAULT_RETRY_AFTER));
+        let never = Config::parse("[quarantine]\nretryAfterSeconds = 0\n").expect("valid");
+        assert_eq!(never.quarantine.backoff(), None);
     }
 
     #[test]
