@@ -317,6 +317,9 @@ pub struct NoServices;
 
 impl HostServices for NoServices {}
 
+/// A document's key in [`MemoryServices`]: (engine, session or `None`, id).
+type DocumentKey = (String, Option<String>, String);
+
 /// Host services in memory, with no cost of their own: a state store and an
 /// index per engine id, a summarizer that answers `summary N of M
 /// characters` at once, a model that answers `completion N: …` with the
@@ -328,8 +331,8 @@ impl HostServices for NoServices {}
 #[derive(Debug, Default)]
 pub struct MemoryServices {
     state: Mutex<BTreeMap<(String, String), Vec<u8>>>,
-    /// Documents by (engine, session or `None`, id).
-    documents: Mutex<BTreeMap<(String, Option<String>, String), IndexDocument>>,
+    /// Documents by key.
+    documents: Mutex<BTreeMap<DocumentKey, IndexDocument>>,
     compaction: Option<CompactResult>,
     summaries: AtomicU32,
     delegated: AtomicU32,
@@ -362,7 +365,7 @@ impl MemoryServices {
 
     fn documents(
         &self,
-    ) -> MutexGuard<'_, BTreeMap<(String, Option<String>, String), IndexDocument>> {
+    ) -> MutexGuard<'_, BTreeMap<DocumentKey, IndexDocument>> {
         self.documents
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

@@ -14,6 +14,7 @@ mod commits_postgres;
 pub mod message;
 pub mod methods;
 pub mod protocol;
+pub mod resident;
 pub mod reverse;
 pub mod server;
 pub mod sessions;

@@ -81,6 +81,8 @@ pub enum ErrorCode {
     /// Another host is serving the session (its lease did not run out in
     /// time); retry, or route the session to that host.
     SessionBusy,
+    /// `serve.maxInFlight` requests are running; retry when one answers.
+    Overloaded,
     /// A bug in the server (a handler panicked); the server keeps running.
     Internal,
 }

@@ -31,14 +31,14 @@ type Answer = Result<Value, (String, String)>;
 #[derive(Debug)]
 pub struct ReverseCalls {
     /// The connection's answer lines; `None` once it is closing.
-    outbox: Mutex<Option<mpsc::UnboundedSender<String>>>,
+    outbox: Mutex<Option<mpsc::Sender<String>>>,
     next: AtomicU64,
     waiting: Mutex<HashMap<String, oneshot::Sender<Answer>>>,
 }
 
 impl ReverseCalls {
     /// Reverse calls written to `outbox` (the connection's answer lines).
-    pub fn new(outbox: mpsc::UnboundedSender<String>) -> Self {
+    pub fn new(outbox: mpsc::Sender<String>) -> Self {
         Self {
             outbox: Mutex::new(Some(outbox)),
             next: AtomicU64::new(1),
@@ -59,13 +59,24 @@ impl ReverseCalls {
             .clear();
     }
 
-    /// Writes `line` to the client; `false` once the connection is closing.
-    fn send(&self, line: String) -> bool {
+    fn outbox(&self) -> Option<mpsc::Sender<String>> {
         self.outbox
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .as_ref()
-            .is_some_and(|outbox| outbox.send(line).is_ok())
+            .clone()
+    }
+
+    /// Writes `line` to the client, waiting (until `deadline`) while its
+    /// answer queue is full; `false` once the connection is closing or the
+    /// client reads nothing by then.
+    async fn send(&self, line: String, deadline: Instant) -> bool {
+        let Some(outbox) = self.outbox() else {
+            return false;
+        };
+        matches!(
+            tokio::time::timeout_at(deadline.into(), outbox.send(line)).await,
+            Ok(Ok(()))
+        )
     }
 
     /// Whether `line` (a JSON object the client sent) answers a reverse
@@ -132,9 +143,11 @@ impl ReverseCalls {
             .saturating_duration_since(Instant::now())
             .as_millis() as u64;
         let line = json!({"id": id, "method": method, "deadlineMs": deadline_ms, "params": params});
-        if !self.send(line.to_string()) {
+        if !self.send(line.to_string(), deadline).await {
             self.forget(&id);
-            return Err(CompletionError::Unavailable("the client is gone".into()));
+            return Err(CompletionError::Unavailable(
+                "the client is gone or reads nothing".into(),
+            ));
         }
         let outcome = tokio::select! {
             biased;
@@ -155,10 +168,11 @@ impl ReverseCalls {
             }),
             Err(error) => {
                 self.forget(&id);
-                self.send(
-                    json!({"id": Value::Null, "method": "cancel", "params": {"target": id}})
-                        .to_string(),
-                );
+                // Best effort: a client that reads nothing misses it.
+                if let Some(outbox) = self.outbox() {
+                    let cancel = json!({"id": Value::Null, "method": "cancel", "params": {"target": id}});
+                    let _ = outbox.try_send(cancel.to_string());
+                }
                 Err(error)
             }
         }

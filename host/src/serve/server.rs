@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::sync::mpsc;
+use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -24,6 +24,11 @@ use super::reverse::{ClientCompletions, REVERSE_ID_PREFIX, ReverseCalls};
 /// committed (its engine calls are aborted: they end within the sandbox's
 /// abort grace).
 const COMMIT_SETTLE: Duration = Duration::from_secs(2);
+
+/// Answer lines waiting for the client to read them. When it stops reading,
+/// the queue fills, request tasks wait to answer, and the server stops
+/// reading requests: memory follows the queue, not the client.
+const ANSWER_QUEUE: usize = 64;
 
 /// Extra time a request gets beyond the sandbox's own deadline, so a hung
 /// engine is stopped (and quarantined) by the sandbox and answered by
@@ -56,7 +61,7 @@ where
     R: AsyncBufRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let (answers, mut outbox) = mpsc::unbounded_channel::<String>();
+    let (answers, mut outbox) = mpsc::channel::<String>(ANSWER_QUEUE);
     let writer = tokio::spawn(async move {
         let mut output = output;
         while let Some(line) = outbox.recv().await {
@@ -67,7 +72,21 @@ where
         Ok::<_, std::io::Error>(())
     });
     let in_flight: InFlight = Arc::default();
+    let slots = Arc::new(Semaphore::new(
+        service.runtime().config().serve.max_in_flight,
+    ));
     let reverse = Arc::new(ReverseCalls::new(answers.clone()));
+    let sweeper = service.sweep_interval().map(|every| {
+        let service = service.clone();
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(every);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticks.tick().await;
+                service.release_idle();
+            }
+        })
+    });
     let mut running = JoinSet::new();
     let mut greeted = false;
     let mut input = input;
@@ -86,7 +105,7 @@ where
                 Value::Null,
                 ErrorCode::ParseError,
                 format!("a request line is longer than {MAX_LINE_BYTES} bytes"),
-            ));
+            )).await;
             // Skip the rest of the oversized line.
             skip_line(&mut input).await?;
             continue;
@@ -96,7 +115,7 @@ where
                 Value::Null,
                 ErrorCode::ParseError,
                 "the line is not UTF-8".into(),
-            ));
+            )).await;
             continue;
         };
         let line = line.trim();
@@ -112,7 +131,7 @@ where
         let request = match parse_request(line) {
             Ok(request) => request,
             Err(answer) => {
-                let _ = answers.send(answer.to_line());
+                let _ = answers.send(answer.to_line()).await;
                 continue;
             }
         };
@@ -127,7 +146,7 @@ where
                 request.id,
                 ErrorCode::DuplicateId,
                 format!("request {key} is still running; use a new id"),
-            ));
+            )).await;
             continue;
         }
         if request.deadline_ms == Some(0) {
@@ -135,14 +154,14 @@ where
                 request.id,
                 ErrorCode::InvalidParams,
                 "`deadlineMs` must be at least 1".into(),
-            ));
+            )).await;
             continue;
         }
         match request.method.as_str() {
             "hello" => {
                 let outcome = hello(&service, &request, &reverse);
                 greeted |= outcome.is_ok();
-                let _ = answers.send(Response::to(request.id, outcome).to_line());
+                let _ = answers.send(Response::to(request.id, outcome).to_line()).await;
             }
             _ if !greeted => {
                 let _ = answers.send(error_line(
@@ -152,14 +171,25 @@ where
                         "send `hello` with \"protocol\": {PROTOCOL_VERSION} (or 1) before `{}`",
                         request.method
                     ),
-                ));
+                )).await;
             }
             "cancel" => {
                 let outcome = cancel(&in_flight, &request);
-                let _ = answers.send(Response::to(request.id, outcome).to_line());
+                let _ = answers.send(Response::to(request.id, outcome).to_line()).await;
             }
             _ => {
                 let key = request.id.to_string();
+                let Ok(slot) = slots.clone().try_acquire_owned() else {
+                    let _ = answers.send(error_line(
+                        request.id,
+                        ErrorCode::Overloaded,
+                        format!(
+                            "{} requests are running (serve.maxInFlight); retry when one answers",
+                            service.runtime().config().serve.max_in_flight
+                        ),
+                    )).await;
+                    continue;
+                };
                 let token = CancellationToken::new();
                 let duplicate = {
                     let mut map = in_flight.lock().unwrap_or_else(PoisonError::into_inner);
@@ -174,7 +204,7 @@ where
                         request.id,
                         ErrorCode::DuplicateId,
                         format!("request {key} is still running; use a new id"),
-                    ));
+                    )).await;
                     continue;
                 }
                 let deadline = deadline(&service, &request);
@@ -187,7 +217,10 @@ where
                         .lock()
                         .unwrap_or_else(PoisonError::into_inner)
                         .remove(&key);
-                    let _ = answers.send(Response::to(request.id, outcome).to_line());
+                    // The slot is held until the answer is queued: a client
+                    // that stops reading holds at most maxInFlight answers.
+                    let _ = answers.send(Response::to(request.id, outcome).to_line()).await;
+                    drop(slot);
                 });
             }
         }
@@ -195,6 +228,9 @@ where
         while running.try_join_next().is_some() {}
     }
     while running.join_next().await.is_some() {}
+    if let Some(sweeper) = sweeper {
+        sweeper.abort();
+    }
     reverse.close();
     drop(answers);
     writer

@@ -24,6 +24,7 @@ mod replay_fidelity;
 mod runner;
 mod sdk_defaults;
 mod serve;
+mod serve_bounds;
 mod soak;
 mod state_batch;
 mod store;

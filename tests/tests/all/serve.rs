@@ -20,29 +20,38 @@ use tokio::io::{
 use tokio::task::JoinHandle;
 
 /// A client connected to a server running in this process.
-struct Client {
+pub(crate) struct Client {
     writer: WriteHalf<DuplexStream>,
-    lines: Lines<BufReader<ReadHalf<DuplexStream>>>,
+    pub(crate) lines: Lines<BufReader<ReadHalf<DuplexStream>>>,
     /// Answers read while waiting for another one.
-    early: Vec<Value>,
+    pub(crate) early: Vec<Value>,
     next_id: u64,
     server: JoinHandle<std::io::Result<()>>,
 }
 
 impl Client {
-    fn start(data_dir: &Path, call_timeout_ms: u64, engine: Option<&str>) -> Self {
-        let runtime = Runtime::new(Config {
-            data_dir: Some(data_dir.to_owned()),
-            sandbox: SandboxConfig {
-                call_timeout_ms,
-                max_instances: 8,
-                ..SandboxConfig::default()
+    pub(crate) fn start(data_dir: &Path, call_timeout_ms: u64, engine: Option<&str>) -> Self {
+        Self::with_config(
+            Config {
+                data_dir: Some(data_dir.to_owned()),
+                sandbox: SandboxConfig {
+                    call_timeout_ms,
+                    max_instances: 8,
+                    ..SandboxConfig::default()
+                },
+                ..Config::default()
             },
-            ..Config::default()
-        })
-        .expect("host");
+            engine,
+            1 << 20,
+        )
+    }
+
+    /// A server on `config` serving `engine` by default, over a pipe that
+    /// buffers `pipe_bytes` each way.
+    pub(crate) fn with_config(config: Config, engine: Option<&str>, pipe_bytes: usize) -> Self {
+        let runtime = Runtime::new(config).expect("host");
         let service = Arc::new(Service::new(runtime, engine.map(str::to_owned)).expect("service"));
-        let (client, server) = tokio::io::duplex(1 << 20);
+        let (client, server) = tokio::io::duplex(pipe_bytes);
         let (server_read, server_write) = tokio::io::split(server);
         let server = tokio::spawn(serve(service, BufReader::new(server_read), server_write));
         let (read, writer) = tokio::io::split(client);
@@ -55,20 +64,20 @@ impl Client {
         }
     }
 
-    async fn greeted(data_dir: &Path, call_timeout_ms: u64, engine: Option<&str>) -> Self {
+    pub(crate) async fn greeted(data_dir: &Path, call_timeout_ms: u64, engine: Option<&str>) -> Self {
         let mut client = Self::start(data_dir, call_timeout_ms, engine);
         let hello = client.call("hello", json!({"protocol": 1})).await;
         assert_eq!(hello["result"]["protocol"], 1, "{hello}");
         client
     }
 
-    async fn send_line(&mut self, line: &str) {
+    pub(crate) async fn send_line(&mut self, line: &str) {
         self.writer.write_all(line.as_bytes()).await.expect("write");
         self.writer.write_all(b"\n").await.expect("write");
     }
 
     /// Sends a request; returns its id.
-    async fn send(&mut self, method: &str, params: Value) -> u64 {
+    pub(crate) async fn send(&mut self, method: &str, params: Value) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
         let line = json!({"id": id, "method": method, "params": params}).to_string();
@@ -77,7 +86,7 @@ impl Client {
     }
 
     /// The answer to request `id` (the whole response object).
-    async fn answer(&mut self, id: u64) -> Value {
+    pub(crate) async fn answer(&mut self, id: u64) -> Value {
         if let Some(index) = self.early.iter().position(|a| a["id"] == json!(id)) {
             return self.early.remove(index);
         }
@@ -95,24 +104,24 @@ impl Client {
         }
     }
 
-    async fn next_answer(&mut self) -> Value {
+    pub(crate) async fn next_answer(&mut self) -> Value {
         let line = self.lines.next_line().await.expect("read").expect("a line");
         serde_json::from_str(&line).expect("JSON")
     }
 
-    async fn call(&mut self, method: &str, params: Value) -> Value {
+    pub(crate) async fn call(&mut self, method: &str, params: Value) -> Value {
         let id = self.send(method, params).await;
         self.answer(id).await
     }
 
-    async fn result(&mut self, method: &str, params: Value) -> Value {
+    pub(crate) async fn result(&mut self, method: &str, params: Value) -> Value {
         let answer = self.call(method, params).await;
         assert!(answer["error"].is_null(), "{method} failed: {answer}");
         answer["result"].clone()
     }
 
     /// Closes the channel and waits for the server to finish.
-    async fn stop(mut self) {
+    pub(crate) async fn stop(mut self) {
         self.writer.shutdown().await.expect("shutdown");
         drop(self.writer);
         tokio::time::timeout(Duration::from_secs(30), self.server)
@@ -124,7 +133,7 @@ impl Client {
 }
 
 /// `turns` user/assistant pairs, with fields the host does not know.
-fn conversation(turns: usize) -> Vec<Value> {
+pub(crate) fn conversation(turns: usize) -> Vec<Value> {
     (0..turns)
         .flat_map(|turn| {
             [
@@ -142,7 +151,7 @@ fn conversation(turns: usize) -> Vec<Value> {
         .collect()
 }
 
-fn full_sync(messages: &[Value]) -> Value {
+pub(crate) fn full_sync(messages: &[Value]) -> Value {
     json!({"base": 0, "messages": messages})
 }
 
@@ -216,6 +225,10 @@ async fn the_handshake_comes_first_and_bad_requests_are_named() {
     // The server is still there after all of that.
     let health = client.result("health", json!({})).await;
     assert_eq!(health["quarantined"], json!([]));
+    // `info` speaks the protocol's camelCase, as clients read it.
+    let info = client.result("info", json!({"engine": "keep-recent"})).await;
+    assert_eq!(info["info"]["ownsCompaction"], false, "{info}");
+    assert_eq!(info["info"]["id"], "keep-recent", "{info}");
     client.stop().await;
 }
 
@@ -348,7 +361,7 @@ async fn a_turn_commits_once_even_across_a_restart() {
 }
 
 /// Loads `engine` with a generous deadline (a debug build compiles slowly).
-async fn load(client: &mut Client, engine: &str) {
+pub(crate) async fn load(client: &mut Client, engine: &str) {
     let id = client.next_id;
     client.next_id += 1;
     let line =
@@ -510,7 +523,7 @@ async fn protocol_2_is_negotiated_and_protocol_1_clients_are_served_as_before() 
 
 /// Reads lines until the server's reverse request arrives; the client's own
 /// answers read meanwhile are kept for [`Client::answer`].
-async fn reverse_request(client: &mut Client) -> Value {
+pub(crate) async fn reverse_request(client: &mut Client) -> Value {
     loop {
         let line = tokio::time::timeout(Duration::from_secs(60), client.lines.next_line())
             .await
