@@ -139,6 +139,10 @@ pub(super) const TS_SDK: &[File] = &[
         include_str!("../../../guest-sdk-ts/types/interfaces/ctxbox-engine-host.d.ts"),
     ),
     (
+        "types/interfaces/ctxbox-engine-tools.d.ts",
+        include_str!("../../../guest-sdk-ts/types/interfaces/ctxbox-engine-tools.d.ts"),
+    ),
+    (
         "types/interfaces/ctxbox-engine-types.d.ts",
         include_str!("../../../guest-sdk-ts/types/interfaces/ctxbox-engine-types.d.ts"),
     ),
