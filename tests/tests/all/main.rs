@@ -5,6 +5,7 @@
 mod architecture;
 mod check;
 mod compaction_convergence;
+mod compare_report;
 mod engine_powers;
 mod example_engines;
 mod fuzz_corpus;
