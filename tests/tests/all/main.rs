@@ -25,6 +25,7 @@ mod replay_fidelity;
 mod runner;
 mod sdk_defaults;
 mod serve;
+mod serve_metrics;
 mod soak;
 mod state_batch;
 mod store;

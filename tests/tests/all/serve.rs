@@ -19,18 +19,21 @@ use tokio::io::{
 };
 use tokio::task::JoinHandle;
 
-/// A client connected to a server running in this process.
-struct Client {
+/// A client connected to a server running in this process (the metrics
+/// tests drive it too).
+pub(super) struct Client {
     writer: WriteHalf<DuplexStream>,
     lines: Lines<BufReader<ReadHalf<DuplexStream>>>,
     /// Answers read while waiting for another one.
     early: Vec<Value>,
     next_id: u64,
     server: JoinHandle<std::io::Result<()>>,
+    /// The server's state.
+    pub(super) service: Arc<Service>,
 }
 
 impl Client {
-    fn start(data_dir: &Path, call_timeout_ms: u64, engine: Option<&str>) -> Self {
+    pub(super) fn start(data_dir: &Path, call_timeout_ms: u64, engine: Option<&str>) -> Self {
         let runtime = Runtime::new(Config {
             data_dir: Some(data_dir.to_owned()),
             sandbox: SandboxConfig {
@@ -44,7 +47,11 @@ impl Client {
         let service = Arc::new(Service::new(runtime, engine.map(str::to_owned)).expect("service"));
         let (client, server) = tokio::io::duplex(1 << 20);
         let (server_read, server_write) = tokio::io::split(server);
-        let server = tokio::spawn(serve(service, BufReader::new(server_read), server_write));
+        let server = tokio::spawn(serve(
+            service.clone(),
+            BufReader::new(server_read),
+            server_write,
+        ));
         let (read, writer) = tokio::io::split(client);
         Self {
             writer,
@@ -52,10 +59,15 @@ impl Client {
             early: Vec::new(),
             next_id: 1,
             server,
+            service,
         }
     }
 
-    async fn greeted(data_dir: &Path, call_timeout_ms: u64, engine: Option<&str>) -> Self {
+    pub(super) async fn greeted(
+        data_dir: &Path,
+        call_timeout_ms: u64,
+        engine: Option<&str>,
+    ) -> Self {
         let mut client = Self::start(data_dir, call_timeout_ms, engine);
         let hello = client.call("hello", json!({"protocol": 1})).await;
         assert_eq!(hello["result"]["protocol"], 1, "{hello}");
@@ -100,19 +112,19 @@ impl Client {
         serde_json::from_str(&line).expect("JSON")
     }
 
-    async fn call(&mut self, method: &str, params: Value) -> Value {
+    pub(super) async fn call(&mut self, method: &str, params: Value) -> Value {
         let id = self.send(method, params).await;
         self.answer(id).await
     }
 
-    async fn result(&mut self, method: &str, params: Value) -> Value {
+    pub(super) async fn result(&mut self, method: &str, params: Value) -> Value {
         let answer = self.call(method, params).await;
         assert!(answer["error"].is_null(), "{method} failed: {answer}");
         answer["result"].clone()
     }
 
     /// Closes the channel and waits for the server to finish.
-    async fn stop(mut self) {
+    pub(super) async fn stop(mut self) {
         self.writer.shutdown().await.expect("shutdown");
         drop(self.writer);
         tokio::time::timeout(Duration::from_secs(30), self.server)
@@ -124,7 +136,7 @@ impl Client {
 }
 
 /// `turns` user/assistant pairs, with fields the host does not know.
-fn conversation(turns: usize) -> Vec<Value> {
+pub(super) fn conversation(turns: usize) -> Vec<Value> {
     (0..turns)
         .flat_map(|turn| {
             [
@@ -142,7 +154,7 @@ fn conversation(turns: usize) -> Vec<Value> {
         .collect()
 }
 
-fn full_sync(messages: &[Value]) -> Value {
+pub(super) fn full_sync(messages: &[Value]) -> Value {
     json!({"base": 0, "messages": messages})
 }
 
