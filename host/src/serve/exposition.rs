@@ -138,12 +138,11 @@ pub fn render(metrics: &ServeMetrics, live: LiveFigures) -> String {
                 )
             })
             .collect(),
-        calls: super::metrics::lock(&metrics.calls)
-            .iter()
-            .map(|((engine, operation), tally)| {
+        calls: super::metrics::each_call(&super::metrics::lock(&metrics.calls))
+            .map(|(engine, operation, tally)| {
                 (
                     [
-                        ("engine", engine.clone()),
+                        ("engine", engine.to_owned()),
                         ("operation", operation.as_str().to_owned()),
                     ],
                     tally.counts,

@@ -108,14 +108,15 @@ impl Tally {
 
 /// A request's labels: its method and engine.
 pub(super) type RequestKey = (String, String);
-/// An engine call's labels: its engine and operation.
-pub(super) type CallKey = (String, Operation);
+/// Engine calls' tallies by engine, then operation (looked up by the
+/// engine's `&str`: no allocation per call once an engine is known).
+pub(super) type CallTallies = HashMap<String, HashMap<Operation, Tally>>;
 
 /// The counts of one serving process.
 pub struct ServeMetrics {
     started_at_ms: i64,
     pub(super) requests: Mutex<HashMap<RequestKey, Tally>>,
-    pub(super) calls: Mutex<HashMap<CallKey, Tally>>,
+    pub(super) calls: Mutex<CallTallies>,
 }
 
 impl Default for ServeMetrics {
@@ -157,24 +158,26 @@ impl ServeMetrics {
     /// Everything counted so far, with `live`, as numbers.
     pub fn snapshot(&self, live: LiveFigures) -> MetricsSnapshot {
         let requests = figures(
-            &lock(&self.requests),
+            lock(&self.requests)
+                .iter()
+                .map(|((method, engine), tally)| (engine.clone(), method.clone(), tally)),
             &RequestOutcome::ALL.map(RequestOutcome::as_str),
-            |(method, engine)| (engine.clone(), method.clone()),
         );
         let calls = lock(&self.calls);
         let engine_calls = figures(
-            &calls,
+            each_call(&calls).map(|(engine, operation, tally)| {
+                (engine.to_owned(), operation.as_str().to_owned(), tally)
+            }),
             &CallOutcome::ALL.map(CallOutcome::as_str),
-            |(engine, operation)| (engine.clone(), operation.as_str().to_owned()),
         );
         let mut engines: BTreeMap<String, EngineFigures> = BTreeMap::new();
-        for ((engine, operation), tally) in calls.iter() {
-            if *operation == Operation::CallTool {
-                engines
-                    .entry(engine.clone())
-                    .or_insert_with(|| EngineFigures::named(engine))
-                    .tool_calls += tally.counts.iter().sum::<u64>();
-            }
+        for (engine, _, tally) in
+            each_call(&calls).filter(|(_, operation, _)| *operation == Operation::CallTool)
+        {
+            engines
+                .entry(engine.to_owned())
+                .or_insert_with(|| EngineFigures::named(engine))
+                .tool_calls += tally.counts.iter().sum::<u64>();
         }
         for (engine, totals) in &live.completions {
             let figures = engines
@@ -212,8 +215,13 @@ impl CallObserver for ServeMetrics {
             .iter()
             .position(|known| *known == outcome)
             .unwrap_or_default();
-        lock(&self.calls)
-            .entry((engine.to_owned(), operation))
+        let mut calls = lock(&self.calls);
+        let operations = match calls.get_mut(engine) {
+            Some(operations) => operations,
+            None => calls.entry(engine.to_owned()).or_default(),
+        };
+        operations
+            .entry(operation)
             .or_insert_with(Tally::new)
             .record(index, elapsed);
     }
@@ -309,29 +317,33 @@ impl EngineFigures {
     }
 }
 
-/// The tallies of `map` as figures, sorted by engine and name (`names`:
-/// the outcomes' names in tally order; `labels`: a key's engine and name).
-fn figures<K>(
-    map: &HashMap<K, Tally>,
+/// Every engine call's tally with its engine and operation.
+pub(super) fn each_call(calls: &CallTallies) -> impl Iterator<Item = (&str, Operation, &Tally)> {
+    calls.iter().flat_map(|(engine, operations)| {
+        operations
+            .iter()
+            .map(move |(operation, tally)| (engine.as_str(), *operation, tally))
+    })
+}
+
+/// `tallies` (each with its engine and name) as figures, sorted by engine
+/// and name (`names`: the outcomes' names in tally order).
+fn figures<'a>(
+    tallies: impl Iterator<Item = (String, String, &'a Tally)>,
     names: &[&'static str; 6],
-    labels: impl Fn(&K) -> (String, String),
 ) -> Vec<Figures> {
-    let mut figures: Vec<Figures> = map
-        .iter()
-        .map(|(key, tally)| {
-            let (engine, name) = labels(key);
-            Figures {
-                engine,
-                name,
-                outcomes: names
-                    .iter()
-                    .zip(tally.counts)
-                    .filter(|(_, count)| *count > 0)
-                    .map(|(name, count)| ((*name).to_owned(), count))
-                    .collect(),
-                count: tally.counts.iter().sum(),
-                seconds: tally.seconds,
-            }
+    let mut figures: Vec<Figures> = tallies
+        .map(|(engine, name, tally)| Figures {
+            engine,
+            name,
+            outcomes: names
+                .iter()
+                .zip(tally.counts)
+                .filter(|(_, count)| *count > 0)
+                .map(|(name, count)| ((*name).to_owned(), count))
+                .collect(),
+            count: tally.counts.iter().sum(),
+            seconds: tally.seconds,
         })
         .collect();
     figures.sort_by(|a, b| (&a.engine, &a.name).cmp(&(&b.engine, &b.name)));
