@@ -56,7 +56,8 @@
 //! | [`runner`] | the turn runner: prompt, model calls, overflow recovery |
 //! | [`runtime`] | a whole host from `ctxbox.toml` |
 //! | [`check`], [`scaffold`] | for engine authors: the conformance checker, `ctxbox new` |
-//! | [`serve`] | `ctxbox serve`: the sidecar agent runtimes (the OpenClaw plugin) call |
+//! | [`serve`] | `ctxbox serve`: the sidecar agent runtimes (the OpenClaw plugin) call, its metrics |
+//! | [`compare`] | `ctxbox compare`: one conversation replayed through several engines and windows, its HTML report |
 //!
 //! `docs/ARCHITECTURE.md` in the repository describes the layers, the data
 //! flow of a turn and the sandbox policy.
@@ -64,6 +65,7 @@
 #![warn(missing_docs)]
 
 pub mod check;
+pub mod compare;
 pub mod contract;
 pub mod engines;
 pub mod provider;

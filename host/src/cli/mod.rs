@@ -3,6 +3,7 @@
 
 mod bench;
 mod check;
+mod compare;
 mod compile;
 mod engine_source;
 mod error_line;
@@ -10,6 +11,7 @@ mod health;
 mod inspect;
 mod new;
 mod openclaw_source;
+mod replay_setup;
 mod run;
 mod serve;
 mod settings;
@@ -30,6 +32,8 @@ struct Cli {
 enum Command {
     /// Replay a real conversation through an engine under a window (the main job).
     Run(run::Args),
+    /// Replay one conversation through several engines and windows, side by side (table, JSON, HTML charts).
+    Compare(compare::Args),
     /// Run the contract against an engine and print a verdict.
     Check(check::Args),
     /// Measure the performance targets (ratios against native and unguarded baselines).
@@ -64,6 +68,7 @@ pub fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Run(args) => run::run(args).await,
+            Command::Compare(args) => compare::run(args).await,
             Command::Check(args) => check::run(args).await,
             Command::Bench(args) => bench::run(args).await,
             Command::Inspect(args) => inspect::run(args).await,

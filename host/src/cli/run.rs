@@ -1,30 +1,15 @@
 //! `ctxbox run`: replay a real conversation turn by turn through an engine
 //! under a window, and report what the engine did with it.
 
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{Context, bail};
-use ctxbox_host::engines::registry::{EngineFactory, RegisterOptions};
-use ctxbox_host::provider::ReplayScript;
+use anyhow::Context;
 use ctxbox_host::runner::{RunReport, TurnReport};
-use ctxbox_host::runtime::Runtime;
-
-use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
+use super::replay_setup::{self, Loaded};
 use super::settings::HostArgs;
-
-/// The conversation replayed when none is given: a real 23-turn session (a
-/// Feishu assistant setting up SSH keys and git backups; see
-/// `tests/fixtures/sessions/SOURCES.md`).
-pub(crate) const SAMPLE: &[u8] = include_bytes!(
-    "../../../tests/fixtures/sessions/qwen-minimax-feishu-zh-3-hook-compactions.jsonl"
-);
-/// The plugin name engines given by path on the command line register under.
-const CLI_OWNER: &str = "cli";
 
 /// Arguments of `ctxbox run`.
 #[derive(Debug, clap::Args)]
@@ -62,33 +47,20 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let window = args
         .window
         .unwrap_or_else(|| runtime.config().context_tokens());
-    if window < 1_024 {
-        bail!("--window {window} is too small: a model window has at least 1024 tokens");
-    }
-    let engine_id = engine_id(&runtime, args.engine.as_deref())?;
-    let transcript = match super::openclaw_source::resolve(
+    replay_setup::check_window(window)?;
+    let engine_id = replay_setup::engine_id(&runtime, args.engine.as_deref())?;
+    let Some(Loaded {
+        script,
+        label,
+        problems: recording_problems,
+    }) = replay_setup::load(
         &runtime,
         args.transcript.as_deref(),
         args.session.as_deref(),
-    )? {
-        super::openclaw_source::Recording::Transcript(path) => path,
-        super::openclaw_source::Recording::Listed => return Ok(ExitCode::SUCCESS),
+    )?
+    else {
+        return Ok(ExitCode::SUCCESS);
     };
-    let (recording, label) = recording(&runtime, transcript.as_deref())?;
-    let recording_problems = recording.open_report().problems();
-    for line in problem_lines(&recording_problems) {
-        eprintln!("{line}");
-    }
-    let script = ReplayScript::from_messages(
-        recording
-            .active_branch()
-            .into_iter()
-            .map(|entry| entry.message),
-    );
-    if script.turns.is_empty() {
-        bail!("`{label}` has no user messages to replay");
-    }
-
     let output = match &args.output {
         Some(path) => path.clone(),
         None => runtime
@@ -96,25 +68,10 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             .join("sessions")
             .join(format!("run-{}.jsonl", uuid::Uuid::new_v4())),
     };
-    let engine = runtime.select(engine_id.as_deref()).await;
+    let engine = replay_setup::select(&runtime, engine_id.as_deref(), args.fallback).await?;
     let selected = engine.selected_id().to_owned();
-    if let Some(failure) = engine.resolution_failure()
-        && args.engine.is_some()
-        && !args.fallback
-    {
-        bail!(
-            "cannot load engine `{selected}`: {} (pass --fallback to replay on legacy instead)",
-            failure.message
-        );
-    }
-    let progress = progress_bar(script.turns.len(), args.json);
-    let abort = CancellationToken::new();
-    let cancel = abort.clone();
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            cancel.cancel();
-        }
-    });
+    let progress = replay_setup::progress_bar(script.turns.len(), args.json);
+    let abort = replay_setup::abort_on_ctrl_c();
     let report = runtime
         .replay(&script, engine, window, &output, &abort, &mut |_, _| {
             progress.inc(1)
@@ -150,121 +107,6 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
-}
-
-/// The engine to select: a registered id, or a component path registered
-/// here under its file name. Unknown ids are an error, not a silent fallback.
-fn engine_id(runtime: &Runtime, spec: Option<&str>) -> anyhow::Result<Option<String>> {
-    let Some(spec) = spec else {
-        return Ok(None);
-    };
-    let path = Path::new(spec);
-    if spec.ends_with(".wasm") || path.is_file() {
-        if !path.is_file() {
-            bail!("no engine component at `{spec}`");
-        }
-        let id = path
-            .file_stem()
-            .map(|stem| stem.to_string_lossy().replace('_', "-"))
-            .unwrap_or_else(|| spec.to_owned());
-        runtime
-            .engines()
-            .registry()
-            .plugin(CLI_OWNER)
-            .register(
-                &id,
-                EngineFactory::WasmFile(path.to_owned()),
-                RegisterOptions {
-                    allow_same_owner_refresh: true,
-                },
-            )
-            .with_context(|| format!("cannot use `{spec}` as engine `{id}`"))?;
-        return Ok(Some(id));
-    }
-    let registered: Vec<String> = runtime
-        .engines()
-        .registry()
-        .ids()
-        .into_iter()
-        .map(|(id, _)| id)
-        .collect();
-    if !registered.iter().any(|id| id == spec) {
-        bail!(
-            "no engine `{spec}`: registered engines are {}",
-            registered.join(", ")
-        );
-    }
-    Ok(Some(spec.to_owned()))
-}
-
-/// The recording to replay and how to name it: a file on this machine,
-/// whatever store the host writes to. It is only read: opening it takes no
-/// lock and changes nothing on disk, even when it is damaged.
-fn recording(
-    runtime: &Runtime,
-    path: Option<&Path>,
-) -> anyhow::Result<(ctxbox_host::transcript::Transcript, String)> {
-    let path = match path {
-        Some(path) => path.to_owned(),
-        None => {
-            let sample = runtime
-                .data_dir()
-                .join("samples")
-                .join("sample-session.jsonl");
-            if !sample.exists() {
-                if let Some(dir) = sample.parent() {
-                    std::fs::create_dir_all(dir)?;
-                }
-                std::fs::write(&sample, SAMPLE).with_context(|| {
-                    format!("cannot write the sample to `{}`", sample.display())
-                })?;
-            }
-            sample
-        }
-    };
-    let transcript =
-        ctxbox_host::transcript::TranscriptStore::new(runtime.config().transcripts.clone())
-            .open_read_only(&path)
-            .with_context(|| format!("cannot read the transcript `{}`", path.display()))?;
-    let label = path.file_name().map_or_else(
-        || path.display().to_string(),
-        |name| name.to_string_lossy().into_owned(),
-    );
-    Ok((transcript, label))
-}
-
-/// Problems of the recording printed one per line; more are only counted.
-const MAX_PROBLEM_LINES: usize = 5;
-
-/// What `ctxbox run` says on stderr about a damaged recording: one warning
-/// line per problem (each naming the file and line), at most
-/// [`MAX_PROBLEM_LINES`] of them and a count of the rest.
-fn problem_lines(problems: &[String]) -> Vec<String> {
-    let mut lines: Vec<String> = problems
-        .iter()
-        .take(MAX_PROBLEM_LINES)
-        .map(|problem| format!("warning: {problem}"))
-        .collect();
-    if problems.len() > MAX_PROBLEM_LINES {
-        lines.push(format!(
-            "warning: and {} more problems in the recording (see --json)",
-            problems.len() - MAX_PROBLEM_LINES
-        ));
-    }
-    lines
-}
-
-fn progress_bar(turns: usize, quiet: bool) -> ProgressBar {
-    if quiet || !std::io::stderr().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::new(turns as u64);
-    if let Ok(style) =
-        ProgressStyle::with_template("{spinner} replaying turn {pos}/{len} {wide_bar} {elapsed}")
-    {
-        bar.set_style(style);
-    }
-    bar
 }
 
 fn print_turns(turns: &[TurnReport]) {
@@ -417,49 +259,9 @@ fn print_summary(report: &RunReport, label: &str, engine: &str, window: u64, out
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ctxbox_host::runtime::config::Config;
 
     const HEADER: &str = r#"{"type":"session","version":3,"id":"r","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/w"}"#;
-
-    fn user(id: &str, parent: &str) -> String {
-        format!(
-            r#"{{"type":"message","id":"{id}","parentId":"{parent}","timestamp":"2026-01-01T00:00:01.000Z","message":{{"role":"user","content":"hi"}}}}"#
-        )
-    }
-
-    #[test]
-    fn a_damaged_recording_is_read_as_is_and_its_problems_named() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let runtime = Runtime::new(Config {
-            data_dir: Some(dir.path().join("data")),
-            ..Config::default()
-        })
-        .expect("runtime");
-        let path = dir.path().join("rec.jsonl");
-        let body = format!(
-            "{HEADER}\n{}\n{{broken\n{}\n{{\"type\":\"mess",
-            user("a", "none"),
-            user("c", "a")
-        );
-        std::fs::write(&path, &body).expect("write");
-
-        let (recording, label) = recording(&runtime, Some(&path)).expect("readable");
-        assert_eq!(label, "rec.jsonl");
-        assert_eq!(
-            recording.active_branch().len(),
-            2,
-            "the rest stays readable"
-        );
-        let lines = problem_lines(&recording.open_report().problems());
-        assert_eq!(lines.len(), 2, "{lines:?}");
-        assert!(lines[0].starts_with("warning: `") && lines[0].contains("rec.jsonl` line 3"));
-        assert!(lines[1].contains("rec.jsonl` line 5") && lines[1].contains("incomplete"));
-        assert_eq!(
-            std::fs::read_to_string(&path).expect("read"),
-            body,
-            "the recording is not changed"
-        );
-    }
+    const USER: &str = r#"{"type":"message","id":"a","parentId":"none","timestamp":"2026-01-01T00:00:01.000Z","message":{"role":"user","content":"hi"}}"#;
 
     /// `ctxbox run` as parsed from `arguments`.
     fn parsed(arguments: &[&str]) -> Args {
@@ -482,7 +284,7 @@ mod tests {
         std::fs::write(&bad, b"not a component").expect("write");
         let data = dir.path().join("data");
         let transcript = dir.path().join("rec.jsonl");
-        std::fs::write(&transcript, format!("{HEADER}\n{}\n", user("a", "none"))).expect("write");
+        std::fs::write(&transcript, format!("{HEADER}\n{USER}\n")).expect("write");
         let common = [
             transcript.to_str().expect("utf-8"),
             "--engine",
@@ -507,13 +309,5 @@ mod tests {
         let code = run(parsed(&with_output)).await.expect("replayed on legacy");
         assert_eq!(code, ExitCode::SUCCESS);
         assert!(output.exists());
-    }
-
-    #[test]
-    fn many_problems_are_counted_not_listed() {
-        let problems: Vec<String> = (0..8).map(|line| format!("line {line}")).collect();
-        let lines = problem_lines(&problems);
-        assert_eq!(lines.len(), MAX_PROBLEM_LINES + 1);
-        assert!(lines[MAX_PROBLEM_LINES].contains("3 more"));
     }
 }

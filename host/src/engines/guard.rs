@@ -19,6 +19,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
 
 use async_trait::async_trait;
 use serde::Serialize;
@@ -33,6 +34,7 @@ use crate::contract::types::{
     MessageEntry, SessionRef, SubagentEndReason, SubagentSpawn,
 };
 use crate::contract::validate::{self, Violation};
+use crate::engines::observe::{CallObservers, CallOutcome};
 use crate::engines::quarantine::QuarantineStore;
 use crate::engines::registry::Owner;
 
@@ -123,6 +125,8 @@ pub struct GuardedEngine {
     events: Mutex<Vec<GuardEvent>>,
     /// Calls `legacy` served in place of the selected engine.
     served_by_legacy: AtomicU64,
+    /// Who hears of each call.
+    observers: Arc<CallObservers>,
 }
 
 type Pending<'a, T> = Pin<Box<dyn Future<Output = EngineResult<T>> + Send + 'a>>;
@@ -199,6 +203,7 @@ impl GuardedEngine {
             policy,
             events: Mutex::new(Vec::new()),
             served_by_legacy: AtomicU64::new(0),
+            observers: Arc::default(),
         }
     }
 
@@ -283,6 +288,8 @@ impl GuardedEngine {
     /// serves when there is no usable selected engine, and after a failure
     /// when `on_failure` says to retry. In strict mode a plugin that cannot
     /// serve fails the call instead.
+    /// Each call is reported to the host's
+    /// [`CallObserver`](crate::engines::observe::CallObserver), if it has one.
     #[allow(clippy::too_many_arguments)]
     async fn guard<'a, T: Send + 'a>(
         &'a self,
@@ -294,16 +301,42 @@ impl GuardedEngine {
         legacy: Pending<'a, T>,
         on_failure: OnFailure<T>,
     ) -> EngineResult<T> {
+        let guarded = self.guarded(operation, session, options, call, check, legacy, on_failure);
+        let Some(observer) = self.observers.get() else {
+            return guarded.await.0;
+        };
+        let started = Instant::now();
+        let (result, outcome) = guarded.await;
+        observer.call_done(&self.id, operation, outcome, started.elapsed());
+        result
+    }
+
+    /// [`Self::guard`]'s work, and how the call ended.
+    #[allow(clippy::too_many_arguments)]
+    async fn guarded<'a, T: Send + 'a>(
+        &'a self,
+        operation: Operation,
+        session: Option<&'a SessionRef>,
+        options: &'a CallOptions,
+        call: impl FnOnce(&'a dyn ContextEngine) -> Pending<'a, T>,
+        check: impl FnOnce(&T) -> Result<(), Violation>,
+        legacy: Pending<'a, T>,
+        on_failure: OnFailure<T>,
+    ) -> (EngineResult<T>, CallOutcome) {
         let Some(primary) = self.active_primary() else {
             let strict = self.policy.strict && self.primary_was_wanted();
             self.announce_resolution_fallback(operation, session, strict);
             if strict {
-                return Err(self.strict_refusal(operation));
+                return (
+                    Err(self.strict_refusal(operation)),
+                    CallOutcome::Quarantined,
+                );
             }
-            if self.primary_was_wanted() {
-                self.served_by_legacy.fetch_add(1, Ordering::Relaxed);
+            if !self.primary_was_wanted() {
+                return (legacy.await, CallOutcome::Served);
             }
-            return legacy.await;
+            self.served_by_legacy.fetch_add(1, Ordering::Relaxed);
+            return (legacy.await, CallOutcome::FellBack);
         };
         let retrying = self.quarantine.get(&self.id).is_some();
         let outcome = call(primary.as_ref()).await.and_then(|answer| {
@@ -324,7 +357,7 @@ impl GuardedEngine {
                 if retrying {
                     self.recovered(operation, session);
                 }
-                return Ok(answer);
+                return (Ok(answer), CallOutcome::Served);
             }
             Err(failure) => EngineFailure {
                 engine_id: self.id.clone(),
@@ -341,7 +374,7 @@ impl GuardedEngine {
                 ..failure
             };
             self.note(&failure, session, GuardAction::Aborted);
-            return Err(failure);
+            return (Err(failure), CallOutcome::Aborted);
         }
         let overloaded = failure.kind == FailureKind::Overloaded;
         // A `compact` the engine itself refuses (an `engine-error`) is an
@@ -361,7 +394,16 @@ impl GuardedEngine {
             _ => GuardAction::Reported,
         };
         self.note(&failure, session, action);
-        match on_failure {
+        let outcome = if overloaded {
+            CallOutcome::FellBack
+        } else if refused {
+            CallOutcome::Refused
+        } else if failure.kind == FailureKind::Timeout {
+            CallOutcome::Deadline
+        } else {
+            CallOutcome::Quarantined
+        };
+        let result = match on_failure {
             _ if self.policy.strict => Err(failure),
             OnFailure::Retry => {
                 self.served_by_legacy.fetch_add(1, Ordering::Relaxed);
@@ -369,7 +411,13 @@ impl GuardedEngine {
             }
             OnFailure::Answer(answer) => Ok(answer(&failure)),
             OnFailure::Fail => Err(failure),
-        }
+        };
+        (result, outcome)
+    }
+
+    /// Reports this engine's calls to `observers` from now on.
+    pub fn observed_by(self, observers: Arc<CallObservers>) -> Self {
+        Self { observers, ..self }
     }
 
     /// Whether a plugin was selected (as opposed to `legacy` on purpose).

@@ -9,6 +9,7 @@
 pub mod bundled;
 pub mod guard;
 pub mod legacy;
+pub mod observe;
 pub mod plugins;
 pub mod quarantine;
 mod quarantine_postgres;

@@ -16,6 +16,7 @@ use crate::contract::engine::ContextEngine;
 use crate::contract::failure::{EngineFailure, FailureKind, Operation};
 use crate::contract::services::HostServices;
 use crate::engines::guard::{GuardPolicy, GuardedEngine, Selected};
+use crate::engines::observe::CallObservers;
 use crate::engines::plugins::PluginSettings;
 use crate::engines::quarantine::QuarantineStore;
 use crate::engines::registry::{
@@ -41,6 +42,8 @@ pub struct Engines {
     /// One slot per selected id, each with its own lock: resolving (and
     /// compiling) one engine never holds up the selection of another.
     resolved: Mutex<HashMap<String, Arc<ResolvedSlot>>>,
+    /// Who hears of every guarded call.
+    observers: Arc<CallObservers>,
 }
 
 /// The resolution of one id, once made.
@@ -76,6 +79,7 @@ impl Engines {
             policy,
             plugins: std::sync::RwLock::new(PluginSettings::default()),
             resolved: Mutex::new(HashMap::new()),
+            observers: Arc::default(),
         })
     }
 
@@ -117,6 +121,13 @@ impl Engines {
         &self.quarantine
     }
 
+    /// Where this host's guarded engines report each call: an observer
+    /// installed ([`CallObservers::install`]) hears of every call from then
+    /// on, engines selected earlier included.
+    pub fn call_observers(&self) -> &CallObservers {
+        &self.observers
+    }
+
     /// The sandbox wasm engines run in.
     pub fn sandbox(&self) -> &Sandbox {
         &self.sandbox
@@ -134,10 +145,10 @@ impl Engines {
                 reason,
                 "engine turned off by configuration; using legacy"
             );
-            return Arc::new(GuardedEngine::legacy_only(
-                self.legacy.clone(),
-                self.quarantine.clone(),
-            ));
+            return Arc::new(
+                GuardedEngine::legacy_only(self.legacy.clone(), self.quarantine.clone())
+                    .observed_by(self.observers.clone()),
+            );
         }
         let slot = self
             .resolved
@@ -155,7 +166,11 @@ impl Engines {
                 return known.engine.clone();
             }
         }
-        let engine = Arc::new(self.resolve(id, registration).await);
+        let engine = Arc::new(
+            self.resolve(id, registration)
+                .await
+                .observed_by(self.observers.clone()),
+        );
         *resolved = Some(Resolved {
             generation,
             engine: engine.clone(),

@@ -36,7 +36,9 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-pub use self::report::{COMPACTION_FAILURE_HINT, CompactionPass, TurnError, TurnReport};
+pub use self::report::{
+    COMPACTION_FAILURE_HINT, CompactionPass, PromptSent, TurnError, TurnReport,
+};
 use self::runtime_settings::{CompactionTrigger, after_turn_context, compaction_context};
 pub use self::script::{FailedTurn, RunReport};
 pub use self::session::Session;
@@ -412,7 +414,6 @@ impl TurnRunner {
             match self.provider.complete(request, &call.abort).await {
                 Ok(reply) => {
                     report.model_calls += 1;
-                    report.note_prompt(prompt.estimated_tokens);
                     if let Some(usage) = &reply.usage {
                         session.calibration.learn(prompt.weighted_tokens, usage);
                     }
@@ -423,12 +424,14 @@ impl TurnRunner {
                         &prompt.messages,
                         self.config.window,
                     );
+                    report.note_prompt(prompt.estimated_tokens, refusal.is_some());
                     return Ok(overflow::Answer {
                         message: reply.message,
                         refusal,
                     });
                 }
                 Err(ProviderError::ContextOverflow { prompt_tokens, .. }) => {
+                    report.note_refused_prompt(prompt.estimated_tokens);
                     let refusal = overflow::Refusal::new(
                         prompt_tokens,
                         prompt.weighted_tokens,
@@ -592,6 +595,15 @@ impl TurnProgress {
             inputs: Vec::new(),
             answers: Vec::new(),
         }
+    }
+
+    /// Tokens of everything appended so far, by the host's estimate.
+    pub(super) fn appended_tokens(&self) -> u64 {
+        self.inputs
+            .iter()
+            .chain(&self.answers)
+            .map(|entry| crate::contract::tokens::estimate_message(&entry.message))
+            .sum()
     }
 }
 

@@ -439,6 +439,7 @@ impl TurnRunner {
             compacted,
             outcome,
             reason: pass.reason,
+            after_model_calls: report.model_calls,
         });
         if let (false, Some(stop)) = (was_stopped, session.progress.stopped()) {
             tracing::info!(

@@ -48,6 +48,13 @@ pub struct TurnReport {
     pub orphan_tool_results: usize,
     /// The last prompt the model accepted, by the host's estimate.
     pub last_prompt_tokens: u64,
+    /// Every prompt the model was sent, in order: what a chart of the
+    /// session's prompts against the window draws.
+    pub prompts: Vec<PromptSent>,
+    /// Tokens of every message the replayed session held at the end of the
+    /// turn, compactions aside: the conversation's size so far (set when a
+    /// whole recording is replayed, [`TurnRunner::run_script`](super::TurnRunner::run_script)).
+    pub conversation_tokens: u64,
     /// The engine serving at the end of the turn.
     pub served_by: String,
     /// The guard's decisions during the turn (fallbacks, quarantines).
@@ -62,10 +69,40 @@ impl TurnReport {
         }
     }
 
-    pub(super) fn note_prompt(&mut self, tokens: u64) {
+    /// A prompt the model answered (`overflow`: with an answer that stopped
+    /// on a context overflow).
+    pub(super) fn note_prompt(&mut self, tokens: u64, overflow: bool) {
         self.largest_prompt_tokens = self.largest_prompt_tokens.max(tokens);
         self.last_prompt_tokens = tokens;
+        self.prompts.push(PromptSent {
+            tokens,
+            answered: true,
+            overflow,
+        });
     }
+
+    /// A prompt the model refused with a context-overflow error.
+    pub(super) fn note_refused_prompt(&mut self, tokens: u64) {
+        self.prompts.push(PromptSent {
+            tokens,
+            answered: false,
+            overflow: true,
+        });
+    }
+}
+
+/// One prompt sent to the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptSent {
+    /// Its size by the host's estimate.
+    pub tokens: u64,
+    /// Whether the model answered it (counted in `model_calls`); `false`:
+    /// refused with a context-overflow error.
+    pub answered: bool,
+    /// Whether the model found it too large: refused, or answered with a
+    /// stop on a context overflow.
+    pub overflow: bool,
 }
 
 /// One compaction the runner asked for: what set it off, and the context's
@@ -91,6 +128,9 @@ pub struct CompactionPass {
     pub outcome: PassYield,
     /// The engine's reason, when it gave one.
     pub reason: Option<String>,
+    /// Model calls of its turn answered before it: where it falls among the
+    /// turn's prompts.
+    pub after_model_calls: u32,
 }
 
 impl CompactionPass {

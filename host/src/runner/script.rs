@@ -167,7 +167,7 @@ impl TurnRunner {
         replay: &Replay,
         script: &ReplayScript,
         abort: &CancellationToken,
-        on_turn: &mut dyn FnMut(usize, Option<&TurnReport>),
+        on_turn: &mut (dyn FnMut(usize, Option<&TurnReport>) + Send),
     ) -> Result<RunReport, crate::transcript::TranscriptError> {
         let mut report = RunReport::default();
         let served_by_legacy = self.engine.calls_served_by_legacy();
@@ -176,23 +176,28 @@ impl TurnRunner {
         self.append_recorded(session, &script.preamble, &mut preamble)?;
         report.recorded_entries += preamble.report.recorded_entries;
         report.orphan_tool_results += preamble.report.orphan_tool_results;
+        let mut conversation_tokens = preamble.appended_tokens();
         for (index, turn) in script.turns.iter().enumerate() {
             if abort.is_cancelled() {
                 break;
             }
             replay.begin_turn(turn);
             let mut progress = TurnProgress::new(session.turns_run());
-            match self
+            let outcome = self
                 .run_turn_into(session, turn.inputs.clone(), abort, &mut progress)
-                .await
-            {
+                .await;
+            if outcome.is_err() {
+                self.write_rest_of_failed_turn(session, replay, turn, abort, &mut progress)
+                    .await?;
+            }
+            conversation_tokens += progress.appended_tokens();
+            progress.report.conversation_tokens = conversation_tokens;
+            match outcome {
                 Ok(()) => {
                     on_turn(index, Some(&progress.report));
                     report.add(progress.report);
                 }
                 Err(error) => {
-                    self.write_rest_of_failed_turn(session, replay, turn, abort, &mut progress)
-                        .await?;
                     on_turn(index, None);
                     report.add_failed(index, &error, progress.report);
                 }

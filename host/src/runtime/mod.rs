@@ -295,7 +295,7 @@ impl Runtime {
         window: u64,
         output: &Path,
         abort: &CancellationToken,
-        on_turn: &mut dyn FnMut(usize, Option<&TurnReport>),
+        on_turn: &mut (dyn FnMut(usize, Option<&TurnReport>) + Send),
     ) -> Result<RunReport, TranscriptError> {
         let transcript = self.transcripts.create(
             output,

@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::commits::{CommitStatus, CommitStore, TurnCommits};
 use super::commits_postgres::PostgresCommits;
+use super::metrics::{LiveFigures, MetricsSnapshot, RequestOutcome, ServeMetrics};
 use super::protocol::{ErrorCode, PROTOCOL_VERSION, ProtocolError, params};
 use super::resident::{Released, ResidentSessions};
 use super::sessions::{SessionHistory, Sync};
@@ -46,6 +47,8 @@ pub struct Service {
     /// Engine ids of the `.wasm` paths clients named, by path.
     wasm_ids: Mutex<HashMap<String, String>>,
     started: Instant,
+    /// What the process has done, counted.
+    metrics: Arc<ServeMetrics>,
 }
 
 /// Which session a call is about, and with which engine.
@@ -213,7 +216,10 @@ impl Service {
         };
         let bounds = &runtime.config().serve;
         let sessions = ResidentSessions::new(bounds.max_sessions, bounds.idle_limit());
+        let metrics = Arc::new(ServeMetrics::default());
+        runtime.engines().call_observers().install(metrics.clone());
         Ok(Self {
+            metrics,
             runtime,
             sessions,
             released: AtomicU64::new(0),
@@ -242,6 +248,79 @@ impl Service {
     /// The host.
     pub fn runtime(&self) -> &Runtime {
         &self.runtime
+    }
+
+    /// What the process has done, counted.
+    pub fn metrics(&self) -> &Arc<ServeMetrics> {
+        &self.metrics
+    }
+
+    /// The figures read now: sessions, warm instances, quarantines, store
+    /// round trips, engines' completions.
+    pub fn live_figures(&self) -> LiveFigures {
+        LiveFigures {
+            sessions: self.sessions.len(),
+            released_sessions: self.released.load(Ordering::Relaxed),
+            warm_instances: self.runtime.engines().sandbox().live_instances(),
+            quarantined: self
+                .runtime
+                .engines()
+                .quarantine()
+                .list()
+                .into_iter()
+                .map(|record| record.engine_id)
+                .collect(),
+            store_round_trips: self.runtime.shared_store().map(|store| store.round_trips()),
+            completions: self.runtime.completions().totals(),
+        }
+    }
+
+    /// Everything counted, with the live figures.
+    pub fn snapshot(&self) -> MetricsSnapshot {
+        self.metrics.snapshot(self.live_figures())
+    }
+
+    /// Counts a request that ended with `answer` after `elapsed`: by its
+    /// method (`unknown` for none the server has) and the engine it named
+    /// or the default (`unknown` for one never resolved, `none` without).
+    pub fn request_done(
+        &self,
+        request: &super::protocol::Request,
+        answer: &Result<Value, ProtocolError>,
+        elapsed: std::time::Duration,
+    ) {
+        let unknown_method = matches!(answer, Err(error) if error.code == ErrorCode::UnknownMethod);
+        let method = if unknown_method {
+            "unknown"
+        } else {
+            request.method.as_str()
+        };
+        let spec = request
+            .params
+            .get("engine")
+            .and_then(Value::as_str)
+            .or(self.default_engine.as_deref());
+        let engine = match spec {
+            None => "none".to_owned(),
+            Some(spec) => self
+                .known_engine_id(spec)
+                .unwrap_or_else(|| "unknown".to_owned()),
+        };
+        let outcome = RequestOutcome::of(answer, &engine);
+        self.metrics.request_done(method, &engine, outcome, elapsed);
+    }
+
+    /// The id `spec` resolves to without registering anything.
+    fn known_engine_id(&self, spec: &str) -> Option<String> {
+        let registry = self.runtime.engines().registry();
+        if spec == crate::engines::registry::LEGACY_ID || registry.get(spec).is_some() {
+            return Some(spec.to_owned());
+        }
+        self.wasm_ids
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(spec)
+            .cloned()
     }
 
     /// The answer to `hello`'s handshake at protocol `version`; engines'
@@ -387,11 +466,12 @@ impl Service {
     }
 
     fn engine_id(&self, spec: &str) -> Result<String, ProtocolError> {
-        let registry = self.runtime.engines().registry();
-        if spec == crate::engines::registry::LEGACY_ID || registry.get(spec).is_some() {
-            return Ok(spec.to_owned());
+        if let Some(id) = self.known_engine_id(spec) {
+            return Ok(id);
         }
+        let registry = self.runtime.engines().registry();
         let mut known = self.wasm_ids.lock().unwrap_or_else(PoisonError::into_inner);
+        // Another request may have registered it since.
         if let Some(id) = known.get(spec) {
             return Ok(id.clone());
         }

@@ -8,16 +8,23 @@
 //! Every engine call goes through the guarded engine, so the sandbox's
 //! limits, quarantine and the `legacy` fallback apply as everywhere else;
 //! each request also has a deadline of its own and is answered by it.
+//!
+//! The process counts what it does ([`metrics`]): served to Prometheus
+//! with `--metrics` ([`exposition`]) and written to the data directory for
+//! `ctxbox health` ([`snapshots`]).
 
 pub mod commits;
 mod commits_postgres;
+pub mod exposition;
 pub mod message;
 pub mod methods;
+pub mod metrics;
 pub mod protocol;
 pub mod resident;
 pub mod reverse;
 pub mod server;
 pub mod sessions;
+pub mod snapshots;
 mod tools;
 
 pub use self::commits_postgres::PostgresCommits;

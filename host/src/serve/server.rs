@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -212,7 +212,9 @@ where
                 let answers = answers.clone();
                 let in_flight = in_flight.clone();
                 running.spawn(async move {
-                    let outcome = run(service, &request, token, deadline).await;
+                    let started = Instant::now();
+                    let outcome = run(service.clone(), &request, token, deadline).await;
+                    service.request_done(&request, &outcome, started.elapsed());
                     in_flight
                         .lock()
                         .unwrap_or_else(PoisonError::into_inner)

@@ -9,9 +9,10 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
+use deadpool_postgres::{Hook, Manager, ManagerConfig, Object, Pool, RecyclingMethod};
 use tokio_postgres::NoTls;
 
 use super::error::{StoreError, describe};
@@ -29,6 +30,8 @@ pub struct Postgres {
     runtime: Option<tokio::runtime::Runtime>,
     pool: Pool,
     server: String,
+    /// Connections taken from the pool so far.
+    round_trips: Arc<AtomicU64>,
 }
 
 impl Postgres {
@@ -72,7 +75,17 @@ impl Postgres {
                 recycling_method: RecyclingMethod::Fast,
             },
         );
+        let round_trips = Arc::new(AtomicU64::new(0));
+        let counted = |round_trips: &Arc<AtomicU64>| {
+            let round_trips = round_trips.clone();
+            Hook::sync_fn(move |_, _| {
+                round_trips.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            })
+        };
         let pool = Pool::builder(manager)
+            .post_create(counted(&round_trips))
+            .post_recycle(counted(&round_trips))
             .max_size(pool_size.max(1))
             .runtime(deadpool_postgres::Runtime::Tokio1)
             .wait_timeout(Some(POOL_WAIT))
@@ -83,10 +96,17 @@ impl Postgres {
             runtime: Some(runtime),
             pool,
             server,
+            round_trips,
         });
         let server = postgres.server.clone();
         postgres.run(move |client| async move { schema::migrate(&client, &server).await })?;
         Ok(postgres)
+    }
+
+    /// How many times a connection was taken from the pool: each statement
+    /// or transaction the stores sent, lease renewals and releases included.
+    pub fn round_trips(&self) -> u64 {
+        self.round_trips.load(Ordering::Relaxed)
     }
 
     /// Host and port, database and user, for messages.

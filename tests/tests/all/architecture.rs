@@ -17,7 +17,7 @@ const LAYERS: &[&[&str]] = &[
     &["engines"],
     &["runner"],
     &["runtime"],
-    &["check", "scaffold", "serve"],
+    &["check", "scaffold", "serve", "compare"],
 ];
 
 fn repo_root() -> PathBuf {

@@ -5,6 +5,7 @@
 mod architecture;
 mod check;
 mod compaction_convergence;
+mod compare_report;
 mod engine_powers;
 mod example_engines;
 mod fuzz_corpus;
@@ -25,6 +26,7 @@ mod runner;
 mod sdk_defaults;
 mod serve;
 mod serve_bounds;
+mod serve_metrics;
 mod soak;
 mod state_batch;
 mod store;

@@ -19,7 +19,8 @@ use tokio::io::{
 };
 use tokio::task::JoinHandle;
 
-/// A client connected to a server running in this process.
+/// A client connected to a server running in this process (the bounds and
+/// metrics tests drive it too).
 pub(crate) struct Client {
     writer: WriteHalf<DuplexStream>,
     pub(crate) lines: Lines<BufReader<ReadHalf<DuplexStream>>>,
@@ -27,6 +28,8 @@ pub(crate) struct Client {
     pub(crate) early: Vec<Value>,
     next_id: u64,
     server: JoinHandle<std::io::Result<()>>,
+    /// The server's state.
+    pub(super) service: Arc<Service>,
 }
 
 impl Client {
@@ -53,7 +56,11 @@ impl Client {
         let service = Arc::new(Service::new(runtime, engine.map(str::to_owned)).expect("service"));
         let (client, server) = tokio::io::duplex(pipe_bytes);
         let (server_read, server_write) = tokio::io::split(server);
-        let server = tokio::spawn(serve(service, BufReader::new(server_read), server_write));
+        let server = tokio::spawn(serve(
+            service.clone(),
+            BufReader::new(server_read),
+            server_write,
+        ));
         let (read, writer) = tokio::io::split(client);
         Self {
             writer,
@@ -61,6 +68,7 @@ impl Client {
             early: Vec::new(),
             next_id: 1,
             server,
+            service,
         }
     }
 

@@ -42,7 +42,7 @@ impl Recorded {
         }
         let dir = tempfile::tempdir()?;
         let sample = dir.path().join("sample.jsonl");
-        std::fs::write(&sample, crate::cli::run::SAMPLE)?;
+        std::fs::write(&sample, crate::cli::replay_setup::SAMPLE)?;
         Ok(Self {
             label: "the built-in real session".into(),
             messages: active_messages(store, &sample)?,

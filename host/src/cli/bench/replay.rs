@@ -77,7 +77,7 @@ pub async fn rows(options: &Options, rows: &mut Vec<Row>) -> anyhow::Result<()> 
         None if Path::new(LARGEST_FIXTURE).exists() => LARGEST_FIXTURE.into(),
         None => {
             let sample = dir.path().join("sample.jsonl");
-            std::fs::write(&sample, crate::cli::run::SAMPLE)?;
+            std::fs::write(&sample, crate::cli::replay_setup::SAMPLE)?;
             sample
         }
     };
