@@ -6,8 +6,15 @@ use std::path::PathBuf;
 
 /// Guest crates `ctxbox bench` needs beside the example engines (the two
 /// history probes read a whole history by `to_vec` and by `scan`; `chaos`
-/// fails a tenth of its calls, for the soak).
-const PROBES: &[&str] = &["history-reader", "history-scanner", "chaos"];
+/// fails a tenth of its calls, for the soak; `powers-probe` asks the host's
+/// model and `tool-spinner` offers an echoing tool, for the powers rows).
+const PROBES: &[&str] = &[
+    "history-reader",
+    "history-scanner",
+    "chaos",
+    "powers-probe",
+    "tool-spinner",
+];
 
 fn main() {
     let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR is set by cargo"));

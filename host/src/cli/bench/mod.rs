@@ -9,9 +9,11 @@ mod convergence;
 mod instance_cost;
 mod measure;
 mod memory;
+mod powers;
 mod recorded;
 mod replay;
 mod sandbox;
+mod serve_client;
 mod serve_soak;
 mod soak;
 
@@ -85,6 +87,9 @@ enum Group {
     /// Many concurrent sessions through an engine failing a tenth of its
     /// calls; many more streamed through one `ctxbox serve`.
     Soak,
+    /// Engines' powers across the `ctxbox serve` bridge: a reverse model
+    /// call, a tool call's round trip.
+    Powers,
 }
 
 /// What the measurements are given.
@@ -230,6 +235,9 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     if wanted(Group::Replay) {
         replay::rows(&options, &mut rows).await?;
         convergence::rows(&options, &mut rows).await?;
+    }
+    if wanted(Group::Powers) {
+        powers::rows(&options, &mut rows).await?;
     }
     if let Some(ts_engine) = &args.ts_engine {
         instance_cost::rows(&options, ts_engine, &mut rows).await?;

@@ -5,7 +5,6 @@
 //! sessions; with `[serve]`'s bounds it must stay flat once the active set
 //! is warm.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
@@ -13,10 +12,10 @@ use ctxbox_host::runtime::Runtime;
 use ctxbox_host::runtime::config::Config;
 use ctxbox_host::serve::{Service, serve};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::sync::oneshot;
+use tokio::io::BufReader;
 
 use super::measure::{mib, resident_bytes};
+use super::serve_client::Connection;
 use super::{Options, Row};
 
 /// Sessions in progress at once.
@@ -248,62 +247,4 @@ async fn turn(connection: &Connection, session: &mut ClientSession) -> anyhow::R
     session.messages.push(reply);
     session.turns += 1;
     Ok(resent)
-}
-
-/// One client connection, many requests in flight: answers are matched to
-/// their requests by id.
-#[derive(Clone)]
-struct Connection {
-    writer: Arc<tokio::sync::Mutex<tokio::io::WriteHalf<tokio::io::DuplexStream>>>,
-    waiting: Arc<Mutex<HashMap<u64, oneshot::Sender<Value>>>>,
-    next: Arc<std::sync::atomic::AtomicU64>,
-}
-
-impl Connection {
-    fn open(stream: tokio::io::DuplexStream) -> Self {
-        let (read, write) = tokio::io::split(stream);
-        let waiting: Arc<Mutex<HashMap<u64, oneshot::Sender<Value>>>> = Arc::default();
-        let dispatch = waiting.clone();
-        tokio::spawn(async move {
-            let mut lines = BufReader::new(read).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                let Ok(answer) = serde_json::from_str::<Value>(&line) else {
-                    continue;
-                };
-                let waiter = answer["id"].as_u64().and_then(|id| {
-                    dispatch
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .remove(&id)
-                });
-                if let Some(waiter) = waiter {
-                    let _ = waiter.send(answer);
-                }
-            }
-        });
-        Self {
-            writer: Arc::new(tokio::sync::Mutex::new(write)),
-            waiting,
-            next: Arc::default(),
-        }
-    }
-
-    /// The whole answer to `method` with `params`.
-    async fn call(&self, method: &str, params: Value) -> anyhow::Result<Value> {
-        let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let (sender, answer) = oneshot::channel();
-        self.waiting
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(id, sender);
-        let mut line = json!({"id": id, "method": method, "params": params}).to_string();
-        line.push('\n');
-        self.writer.lock().await.write_all(line.as_bytes()).await?;
-        Ok(answer.await?)
-    }
-
-    /// Ends the input, so the server finishes.
-    async fn close(&self) {
-        let _ = self.writer.lock().await.shutdown().await;
-    }
 }
