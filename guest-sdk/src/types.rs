@@ -189,8 +189,19 @@ impl From<HostError> for EngineError {
     fn from(error: HostError) -> Self {
         Self::new(
             EngineErrorKind::HostFailure,
-            format!("host {:?}: {}", error.kind, error.message),
+            format!("host {}: {}", host_error_kind(error.kind), error.message),
         )
+    }
+}
+
+/// A host error's kind as the contract spells it (`quota-exceeded`).
+pub fn host_error_kind(kind: HostErrorKind) -> &'static str {
+    match kind {
+        HostErrorKind::Unavailable => "unavailable",
+        HostErrorKind::InvalidArgument => "invalid-argument",
+        HostErrorKind::QuotaExceeded => "quota-exceeded",
+        HostErrorKind::Aborted => "aborted",
+        HostErrorKind::Failed => "failed",
     }
 }
 

@@ -476,3 +476,14 @@ pub(crate) fn from_wit_maintain(result: wit_engine::MaintainResult) -> MaintainR
         reason: result.reason.as_deref().map(engine_reason),
     }
 }
+
+/// An engine error's kind as the contract spells it (`host-failure`), for
+/// messages: never the bindings' Rust name.
+pub(crate) fn engine_error_kind(kind: wit::EngineErrorKind) -> &'static str {
+    match kind {
+        wit::EngineErrorKind::Unsupported => "unsupported",
+        wit::EngineErrorKind::InvalidInput => "invalid-input",
+        wit::EngineErrorKind::HostFailure => "host-failure",
+        wit::EngineErrorKind::Internal => "internal",
+    }
+}

@@ -234,8 +234,8 @@ impl Live {
                 operation,
                 FailureKind::EngineError,
                 format!(
-                    "{:?}: {}",
-                    error.kind,
+                    "{}: {}",
+                    convert::engine_error_kind(error.kind),
                     untrusted_line(&error.message, MAX_ENGINE_TEXT_BYTES)
                 ),
             ))),
