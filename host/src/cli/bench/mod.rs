@@ -15,6 +15,7 @@ mod replay;
 mod sandbox;
 mod serve_client;
 mod serve_soak;
+mod shared_store;
 mod soak;
 
 use std::path::PathBuf;
@@ -65,6 +66,10 @@ pub struct Args {
     /// Warm sessions per engine for the instance-cost memory figures.
     #[arg(long, default_value_t = 200)]
     ts_sessions: usize,
+    /// The PostgreSQL database the `shared` group runs its hosts on (its
+    /// sessions are named per run, so any ctxbox database will do).
+    #[arg(long, value_name = "URL")]
+    store_postgres: Option<String>,
     /// Count the instructions of each sandbox row under valgrind's callgrind
     /// instead of timing it: figures that a loaded machine does not move.
     /// Measures the sandbox rows only; each row's profile is kept for
@@ -90,6 +95,8 @@ enum Group {
     /// Engines' powers across the `ctxbox serve` bridge: a reverse model
     /// call, a tool call's round trip.
     Powers,
+    /// 1, 2 and 4 hosts on one PostgreSQL (`--store-postgres URL`).
+    Shared,
 }
 
 /// What the measurements are given.
@@ -103,6 +110,7 @@ pub struct Options {
     serve_sessions: usize,
     transcript: Option<PathBuf>,
     ts_sessions: usize,
+    store_postgres: Option<String>,
 }
 
 impl Options {
@@ -190,6 +198,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             args.ts_sessions
         }
         .max(1),
+        store_postgres: args.store_postgres,
     };
     if cfg!(debug_assertions) {
         eprintln!(
@@ -238,6 +247,9 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     if wanted(Group::Powers) {
         powers::rows(&options, &mut rows).await?;
+    }
+    if wanted(Group::Shared) {
+        shared_store::rows(&options, &mut rows).await?;
     }
     if let Some(ts_engine) = &args.ts_engine {
         instance_cost::rows(&options, ts_engine, &mut rows).await?;

@@ -129,7 +129,7 @@ impl Progress {
     fn finished(&self) {
         let mut state = self.lock();
         state.finished += 1;
-        if state.finished % SAMPLE_EVERY == 0
+        if state.finished.is_multiple_of(SAMPLE_EVERY)
             && let Some(resident) = resident_bytes()
         {
             let finished = state.finished;
