@@ -21,6 +21,13 @@ pub mod guests {
     include!(concat!(env!("OUT_DIR"), "/guests.rs"));
 }
 
+/// How long tests let a large component (a TypeScript engine, about 14 MB;
+/// a Python one, larger) compile: minutes in a debug build on a loaded
+/// 2-core machine, far past the production default
+/// (`sandbox.compileTimeoutMs`, 120 s). Given explicitly so no test depends
+/// on the machine's speed; the production limit has tests of its own.
+pub const LARGE_COMPONENT_COMPILE_TIMEOUT_MS: u64 = 30 * 60 * 1000;
+
 /// A sandbox sized for tests (few instance slots, default limits otherwise).
 pub fn sandbox() -> Sandbox {
     sandbox_with(SandboxConfig::default())

@@ -66,6 +66,9 @@ pub struct CheckOptions {
     /// Where compiled engines are cached, so checking the same build again
     /// skips compilation (large components take seconds to compile).
     pub cache_dir: Option<PathBuf>,
+    /// How long compiling the component may take (`None`: the sandbox's
+    /// default, `sandbox.compileTimeoutMs`).
+    pub compile_timeout_ms: Option<u64>,
 }
 
 /// Checks the component at `path`.
@@ -150,6 +153,9 @@ impl Checker {
             max_instances: 16,
             cache_dir: options.cache_dir.clone(),
             compaction_timeout_seconds: WATCHDOG_WINDOW_SECONDS,
+            compile_timeout_ms: options
+                .compile_timeout_ms
+                .unwrap_or(SandboxConfig::default().compile_timeout_ms),
             ..SandboxConfig::default()
         })
         .map_err(|error| setup(&error))?;

@@ -36,6 +36,7 @@ async fn run_to(args: Args, out: &mut impl Write) -> anyhow::Result<ExitCode> {
         .unwrap_or_else(|| config.data_dir().join("cache"));
     let options = CheckOptions {
         cache_dir: Some(cache_dir),
+        compile_timeout_ms: Some(config.sandbox.compile_timeout_ms),
     };
     let report = match EngineSource::parse(&args.engine)? {
         EngineSource::Bundled(name, bytes) => {

@@ -11,6 +11,7 @@ async fn check(path: &str) -> CheckReport {
     let cache_dir = Path::new(path).with_extension("check-cache");
     let options = check::CheckOptions {
         cache_dir: Some(cache_dir),
+        compile_timeout_ms: Some(ctxbox_tests::LARGE_COMPONENT_COMPILE_TIMEOUT_MS),
     };
     check::check_file(Path::new(path), &options)
         .await

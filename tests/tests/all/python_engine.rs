@@ -51,6 +51,7 @@ fn loaded() -> Option<&'static (Sandbox, LoadedComponent)> {
     Some(LOADED.get_or_init(|| {
         let sandbox = Sandbox::new(SandboxConfig {
             cache_dir: path.parent().map(|dir| dir.join("compiled")),
+            compile_timeout_ms: ctxbox_tests::LARGE_COMPONENT_COMPILE_TIMEOUT_MS,
             ..SandboxConfig::default()
         })
         .expect("sandbox");
@@ -564,6 +565,7 @@ async fn a_full_pool_of_python_sessions_fits() {
     let sandbox = Sandbox::new(SandboxConfig {
         max_instances: SLOTS,
         cache_dir: path.parent().map(|dir| dir.join("compiled")),
+        compile_timeout_ms: ctxbox_tests::LARGE_COMPONENT_COMPILE_TIMEOUT_MS,
         ..SandboxConfig::default()
     })
     .expect("sandbox");

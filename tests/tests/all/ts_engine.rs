@@ -17,7 +17,10 @@ use ctxbox_host::runtime::config::Config;
 use ctxbox_host::sandbox::SandboxConfig;
 use ctxbox_host::scaffold::{self, Language, SdkSource};
 use ctxbox_host::services::state::{EngineState, StateConfig, StateStore};
-use ctxbox_tests::{FIXTURE_SESSIONS, assert_check_passes, fixture, fixture_script, typescript};
+use ctxbox_tests::{
+    FIXTURE_SESSIONS, LARGE_COMPONENT_COMPILE_TIMEOUT_MS, assert_check_passes, fixture,
+    fixture_script, typescript,
+};
 use tokio_util::sync::CancellationToken;
 
 /// Compiled components are cached next to the builds: the first run after a
@@ -29,6 +32,7 @@ fn compile_cache(component: &Path) -> Option<PathBuf> {
 async fn assert_passes_check(component: &Path, id: &str) {
     let options = CheckOptions {
         cache_dir: compile_cache(component),
+        compile_timeout_ms: Some(LARGE_COMPONENT_COMPILE_TIMEOUT_MS),
     };
     assert_check_passes(component, &options, id).await;
 }
@@ -50,6 +54,7 @@ fn runtime_with(component: &Path, id: &str, data_dir: &Path) -> Runtime {
             // fixture ts-lossless once asked to grow to 68.2 MB, just over
             // the 64 MiB default, during a loaded CI run.
             memory_limit_mib: 128,
+            compile_timeout_ms: LARGE_COMPONENT_COMPILE_TIMEOUT_MS,
             ..SandboxConfig::default()
         },
         ..Config::default()
