@@ -12,7 +12,9 @@ use crate::contract::services::{
 };
 use crate::contract::types::{CompactParams, CompactResult, SessionRef};
 use crate::services::compaction::{CompactionError, Compactor};
-use crate::services::state::{EngineState, Limits, StateError, StateUsage, check_key, entry_cost};
+use crate::services::state::{
+    CallWrites, EngineState, Limits, StateError, StateUsage, check_key, entry_cost,
+};
 use crate::services::summarize::{SummarizeError, SummaryRequest};
 use crate::transcript::TranscriptError;
 
@@ -86,7 +88,9 @@ fn service_error(error: StateError) -> ServiceError {
         StateError::QuotaExceeded { .. } | StateError::TooManyKeys { .. } => {
             ServiceError::QuotaExceeded(error.to_string())
         }
-        StateError::BadKey { .. } => ServiceError::InvalidArgument(error.to_string()),
+        StateError::BadKey { .. }
+        | StateError::BadDocument { .. }
+        | StateError::BadQuery { .. } => ServiceError::InvalidArgument(error.to_string()),
         StateError::Sqlite { .. } | StateError::Store(_) | StateError::DataDir { .. } => {
             ServiceError::Failed(error.to_string())
         }
@@ -236,7 +240,11 @@ impl HostServices for NativeServices {
         if call.state.is_empty() {
             return Ok(());
         }
-        let (engine, writes) = (call.engine_id.to_owned(), call.state.take());
+        let writes = CallWrites {
+            state: call.state.take(),
+            index: Vec::new(),
+        };
+        let engine = call.engine_id.to_owned();
         self.state(move |store| store.commit(&engine, writes)).await
     }
 }
