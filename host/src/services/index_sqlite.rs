@@ -18,7 +18,7 @@ use rusqlite::{Connection, OptionalExtension, Transaction, params, params_from_i
 
 use super::index::{self, Found, Words, scope_key};
 use super::state::{Footprint, StateUsage};
-use crate::contract::index::{IndexOp, IndexPage, IndexQuery};
+use crate::contract::index::{IndexOp, IndexQuery};
 
 /// The index's tables, in the state database (schema version 3).
 pub(super) const SCHEMA: &str = "
@@ -120,20 +120,21 @@ pub(super) fn footprint(
 }
 
 /// One page of `engine`'s documents (by id) matching `words`, in
-/// `session`'s scope or all of them, best first.
+/// `session`'s scope or all of them, best first, and one more when another
+/// page follows ([`index::page`] cuts it).
 pub(super) fn search(
     connection: &Connection,
     engine: &str,
     session: Option<&str>,
     words: &Words,
     query: &IndexQuery,
-) -> rusqlite::Result<IndexPage> {
+) -> rusqlite::Result<Vec<Found>> {
     let number: Option<i64> = connection
         .prepare_cached("SELECT number FROM engines WHERE id = ?1")?
         .query_row(params![engine], |row| row.get(0))
         .optional()?;
     let Some(number) = number else {
-        return Ok(IndexPage::default());
+        return Ok(Vec::new());
     };
     // ?1 engine, ?2 rows, ?3 offset, then the session, the match, the words.
     let mut values = vec![
@@ -188,8 +189,8 @@ pub(super) fn search(
                 score: row.get(4)?,
             })
         })?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
-    Ok(index::page(found, words, query.limit))
+        .collect();
+    found
 }
 
 /// Adds `value` to the statement's parameters; answers its number.

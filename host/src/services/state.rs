@@ -473,8 +473,10 @@ impl EngineState for StateStore {
         query: &IndexQuery,
     ) -> Result<IndexPage, StateError> {
         let words = index::check_search(session, query)?;
-        index_sqlite::search(&self.reader(), engine, session, &words, query)
-            .map_err(|source| self.sqlite(source))
+        let found = index_sqlite::search(&self.reader(), engine, session, &words, query)
+            .map_err(|source| self.sqlite(source))?;
+        // Snippets are cut with the read connection free for others.
+        Ok(index::page(found, &words, query.limit))
     }
 }
 
