@@ -6,6 +6,7 @@
 mod callgrind;
 mod compaction;
 mod convergence;
+mod index;
 mod instance_cost;
 mod measure;
 mod memory;
@@ -59,6 +60,10 @@ pub struct Args {
     /// Warm sessions per engine for the instance-cost memory figures.
     #[arg(long, default_value_t = 200)]
     ts_sessions: usize,
+    /// Also measure the engines' index in this PostgreSQL database (one
+    /// without documents: the bench measures and vacuums their table).
+    #[arg(long, value_name = "URL")]
+    index_postgres: Option<String>,
     /// Count the instructions of each sandbox row under valgrind's callgrind
     /// instead of timing it: figures that a loaded machine does not move.
     /// Measures the sandbox rows only; each row's profile is kept for
@@ -80,6 +85,8 @@ enum Group {
     Replay,
     /// Many concurrent sessions through an engine failing a tenth of its calls.
     Soak,
+    /// Engines' searchable memory: puts, searches, bytes on disk.
+    Index,
 }
 
 /// What the measurements are given.
@@ -92,6 +99,7 @@ pub struct Options {
     soak_turns: usize,
     transcript: Option<PathBuf>,
     ts_sessions: usize,
+    index_postgres: Option<String>,
 }
 
 impl Options {
@@ -174,6 +182,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             args.ts_sessions
         }
         .max(1),
+        index_postgres: args.index_postgres,
     };
     if cfg!(debug_assertions) {
         eprintln!(
@@ -219,6 +228,9 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     if wanted(Group::Replay) {
         replay::rows(&options, &mut rows).await?;
         convergence::rows(&options, &mut rows).await?;
+    }
+    if wanted(Group::Index) {
+        index::rows(&options, &mut rows).await?;
     }
     if let Some(ts_engine) = &args.ts_engine {
         instance_cost::rows(&options, ts_engine, &mut rows).await?;

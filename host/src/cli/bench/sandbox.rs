@@ -641,6 +641,7 @@ mod tests {
             soak_turns: 1,
             transcript: None,
             ts_sessions: 1,
+            index_postgres: None,
         };
         let mut rows = Vec::new();
         super::rows(&options, &mut Meter::Clock, &mut rows)
