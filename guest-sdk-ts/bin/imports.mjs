@@ -5,6 +5,15 @@
 export const CONTRACT_PACKAGE = "ctxbox:engine";
 export const CONTRACT_VERSION = "0.1.0";
 
+/**
+ * The world engines are componentized against: `context-engine` and the
+ * optional `tools` export (an engine without tools answers an empty list).
+ * Its imports are the host's, `complete` and `index-*` included: functions of
+ * `ctxbox:engine/host@0.1.0`, which the grant below covers as a whole (a host
+ * without one of them refuses the component at load, naming it).
+ */
+export const WORLD = "context-engine-with-tools";
+
 /** Why the sandbox refuses an import, or undefined when it grants it. */
 export function refusal(name) {
   const iface = name.split("@")[0];
@@ -36,7 +45,10 @@ export function worldItems(witText) {
   return items;
 }
 
-/** Every reason the host would refuse a component with this world (empty: accepted). */
+/**
+ * Every reason the host would refuse a component with this world (empty:
+ * accepted). Exports other than `engine` (such as `tools`) are optional.
+ */
 export function checkWorld(witText) {
   const { imports, exports } = worldItems(witText);
   const problems = [];

@@ -3,9 +3,10 @@
  * every other export filled with the reference's default behaviour (the same
  * defaults as the Rust SDK's `Engine` trait), every export guarded so that
  * whatever it throws reaches the host as an `engine-error` instead of a trap.
+ * The engine's tools (`wit/tools.wit`) come with it: none by default.
  */
 import { duringCall, installConsole } from "./console.js";
-import { toEngineError } from "./errors.js";
+import { EngineFailure, toEngineError } from "./errors.js";
 import { delegateCompaction } from "./host.js";
 import { readRange } from "./history.js";
 import type {
@@ -26,10 +27,18 @@ import type {
   SessionRef,
   SubagentEndReason,
   SubagentSpawn,
+  ToolDefinition,
 } from "./wit.js";
 
 /** `engine-info` with everything but `id` and `name` optional (`ownsCompaction` defaults to false). */
 export type EngineInfoInit = Omit<EngineInfo, "ownsCompaction"> & { ownsCompaction?: boolean };
+
+/**
+ * A tool as an engine declares it: a {@link ToolDefinition}, whose
+ * `parameters` (a JSON Schema object) may also be given as an object rather
+ * than JSON text.
+ */
+export type ToolInit = Omit<ToolDefinition, "parameters"> & { parameters: Json | Record<string, unknown> };
 
 /**
  * What an engine author writes. Only `info` and `assemble` are required; the
@@ -68,6 +77,22 @@ export interface EngineSpec {
   onSubagentEnded?(this: Engine, childSessionKey: string, reason: SubagentEndReason): void;
   /** The instance is about to be dropped. Default: nothing. */
   dispose?(this: Engine): void;
+  /**
+   * Tools the engine offers the model (at most 16), the same for every
+   * session; the host asks once per instance. Names are 1 to 64 of
+   * `a-z A-Z 0-9 _ -`. Default: none.
+   */
+  tools?: ToolInit[] | (() => ToolInit[]);
+  /**
+   * Answers the model's call to one of `tools`: `argumentsJson` is the JSON
+   * object the model wrote (check it, e.g. with {@link toolArguments}). The
+   * answer is the tool result the model reads (at most 256 KiB). Whatever it
+   * throws is shown to the model as the tool's failure (an `engine-error`);
+   * it does not quarantine the engine. The history is not lent: read what a
+   * tool needs from `state`, `host.index` or `host.readTranscriptDelta`.
+   * Default: no such tool (`unsupported`).
+   */
+  callTool?(this: Engine, session: SessionRef, name: string, argumentsJson: Json): string;
 }
 
 /** The complete `engine` export: every function of `wit/engine.wit`. */
@@ -84,6 +109,62 @@ export interface Engine {
   rollbackSubagentSpawn(preparationId: string): void;
   onSubagentEnded(childSessionKey: string, reason: SubagentEndReason): void;
   dispose(): void;
+}
+
+/** The `tools` export: every function of `wit/tools.wit`. */
+export interface Tools {
+  listTools(): ToolDefinition[];
+  callTool(session: SessionRef, name: string, argumentsJson: Json): string;
+}
+
+/**
+ * Where `defineEngine` keeps an engine's {@link Tools} on the `engine` object
+ * it returns. `ctxbox-ts-build` exports them from there as the component's
+ * `tools`, so an engine module needs to export only `engine`.
+ */
+export const TOOLS: unique symbol = Symbol.for("@ctxbox/guest/tools");
+
+/** What an engine without tools answers to a tool call. */
+function noSuchTool(name: string): never {
+  throw new EngineFailure("unsupported", `no tool \`${name}\``);
+}
+
+/**
+ * The `tools` export of `engine`: the tools `defineEngine` was given, or
+ * none. `ctxbox-ts-build` exports it for you; a module componentized some
+ * other way writes `export const tools = toolsOf(engine);`.
+ */
+export function toolsOf(engine: Engine): Tools {
+  return (
+    (engine as Engine & { [TOOLS]?: Tools })[TOOLS] ?? {
+      listTools: () => [],
+      callTool: guarded((_session: SessionRef, name: string) => noSuchTool(name)),
+    }
+  );
+}
+
+/**
+ * The arguments of a tool call, parsed: the model wrote them, so anything but
+ * a JSON object is thrown as an `invalid-input` {@link EngineFailure} (which
+ * the model is shown). The fields are not checked: do that before use.
+ */
+export function toolArguments<T extends object = Record<string, unknown>>(argumentsJson: Json): T {
+  let value: unknown;
+  try {
+    value = JSON.parse(argumentsJson);
+  } catch (error) {
+    throw new EngineFailure("invalid-input", `the arguments are not JSON: ${(error as Error).message}`);
+  }
+  if (value === null || typeof value !== "object" || Array.isArray(value)) {
+    throw new EngineFailure("invalid-input", "the arguments are not a JSON object");
+  }
+  return value as T;
+}
+
+/** `tool` with its parameters as JSON text. */
+function definition(tool: ToolInit): ToolDefinition {
+  const { name, description, parameters } = tool;
+  return { name, description, parameters: typeof parameters === "string" ? parameters : JSON.stringify(parameters) };
 }
 
 /** The reference's behaviour for every optional export. */
@@ -127,7 +208,7 @@ function guarded<A extends unknown[], R>(run: (...args: A) => R): (...args: A) =
  */
 export function defineEngine(spec: EngineSpec): Engine {
   installConsole();
-  const { info, ...methods } = spec;
+  const { info, tools, callTool, ...methods } = spec;
   const complete = { ...defaults, ...methods } as Omit<Engine, "info">;
   const engine = {
     info: (): EngineInfo => {
@@ -142,5 +223,16 @@ export function defineEngine(spec: EngineSpec): Engine {
     );
   }
   engine.info = guarded(engine.info);
+  const answerTool = callTool ?? ((_session: SessionRef, name: string): string => noSuchTool(name));
+  const toolsExport: Tools = {
+    // `list-tools` answers no error: whatever `tools` throws traps the call
+    // (the host quarantines the engine), as a panic in the Rust SDK does.
+    listTools: () =>
+      duringCall(() => (typeof tools === "function" ? tools() : (tools ?? [])).map(definition)),
+    callTool: guarded((session: SessionRef, name: string, argumentsJson: Json) =>
+      answerTool.call(engine, session, name, argumentsJson),
+    ),
+  };
+  Object.defineProperty(engine, TOOLS, { value: toolsExport, enumerable: false });
   return engine;
 }

@@ -8,6 +8,11 @@ import { HostFailure, hostErrorOf } from "./errors.js";
 import type {
   CompactParams,
   CompactResult,
+  Completion,
+  CompletionRequest,
+  IndexDocument,
+  IndexPage,
+  IndexScope,
   LogLevel,
   MessageEntry,
   StateEntry,
@@ -80,6 +85,81 @@ export interface SummarizeOptions {
 export function summarize(text: string, options: SummarizeOptions): string {
   return call("summarize", () => raw.summarize(text, options.instructions, options.maxTokens));
 }
+
+/** Options of {@link promptRequest}. */
+export interface PromptOptions {
+  /** The most tokens the answer may take (at least 1; the host may lower it to what is left of the engine's budget). */
+  maxTokens: number;
+  /** Instructions sent before the prompt. */
+  system?: string;
+  /** What the completion is for, in a few words (the host's log and audit), e.g. `"summarize"`. */
+  purpose?: string;
+}
+
+/**
+ * A completion request of one user message `text`: the common case of
+ * {@link complete}. `host.complete(promptRequest(text, { maxTokens: 200 })).text`.
+ */
+export function promptRequest(text: string, options: PromptOptions): CompletionRequest {
+  return {
+    messages: [{ role: "user", text }],
+    system: options.system,
+    maxTokens: options.maxTokens,
+    purpose: options.purpose,
+  };
+}
+
+/**
+ * Asks the embedding host's model for a completion: the agent's own model in
+ * OpenClaw, the configured provider in `ctxbox run` (a replayed model answers
+ * with an extractive summary of the request). Bounded per call and per engine
+ * (`completions.*`): past a budget the host answers `quota-exceeded`; without
+ * a model, `unavailable` (both thrown as a {@link HostFailure}). Waiting for
+ * the model burns no fuel, and during `compact`/`afterTurn` an answer re-arms
+ * the watchdog. The answer's token counts are bigints, as every 64-bit number
+ * of the contract.
+ */
+export function complete(request: CompletionRequest): Completion {
+  return call("complete", () => raw.complete(request));
+}
+
+/** Options of {@link index.search}. */
+export interface SearchOptions {
+  /** Hits per page, 1 to 100 (default 10). */
+  limit?: number;
+  /** Hits to skip, for the next page (default 0). */
+  offset?: number;
+}
+
+/**
+ * The engine's searchable memory: a full-text index of documents (an id, the
+ * text, small JSON metadata), private to the engine, per session or for the
+ * whole engine ({@link IndexScope}), counted against its state quota
+ * (`quota-exceeded`). Matching is by substring, case-insensitively, every
+ * word of the query, so Chinese and Japanese text needs no segmenting.
+ * Writes are batched like {@link state}'s: durable when the call answers,
+ * dropped if it fails, seen by later calls. A host without an index answers
+ * `unavailable`. Errors are thrown as {@link HostFailure}.
+ */
+export const index = {
+  /** Indexes `document` in `scope`, replacing one with the same id there. */
+  put(scope: IndexScope, document: IndexDocument): void {
+    call("index.put", () => raw.indexPut(scope, document));
+  },
+  /** Removes document `id` of `scope`; answers whether it existed. */
+  delete(scope: IndexScope, id: string): boolean {
+    return call("index.delete", () => raw.indexDelete(scope, id));
+  },
+  /**
+   * The documents of `scope` containing every word of `text` (separated by
+   * spaces), best first, with snippets (matches marked `[` `]`); `hasMore`
+   * says whether another page follows.
+   */
+  search(text: string, scope: IndexScope, options: SearchOptions = {}): IndexPage {
+    const query = { text, scope, limit: options.limit ?? 10, offset: options.offset ?? 0 };
+    return call("index.search", () => raw.indexSearch(query));
+  },
+};
 
 /** Options of {@link readTranscriptDelta}: host defaults when left out. */
 export interface DeltaOptions {

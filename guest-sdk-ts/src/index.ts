@@ -14,10 +14,28 @@
  * ```
  */
 export * from "./wit.js";
-export { defineEngine, type Engine, type EngineInfoInit, type EngineSpec } from "./engine.js";
+export {
+  defineEngine,
+  toolArguments,
+  toolsOf,
+  type Engine,
+  type EngineInfoInit,
+  type EngineSpec,
+  type ToolInit,
+  type Tools,
+} from "./engine.js";
 export { EngineFailure, HostFailure, toEngineError } from "./errors.js";
 export * as host from "./host.js";
-export { state, toJson, fromJson, type SummarizeOptions, type DeltaOptions } from "./host.js";
+export {
+  state,
+  toJson,
+  fromJson,
+  promptRequest,
+  type SummarizeOptions,
+  type DeltaOptions,
+  type PromptOptions,
+  type SearchOptions,
+} from "./host.js";
 export { fittingSuffix, messageText, pages, readRange, splitPair, toArray, tokens } from "./history.js";
 export { assembled, customText, insert, keep, userText, type AssembledOptions } from "./prompt.js";
 export { hostConsole } from "./console.js";

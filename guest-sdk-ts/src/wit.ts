@@ -8,6 +8,7 @@ import type * as types from "ctxbox:engine/types@0.1.0";
 import type * as engine from "ctxbox:engine/engine@0.1.0";
 import type * as host from "ctxbox:engine/host@0.1.0";
 import type * as history from "ctxbox:engine/history@0.1.0";
+import type * as tools from "ctxbox:engine/tools@0.1.0";
 
 export type Json = types.Json;
 export type Usage = types.Usage;
@@ -42,6 +43,17 @@ export type HostError = host.HostError;
 export type HostErrorKind = host.HostErrorKind;
 export type TranscriptDelta = host.TranscriptDelta;
 export type StateEntry = host.StateEntry;
+export type CompletionRole = host.CompletionRole;
+export type CompletionMessage = host.CompletionMessage;
+export type CompletionRequest = host.CompletionRequest;
+export type Completion = host.Completion;
+export type IndexScope = host.IndexScope;
+export type IndexDocument = host.IndexDocument;
+export type IndexQuery = host.IndexQuery;
+export type IndexHit = host.IndexHit;
+export type IndexPage = host.IndexPage;
 
 export type History = history.History;
 export type ToolPairing = history.ToolPairing;
+
+export type ToolDefinition = tools.ToolDefinition;

@@ -55,11 +55,87 @@ export class History {
   }
 }
 
-/** The fake host: `logs`, `state` and `delegated` record what the engine did. */
+/** The words of an index query or document, lower-cased. */
+const words = (text) => text.toLowerCase().split(/\s+/).filter((word) => word !== "");
+
+/**
+ * The fake host's searchable memory: documents by scope and id, the current
+ * call's session (`fake.session`) owning the session scope. Matching is the
+ * host's: every word of the query, case-insensitively, as a substring; hits
+ * score by how often the words occur, snippets mark the first match `[` `]`.
+ */
+class FakeIndex {
+  constructor(fake) {
+    this.fake = fake;
+    this.documents = new Map();
+  }
+  key(scope, id) {
+    return `${scope === "session" ? `session/${this.fake.session}` : "engine"}/${id}`;
+  }
+  bytes() {
+    let total = 0;
+    for (const { text, metadata } of this.documents.values()) total += text.length + (metadata?.length ?? 0);
+    return total;
+  }
+  put(scope, document) {
+    const key = this.key(scope, document.id);
+    const before = this.documents.get(key);
+    this.documents.set(key, { ...document, sessionId: scope === "session" ? this.fake.session : undefined });
+    if (this.bytes() > this.fake.indexQuotaBytes) {
+      if (before) this.documents.set(key, before);
+      else this.documents.delete(key);
+      throw hostError("quota-exceeded", `the index would grow past ${this.fake.indexQuotaBytes} bytes`);
+    }
+  }
+  delete(scope, id) {
+    return this.documents.delete(this.key(scope, id));
+  }
+  search({ text, scope, limit, offset }) {
+    const wanted = words(text);
+    if (wanted.length === 0 || limit < 1 || limit > 100) throw hostError("invalid-argument", "a query needs 1 to 32 words and a limit of 1 to 100");
+    const prefix = `session/${this.fake.session}/`;
+    const hits = [];
+    for (const [key, document] of this.documents) {
+      // The engine scope finds every document; the session scope the session's.
+      if (scope === "session" && !key.startsWith(prefix)) continue;
+      const lower = document.text.toLowerCase();
+      if (!wanted.every((word) => lower.includes(word))) continue;
+      const score = wanted.reduce((sum, word) => sum + lower.split(word).length - 1, 0);
+      const at = lower.indexOf(wanted[0]);
+      const snippet = `${document.text.slice(0, at)}[${document.text.slice(at, at + wanted[0].length)}]${document.text.slice(at + wanted[0].length)}`;
+      hits.push({ id: document.id, sessionId: document.sessionId, score, snippet, metadata: document.metadata });
+    }
+    hits.sort((a, b) => b.score - a.score || a.id.localeCompare(b.id));
+    return { hits: hits.slice(offset, offset + limit), hasMore: hits.length > offset + limit };
+  }
+}
+
+/** The fake model: `[model] ` and the last message, with token counts of a quarter of the characters. */
+function defaultModel(request) {
+  const text = `[model] ${request.messages.at(-1).text}`;
+  const input = request.messages.reduce((sum, message) => sum + message.text.length, request.system?.length ?? 0);
+  return { text, inputTokens: BigInt(Math.ceil(input / 4)), outputTokens: BigInt(Math.ceil(text.length / 4)), model: "fake-model" };
+}
+
+/**
+ * The fake host: `logs`, `state`, `delegated`, `completions` (the requests
+ * the model was asked) and `index` record what the engine did. Set
+ * `modelError` or `indexError` to a host-error kind to make the model or the
+ * index fail with it, `indexQuotaBytes` to bound the index, `session` to the
+ * session the next call is about (the index's session scope).
+ */
 export function fakeHost() {
   const logs = [];
   const state = new Map();
   const delegated = [];
+  const completions = [];
+  const fake = { session: "s", modelError: undefined, indexError: undefined, indexQuotaBytes: Infinity };
+  const index = new FakeIndex(fake);
+  /** Runs an index operation unless `fake.indexError` says the index fails. */
+  const indexCall = (run) => {
+    if (fake.indexError) throw hostError(fake.indexError, `the index failed (${fake.indexError})`);
+    return run();
+  };
   const host = {
     log: (level, message) => logs.push({ level, message }),
     reportProgress: () => {},
@@ -79,6 +155,16 @@ export function fakeHost() {
     stateScan: (prefix, after, limit) =>
       [...state.keys()].filter((key) => key.startsWith(prefix) && (after === undefined || key > after)).sort()
         .slice(0, limit).map((key) => ({ key, value: state.get(key) })),
+    complete: (request) => {
+      completions.push(request);
+      if (fake.modelError === "unavailable") throw hostError("unavailable", "no model configured");
+      if (fake.modelError) throw hostError(fake.modelError, `the model refused (${fake.modelError})`);
+      if (request.messages.length === 0 || request.maxTokens < 1) throw hostError("invalid-argument", "an empty request");
+      return defaultModel(request);
+    },
+    indexPut: (scope, document) => indexCall(() => index.put(scope, document)),
+    indexDelete: (scope, id) => indexCall(() => index.delete(scope, id)),
+    indexSearch: (query) => indexCall(() => index.search(query)),
   };
   const ctxbox = { "ctxbox:engine/host": host, "ctxbox:engine/history": { History }, "ctxbox:engine/types": {} };
   const wasi = {
@@ -98,5 +184,5 @@ export function fakeHost() {
     imports[name] = value;
     imports[`${name}@${name.startsWith("ctxbox:") ? "0.1.0" : "0.2.12"}`] = value;
   }
-  return { imports, logs, state, delegated };
+  return Object.assign(fake, { imports, logs, state, delegated, completions, index });
 }

@@ -9,6 +9,7 @@ import { transpiledEngine } from "./build.mjs";
 import { History, fakeHost } from "./fake-host.mjs";
 
 let engine;
+let tools;
 let host;
 
 before(async () => {
@@ -20,6 +21,7 @@ before(async () => {
     host.imports,
   );
   engine = instance.engine ?? instance["ctxbox:engine/engine@0.1.0"];
+  tools = instance.tools ?? instance["ctxbox:engine/tools@0.1.0"];
 });
 
 const session = (sessionId) => ({ sessionId, sessionFile: `/sessions/${sessionId}.jsonl` });
@@ -146,4 +148,138 @@ test("assemble answers keep ranges with a bigint estimate", () => {
   const answer = engine.assemble(session("plain"), new History([user("u", "hi")]), { ...params, tokenBudget: 10n });
   assert.deepEqual(answer.items, [{ tag: "keep", val: { start: 0, end: 1 } }]);
   assert.equal(answer.estimatedTokens, 10n);
+});
+
+/** Calls the test engine's tool `name` in session `sessionId` (which the fake index scopes to). */
+const callTool = (sessionId, name, args = {}) => {
+  host.session = sessionId;
+  return tools.callTool(session(sessionId), name, typeof args === "string" ? args : JSON.stringify(args));
+};
+
+describe("tools", () => {
+  test("listTools answers the definitions, parameters as JSON text", () => {
+    const listed = tools.listTools();
+    assert.deepEqual(listed.map((tool) => tool.name), [
+      "remember", "forget", "recall", "ask", "ask-kind", "fail", "crash", "whoami", "defaults",
+    ]);
+    // Given as an object, written as JSON; given as JSON text, passed as is.
+    assert.equal(listed[0].parameters, '{"type":"object","properties":{"id":{"type":"string"},"text":{"type":"string"}}}');
+    assert.equal(listed[2].parameters, '{"type":"object","properties":{"query":{"type":"string"}}}');
+    assert.equal(listed[0].description, "Indexes a document.");
+  });
+
+  test("callTool answers the tool's result, with the engine as this", () => {
+    assert.equal(callTool("t", "whoami"), "sdk-test");
+  });
+
+  test("whatever callTool throws reaches the host as an engine-error", () => {
+    assert.deepEqual(errorOf(() => callTool("t", "fail")), { kind: "invalid-input", message: "the arguments are wrong" });
+    assert.deepEqual(errorOf(() => callTool("t", "crash")), { kind: "internal", message: "tool crashed" });
+    assert.deepEqual(errorOf(() => callTool("t", "nope")), { kind: "unsupported", message: "no tool `nope`" });
+  });
+
+  test("toolArguments refuses anything but a JSON object as invalid-input", () => {
+    assert.deepEqual(errorOf(() => callTool("t", "whoami", "[1, 2]")), {
+      kind: "invalid-input",
+      message: "the arguments are not a JSON object",
+    });
+    const error = errorOf(() => callTool("t", "whoami", "{not json"));
+    assert.equal(error.kind, "invalid-input");
+    assert.match(error.message, /^the arguments are not JSON: /);
+  });
+
+  test("an engine without tools lists none and refuses every call with unsupported", () => {
+    assert.deepEqual(JSON.parse(callTool("t", "defaults")), {
+      listed: [],
+      called: { thrown: { kind: "unsupported", message: "no tool `grep`" } },
+    });
+  });
+});
+
+describe("host.complete", () => {
+  test("asks the host's model with a one-prompt request", () => {
+    host.modelError = undefined;
+    const answer = JSON.parse(callTool("ask", "ask", { prompt: "we chose SQLite" }));
+    assert.deepEqual(answer, {
+      text: "[model] we chose SQLite",
+      inputTokens: "8n",
+      outputTokens: "6n",
+      model: "fake-model",
+      bigints: true,
+      session: "ask",
+    });
+    assert.deepEqual(host.completions.at(-1), {
+      messages: [{ role: "user", text: "we chose SQLite" }],
+      system: "Answer briefly.",
+      maxTokens: 50,
+      purpose: "sdk test",
+    });
+  });
+
+  test("a refusal is a HostFailure the engine can tell apart by kind", () => {
+    for (const kind of ["quota-exceeded", "unavailable", "aborted", "failed"]) {
+      host.modelError = kind;
+      assert.equal(callTool("ask", "ask-kind", { prompt: "hi" }), `host said ${kind}`);
+    }
+    host.modelError = undefined;
+    assert.equal(callTool("ask", "ask-kind", { prompt: "hi" }), "[model] hi");
+  });
+
+  test("an uncaught refusal is the export's host-failure, naming the service and the kind", () => {
+    host.modelError = "quota-exceeded";
+    assert.deepEqual(errorOf(() => callTool("ask", "ask", { prompt: "hi" })), {
+      kind: "host-failure",
+      message: "host.complete failed (quota-exceeded): the model refused (quota-exceeded)",
+    });
+    host.modelError = "unavailable";
+    assert.deepEqual(errorOf(() => callTool("ask", "ask", { prompt: "hi" })), {
+      kind: "host-failure",
+      message: "host.complete failed (unavailable): no model configured",
+    });
+    host.modelError = undefined;
+  });
+});
+
+describe("host.index", () => {
+  test("put, search (snippets, metadata, paging, scopes) and delete", () => {
+    callTool("a", "remember", { id: "m1", text: "We chose SQLite for the cache", metadata: { message: 1 } });
+    callTool("a", "remember", { id: "m2", text: "The cache holds 缓存 entries" });
+    callTool("a", "remember", { id: "e1", text: "An engine-wide note on sqlite", scope: "engine" });
+    callTool("b", "remember", { id: "m1", text: "Session b also mentions SQLite" });
+
+    const found = JSON.parse(callTool("a", "recall", { query: "sqlite CACHE" }));
+    assert.deepEqual(found, {
+      hits: [{ id: "m1", sessionId: "a", score: 2, snippet: "We chose [SQLite] for the cache", metadata: '{"message":1}' }],
+      hasMore: false,
+    });
+    // Pages.
+    const first = JSON.parse(callTool("a", "recall", { query: "cache", limit: 1 }));
+    const second = JSON.parse(callTool("a", "recall", { query: "cache", limit: 1, offset: 1 }));
+    assert.deepEqual([first.hits.map((hit) => hit.id), first.hasMore], [["m1"], true]);
+    assert.deepEqual([second.hits.map((hit) => hit.id), second.hasMore], [["m2"], false]);
+    // CJK needs no spaces; the engine scope finds every session's documents.
+    assert.deepEqual(JSON.parse(callTool("a", "recall", { query: "缓存" })).hits.map((hit) => hit.id), ["m2"]);
+    const everywhere = JSON.parse(callTool("a", "recall", { query: "sqlite", scope: "engine", limit: 10 }));
+    assert.deepEqual(everywhere.hits.map((hit) => `${hit.sessionId ?? "engine"}/${hit.id}`).sort(), ["a/m1", "b/m1", "engine/e1"]);
+    // Delete answers whether the document was there.
+    assert.equal(callTool("a", "forget", { id: "m1" }), "true");
+    assert.equal(callTool("a", "forget", { id: "m1" }), "false");
+    assert.deepEqual(JSON.parse(callTool("a", "recall", { query: "sqlite" })).hits, []);
+  });
+
+  test("quota-exceeded and unavailable reach the host as host-failure, naming the service", () => {
+    host.indexQuotaBytes = 10;
+    assert.deepEqual(errorOf(() => callTool("q", "remember", { id: "big", text: "more than ten bytes of text" })), {
+      kind: "host-failure",
+      message: "host.index.put failed (quota-exceeded): the index would grow past 10 bytes",
+    });
+    host.indexQuotaBytes = Infinity;
+    host.indexError = "unavailable";
+    assert.deepEqual(errorOf(() => callTool("q", "recall", { query: "anything" })), {
+      kind: "host-failure",
+      message: "host.index.search failed (unavailable): the index failed (unavailable)",
+    });
+    assert.match(errorOf(() => callTool("q", "forget", { id: "x" })).message, /^host\.index\.delete failed \(unavailable\)/);
+    host.indexError = undefined;
+  });
 });

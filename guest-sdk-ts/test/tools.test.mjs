@@ -7,8 +7,8 @@ import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { test } from "node:test";
-import { checkWorld, refusal } from "../bin/imports.mjs";
-import { buildEngine, project, sdk } from "./build.mjs";
+import { WORLD, checkWorld, refusal, worldItems } from "../bin/imports.mjs";
+import { buildEngine, project, sdk, transpiledEngine } from "./build.mjs";
 
 const jco = path.join(path.dirname(createRequire(import.meta.url).resolve("@bytecodealliance/jco")), "jco.js");
 
@@ -18,10 +18,15 @@ function listing(dir, prefix = "") {
   ).sort();
 }
 
-test("types/ is what jco guest-types generates from wit/", () => {
+test("types/ is what `npm run types` (jco guest-types) generates from wit/", () => {
   const out = mkdtempSync(path.join(tmpdir(), "ctxbox-types-"));
   try {
-    execFileSync(process.execPath, [jco, "guest-types", path.join(sdk, "wit"), "-o", out, "-q"], { stdio: "pipe" });
+    // The package's own `types` script, writing into `out` instead of `types`.
+    const script = JSON.parse(readFileSync(path.join(sdk, "package.json"), "utf8")).scripts.types.split(" ");
+    assert.equal(script[0], "jco");
+    const args = script.slice(1).map((arg, at, all) => (all[at - 1] === "-o" ? out : arg));
+    assert.ok(args.includes(out), "the script names its output folder with -o");
+    execFileSync(process.execPath, [jco, ...args, "-q"], { cwd: sdk, stdio: "pipe" });
     const checkedIn = path.join(sdk, "types");
     assert.deepEqual(listing(out), listing(checkedIn));
     for (const file of listing(out)) {
@@ -45,6 +50,14 @@ test("the import check follows the host's grant", () => {
   assert.match(refusal("acme:spy/exfiltrate"), /not part of the ctxbox sandbox/);
   const world = (lines) => `package root:component;\n\nworld root {\n${lines.map((l) => `  ${l};`).join("\n")}\n}\n`;
   assert.deepEqual(checkWorld(world(["import wasi:io/poll@0.2.12", "export ctxbox:engine/engine@0.1.0"])), []);
+  // The host's model and index are functions of host@0.1.0; tools is an optional export.
+  assert.deepEqual(
+    checkWorld(world([
+      "import ctxbox:engine/types@0.1.0", "import ctxbox:engine/host@0.1.0", "import ctxbox:engine/history@0.1.0",
+      "export ctxbox:engine/tools@0.1.0", "export ctxbox:engine/engine@0.1.0",
+    ])),
+    [],
+  );
   assert.deepEqual(checkWorld(world(["import wasi:filesystem/types@0.2.12", "import ctxbox:engine/host@0.2.0", "export ctxbox:engine/engine@0.2.0"])), [
     "refused import wasi:filesystem/types@0.2.12: engines get no filesystem; keep state with host.state-set",
     "import ctxbox:engine/host@0.2.0 is not contract version 0.1.0",
@@ -74,4 +87,13 @@ test("an engine that does not type-check is not built", () => {
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+test("every engine is built against context-engine-with-tools and exports tools", () => {
+  assert.equal(WORLD, "context-engine-with-tools");
+  const wit = execFileSync(process.execPath, [jco, "wit", path.join(transpiledEngine(), "../engine.wasm")], { encoding: "utf8" });
+  const { imports, exports } = worldItems(wit);
+  assert.deepEqual(exports.sort(), ["ctxbox:engine/engine@0.1.0", "ctxbox:engine/tools@0.1.0"]);
+  assert.ok(imports.includes("ctxbox:engine/host@0.1.0"), imports.join(", "));
+  assert.deepEqual(checkWorld(wit), []);
 });

@@ -4,8 +4,8 @@ use crate::history::History;
 use crate::host;
 use crate::{
     AfterTurnParams, AssembleParams, AssembleResult, BootstrapResult, CompactParams, CompactResult,
-    EngineError, EngineInfo, IngestBatchResult, IngestResult, MaintainReason, MaintainResult,
-    MessageEntry, SessionRef, SubagentEndReason, SubagentSpawn,
+    EngineError, EngineErrorKind, EngineInfo, IngestBatchResult, IngestResult, MaintainReason,
+    MaintainResult, MessageEntry, SessionRef, SubagentEndReason, SubagentSpawn, ToolDefinition,
 };
 
 /// A context engine. Only [`info`](Engine::info) and
@@ -214,6 +214,43 @@ pub trait Engine: Default + 'static {
         _reason: SubagentEndReason,
     ) -> Result<(), EngineError> {
         Ok(())
+    }
+
+    /// Tools the engine offers the model (at most 16), the same for every
+    /// session; the host asks once per instance. Default: none.
+    ///
+    /// ```
+    /// use ctxbox_guest::ToolDefinition;
+    ///
+    /// let grep = ToolDefinition::new(
+    ///     "grep",
+    ///     "Search the whole conversation, including what compaction summarized away.",
+    ///     r#"{"type":"object","properties":{"query":{"type":"string"}},"required":["query"]}"#,
+    /// );
+    /// assert_eq!(grep.name, "grep");
+    /// ```
+    fn tools(&self) -> Vec<ToolDefinition> {
+        Vec::new()
+    }
+
+    /// Answers the model's call to one of [`tools`](Engine::tools):
+    /// `arguments` is the JSON object the model wrote (check it). The
+    /// answer is the tool result the model reads (at most 256 KiB); an
+    /// error is shown to the model as the tool's failure, and does not
+    /// quarantine the engine (a panic or a broken limit does). The history
+    /// is not lent: read what a tool needs from [`host::state`],
+    /// [`host::index`] or [`host::read_transcript_delta`]. Default: no such
+    /// tool.
+    fn call_tool(
+        &mut self,
+        _session: &SessionRef,
+        name: &str,
+        _arguments: &str,
+    ) -> Result<String, EngineError> {
+        Err(EngineError {
+            kind: EngineErrorKind::Unsupported,
+            message: format!("no tool `{name}`"),
+        })
     }
 
     /// The instance is about to be dropped. Default: nothing.

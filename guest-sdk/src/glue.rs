@@ -7,9 +7,11 @@ use crate::__private::bindings::exports::ctxbox::engine::engine::{
     AfterTurnParams, AssembleParams, AssembleResult, BootstrapResult, Guest, IngestBatchResult,
     IngestResult, MaintainReason, MaintainResult, SubagentEndReason, SubagentSpawn,
 };
+use crate::__private::bindings::exports::ctxbox::engine::tools::Guest as ToolsGuest;
 use crate::history::History;
 use crate::{
     CompactParams, CompactResult, Engine, EngineError, EngineInfo, MessageEntry, SessionRef,
+    ToolDefinition,
 };
 
 /// Where an exported engine's single instance lives; implemented by
@@ -108,5 +110,19 @@ impl<S: EngineSlot> Guest for Glue<S> {
 
     fn dispose() -> Result<(), EngineError> {
         S::with(|engine| engine.dispose())
+    }
+}
+
+impl<S: EngineSlot> ToolsGuest for Glue<S> {
+    fn list_tools() -> Vec<ToolDefinition> {
+        S::with(|engine| engine.tools())
+    }
+
+    fn call_tool(
+        session: SessionRef,
+        name: String,
+        arguments: String,
+    ) -> Result<String, EngineError> {
+        S::with(|engine| engine.call_tool(&session, &name, &arguments))
     }
 }

@@ -25,7 +25,8 @@
 
 use crate::__private::bindings::ctxbox::engine::host as raw;
 use crate::{
-    CompactParams, CompactResult, HostError, LogLevel, MessageEntry, StateEntry, TranscriptDelta,
+    CompactParams, CompactResult, Completion, CompletionRequest, HostError, LogLevel, MessageEntry,
+    StateEntry, TranscriptDelta,
 };
 
 /// The engine's own settings from the host's configuration
@@ -81,6 +82,31 @@ pub fn summarize(
     max_tokens: u32,
 ) -> Result<String, HostError> {
     raw::summarize(text, instructions, max_tokens)
+}
+
+/// Asks the embedding host's model for a completion: the agent's own model
+/// in OpenClaw, the configured provider in `ctxbox run` (a replayed model
+/// answers with an extractive summary of the request). Bounded per call and
+/// per engine (`completions.*`): past a budget the host answers
+/// `quota-exceeded`; without a model, `unavailable`. Waiting for the model
+/// burns no fuel, and during `compact`/`after-turn` an answer re-arms the
+/// watchdog.
+///
+/// ```no_run
+/// use ctxbox_guest::{CompletionRequest, host};
+///
+/// # fn main() -> Result<(), ctxbox_guest::HostError> {
+/// let summary = host::complete(
+///     &CompletionRequest::prompt("Summarize: we chose SQLite for the cache.", 200)
+///         .with_system("You summarize conversation history.")
+///         .with_purpose("summarize"),
+/// )?;
+/// assert!(!summary.text.is_empty());
+/// # Ok(())
+/// # }
+/// ```
+pub fn complete(request: &CompletionRequest) -> Result<Completion, HostError> {
+    raw::complete(request)
 }
 
 /// Reads transcript entries appended after `cursor` (from the start when
@@ -158,6 +184,65 @@ pub mod state {
                 return Ok(all);
             }
         }
+    }
+}
+
+/// The engine's searchable memory: a full-text index of documents (an id,
+/// text, small JSON metadata), private to the engine, per session or for
+/// the whole engine ([`IndexScope`](crate::IndexScope)), counted against its
+/// state quota. Matching is by substring, case-insensitively, so Chinese
+/// and Japanese text needs no segmenting.
+///
+/// Writes are batched like [`state`]'s: durable when the call answers,
+/// dropped if it fails, seen by later calls (not by the call's own
+/// searches).
+///
+/// ```no_run
+/// use ctxbox_guest::host::index;
+/// use ctxbox_guest::{IndexDocument, IndexScope};
+///
+/// # fn main() -> Result<(), ctxbox_guest::HostError> {
+/// index::put(IndexScope::Session, &IndexDocument {
+///     id: "msg-0042".into(),
+///     text: "我们决定用 SQLite 做缓存".into(),
+///     metadata: Some(r#"{"role":"assistant"}"#.into()),
+/// })?;
+/// // … in a later call:
+/// let page = index::search("SQLite 缓存", IndexScope::Session, 10, 0)?;
+/// for hit in page.hits {
+///     println!("{}: {}", hit.id, hit.snippet); // matches marked [like this]
+/// }
+/// # Ok(())
+/// # }
+/// ```
+pub mod index {
+    use super::{HostError, raw};
+    use crate::{IndexDocument, IndexPage, IndexQuery, IndexScope};
+
+    /// Indexes `document` in `scope`, replacing one with the same id.
+    pub fn put(scope: IndexScope, document: &IndexDocument) -> Result<(), HostError> {
+        raw::index_put(scope, document)
+    }
+
+    /// Removes document `id` of `scope`; answers whether it existed.
+    pub fn delete(scope: IndexScope, id: &str) -> Result<bool, HostError> {
+        raw::index_delete(scope, id)
+    }
+
+    /// The documents of `scope` containing every word of `text` (separated
+    /// by spaces), best first: `limit` hits (1–100) after skipping `offset`.
+    pub fn search(
+        text: &str,
+        scope: IndexScope,
+        limit: u32,
+        offset: u32,
+    ) -> Result<IndexPage, HostError> {
+        raw::index_search(&IndexQuery {
+            text: text.to_owned(),
+            scope,
+            limit,
+            offset,
+        })
     }
 }
 

@@ -80,7 +80,7 @@ pub mod prelude {
         BootstrapResult, CompactParams, CompactResult, ContentBlock, Engine, EngineError,
         EngineErrorKind, EngineInfo, EntryView, History, HistoryView, HostParam, IngestBatchResult,
         IngestResult, LogLevel, MaintainReason, MaintainResult, MessageEntry, MessageKind,
-        SessionRef, SubagentEndReason, SubagentSpawn, ToolPairing,
+        SessionRef, SubagentEndReason, SubagentSpawn, ToolDefinition, ToolPairing,
     };
 }
 
@@ -93,9 +93,9 @@ pub mod __private {
     pub mod bindings {
         wit_bindgen::generate!({
             path: "../wit",
-            world: "context-engine",
+            world: "context-engine-with-tools",
             pub_export_macro: true,
-            export_macro_name: "__export_context_engine",
+            export_macro_name: "__export_context_engine_with_tools",
             default_bindings_module: "ctxbox_guest::__private::bindings",
             // Engines' native tests compare messages and answers.
             additional_derives: [PartialEq],
@@ -132,7 +132,7 @@ macro_rules! export_engine {
             }
 
             type __CtxboxGlue = $crate::__private::Glue<__CtxboxSlot>;
-            $crate::__private::bindings::__export_context_engine!(__CtxboxGlue with_types_in $crate::__private::bindings);
+            $crate::__private::bindings::__export_context_engine_with_tools!(__CtxboxGlue with_types_in $crate::__private::bindings);
         };
     };
 }

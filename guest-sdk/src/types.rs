@@ -2,7 +2,7 @@
 //! constructors and accessors that keep engine code short.
 
 use crate::__private::bindings::ctxbox::engine::{history, host, types};
-use crate::__private::bindings::exports::ctxbox::engine::engine;
+use crate::__private::bindings::exports::ctxbox::engine::{engine, tools};
 
 pub use engine::{
     AfterTurnParams, AssembleParams, AssembleResult, AssembledItem, BootstrapResult, ContextMode,
@@ -11,15 +11,61 @@ pub use engine::{
 };
 pub use history::ToolPairing;
 pub use host::{
-    HostError, HostErrorKind, LogLevel, StateEntry, TranscriptDelta, TranscriptPage,
-    TranscriptReset,
+    Completion, CompletionMessage, CompletionRequest, CompletionRole, HostError, HostErrorKind,
+    IndexDocument, IndexHit, IndexPage, IndexQuery, IndexScope, LogLevel, StateEntry,
+    TranscriptDelta, TranscriptPage, TranscriptReset,
 };
+pub use tools::ToolDefinition;
 pub use types::{
     AgentMessage, AssistantMessage, BranchSummary, CompactParams, CompactResult, CompactionSummary,
     CompactionTarget, ContentBlock, CustomMessage, EngineError, EngineErrorKind, HostParam, Image,
     MessageEntry, MessageKind, RotatedSession, SessionRef, StopReason, Thinking, ToolCall,
     ToolResultMessage, Usage, UserMessage,
 };
+
+impl ToolDefinition {
+    /// A tool the model may call: its name (1–64 of `a-z A-Z 0-9 _ -`),
+    /// what it does, and its arguments as a JSON Schema object.
+    pub fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        parameters_json: impl Into<String>,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            description: description.into(),
+            parameters: parameters_json.into(),
+        }
+    }
+}
+
+impl CompletionRequest {
+    /// A request of one user message `text`, answered in at most
+    /// `max_tokens` tokens.
+    pub fn prompt(text: impl Into<String>, max_tokens: u32) -> Self {
+        Self {
+            messages: vec![CompletionMessage {
+                role: CompletionRole::User,
+                text: text.into(),
+            }],
+            system: None,
+            max_tokens,
+            purpose: None,
+        }
+    }
+
+    /// Sets the system instructions.
+    pub fn with_system(mut self, system: impl Into<String>) -> Self {
+        self.system = Some(system.into());
+        self
+    }
+
+    /// Says what the completion is for (the host's log and audit).
+    pub fn with_purpose(mut self, purpose: impl Into<String>) -> Self {
+        self.purpose = Some(purpose.into());
+        self
+    }
+}
 
 impl EngineInfo {
     /// Info with an id and a name, compaction left to the host, all host

@@ -4,7 +4,8 @@
 #      outside the clone ($CTXBOX_OPENCLAW_CACHE, default
 #      ~/.cache/ctxbox/openclaw); quick when already there.
 #   2. ctxbox (debug) and the test engines (`cargo build -p ctxbox-host`,
-#      `cargo test -p ctxbox-tests --test all --no-run` builds spin/panicker).
+#      `cargo test -p ctxbox-tests --test all --no-run` builds spin, panicker,
+#      param_echo and tool_spinner).
 #   3. The plugin (tsc), its unit tests, then the end-to-end test.
 # Uses $CARGO_TARGET_DIR when set (default: <clone>/target).
 set -euo pipefail
@@ -43,6 +44,7 @@ find_engine() {
 spin_wasm="$(find_engine spin)"
 panicker_wasm="$(find_engine panicker)"
 param_echo_wasm="$(find_engine param_echo)"
+tool_spinner_wasm="$(find_engine tool_spinner)"
 
 echo "ci.sh: building the plugin"
 cd "$here"
@@ -55,5 +57,6 @@ CTXBOX_BIN="$ctxbox_bin" node --test dist/test/
 echo "ci.sh: end-to-end test against openclaw@$openclaw_version"
 started=$(date +%s)
 CTXBOX_BIN="$ctxbox_bin" OPENCLAW_MJS="$openclaw_mjs" CTXBOX_SPIN_WASM="$spin_wasm" \
-  CTXBOX_PANICKER_WASM="$panicker_wasm" CTXBOX_PARAM_ECHO_WASM="$param_echo_wasm" node --test --test-concurrency=1 test/e2e.mjs
+  CTXBOX_PANICKER_WASM="$panicker_wasm" CTXBOX_PARAM_ECHO_WASM="$param_echo_wasm" CTXBOX_TOOL_SPINNER_WASM="$tool_spinner_wasm" \
+  node --test --test-concurrency=1 test/e2e.mjs
 echo "ci.sh: end-to-end test took $(( $(date +%s) - started )) s"

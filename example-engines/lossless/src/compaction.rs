@@ -160,6 +160,11 @@ impl<S: Store, V: Services> Compaction<'_, S, V> {
                 {
                     Ok(summary) => summary,
                     Err(error) if error.kind == HostErrorKind::Aborted => break Stop::Aborted,
+                    // The host's budget for this call is spent: the next
+                    // call continues.
+                    Err(error) if error.kind == HostErrorKind::QuotaExceeded => {
+                        break Stop::CallLimit;
+                    }
                     Err(error) => break Stop::SummarizerFailed(error.message),
                 };
             self.commit(&mut meta, pending, summary)?;

@@ -22,6 +22,16 @@
 //!   caller aborts. Every step is persisted as it completes, so a compaction
 //!   cut short loses nothing and the next one continues.
 //!
+//! * **Summaries by the agent's model.** Summaries are asked of the host's
+//!   model (`host.complete`: OpenClaw's own model through the sidecar, the
+//!   configured provider in `ctxbox run`), falling back to the host's
+//!   summarizer when the host has none.
+//! * **Recall.** Every stored message is indexed in the host's searchable
+//!   memory (`host.index-put`, session scope, document `m<number>`), and the
+//!   model gets two tools: `grep` (every message containing the given words,
+//!   summarized or not, with snippets) and `expand` (messages read back in
+//!   full by number, as summaries name them).
+//!
 //! The instance keeps nothing in memory between calls: everything lives in
 //! the store.
 //!
@@ -70,6 +80,7 @@ mod coverage;
 mod guest;
 mod layout;
 mod ports;
+mod recall;
 mod records;
 mod render;
 mod session;
@@ -84,8 +95,8 @@ use ctxbox_guest::{
 };
 
 pub use config::Config;
-pub use guest::{HostServices, HostStore};
-pub use ports::{MemoryStore, Services, Store};
+pub use guest::{HostRecall, HostServices, HostStore, SUMMARY_SYSTEM_PROMPT};
+pub use ports::{MemoryRecall, MemoryStore, Recall, Services, Store};
 pub use render::SUMMARY_MESSAGE_TYPE;
 
 use compaction::{Compaction, Goal};
@@ -150,7 +161,9 @@ impl<S: Store, V: Services> Lossless<S, V> {
                 break;
             }
             next += page.len() as u32;
-            imported += data.append(page)?;
+            let appended = data.append(page)?;
+            recall::index(self.services.recall(), &session.session_id, &appended)?;
+            imported += appended.len() as u32;
         }
         Ok(BootstrapResult {
             bootstrapped: true,
@@ -166,7 +179,31 @@ impl<S: Store, V: Services> Lossless<S, V> {
         session: &SessionRef,
         entries: Vec<MessageEntry>,
     ) -> Result<u32, EngineError> {
-        Session::open(&self.store, &session.session_id).append(entries)
+        let appended = Session::open(&self.store, &session.session_id).append(entries)?;
+        recall::index(self.services.recall(), &session.session_id, &appended)?;
+        Ok(appended.len() as u32)
+    }
+
+    /// The tools the engine offers the model: `grep` and `expand`.
+    pub fn tools(&self) -> Vec<ToolDefinition> {
+        recall::tools()
+    }
+
+    /// Answers the model's call to tool `name` in `session`.
+    pub fn call_tool(
+        &self,
+        session: &SessionRef,
+        name: &str,
+        arguments: &str,
+    ) -> Result<String, EngineError> {
+        let data = Session::open(&self.store, &session.session_id);
+        recall::call(
+            self.services.recall(),
+            &data,
+            &session.session_id,
+            name,
+            arguments,
+        )
     }
 
     /// The prompt for `history` within `token_budget` (see the crate docs).
@@ -246,6 +283,19 @@ pub struct LosslessEngine(Lossless<HostStore, HostServices>);
 impl Engine for LosslessEngine {
     fn info(&self) -> EngineInfo {
         info()
+    }
+
+    fn tools(&self) -> Vec<ToolDefinition> {
+        self.0.tools()
+    }
+
+    fn call_tool(
+        &mut self,
+        session: &SessionRef,
+        name: &str,
+        arguments: &str,
+    ) -> Result<String, EngineError> {
+        self.0.call_tool(session, name, arguments)
     }
 
     fn bootstrap(

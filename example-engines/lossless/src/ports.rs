@@ -1,11 +1,12 @@
-//! What the engine's logic needs from outside: a key-value store and the
-//! host's summarizing services. The wasm build wires them to the host
-//! ([`crate::guest`]); native tests and benches plug in their own.
+//! What the engine's logic needs from outside: a key-value store, the
+//! host's summarizing services, and a searchable index of the session's
+//! messages. The wasm build wires them to the host ([`crate::guest`]);
+//! native tests and benches plug in their own.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 
-use ctxbox_guest::{EngineError, HostError, MessageEntry};
+use ctxbox_guest::{EngineError, HostError, IndexHit, IndexPage, MessageEntry};
 
 /// A durable key-value store: the host's `state-*` store in wasm.
 ///
@@ -18,7 +19,7 @@ pub trait Store {
     fn set(&self, key: &str, value: &[u8]) -> Result<(), EngineError>;
 }
 
-/// The host services compaction uses.
+/// The host services the engine uses.
 pub trait Services {
     /// Summarizes `text` following `instructions`, in at most `max_tokens`
     /// tokens.
@@ -37,6 +38,108 @@ pub trait Services {
 
     /// Whether the caller has given up on the current call.
     fn aborted(&self) -> bool;
+
+    /// The index of the sessions' messages.
+    fn recall(&self) -> &dyn Recall;
+}
+
+/// A full-text index of one engine's session documents: the host's
+/// `index-*` in wasm (session scope).
+pub trait Recall {
+    /// Indexes (or replaces) document `id` of session `session_id`.
+    fn put(
+        &self,
+        session_id: &str,
+        id: &str,
+        text: &str,
+        metadata: &str,
+    ) -> Result<(), EngineError>;
+
+    /// Session `session_id`'s documents containing every word of `query`,
+    /// best first.
+    fn search(
+        &self,
+        session_id: &str,
+        query: &str,
+        limit: u32,
+        offset: u32,
+    ) -> Result<IndexPage, EngineError>;
+}
+
+/// A [`Recall`] in memory (case-insensitive substring match, most matches
+/// first), for native tests and benches.
+#[derive(Debug, Default, Clone)]
+pub struct MemoryRecall {
+    /// (session, id) → (text, metadata).
+    documents: RefCell<BTreeMap<(String, String), (String, String)>>,
+}
+
+impl MemoryRecall {
+    /// Documents indexed, in all sessions.
+    pub fn len(&self) -> usize {
+        self.documents.borrow().len()
+    }
+
+    /// Whether nothing is indexed.
+    pub fn is_empty(&self) -> bool {
+        self.documents.borrow().is_empty()
+    }
+}
+
+impl Recall for MemoryRecall {
+    fn put(
+        &self,
+        session_id: &str,
+        id: &str,
+        text: &str,
+        metadata: &str,
+    ) -> Result<(), EngineError> {
+        self.documents.borrow_mut().insert(
+            (session_id.to_owned(), id.to_owned()),
+            (text.to_owned(), metadata.to_owned()),
+        );
+        Ok(())
+    }
+
+    fn search(
+        &self,
+        session_id: &str,
+        query: &str,
+        limit: u32,
+        offset: u32,
+    ) -> Result<IndexPage, EngineError> {
+        let words: Vec<String> = query.split_whitespace().map(str::to_lowercase).collect();
+        let mut hits: Vec<IndexHit> = self
+            .documents
+            .borrow()
+            .iter()
+            .filter(|((session, _), _)| session == session_id)
+            .filter_map(|((_, id), (text, metadata))| {
+                let lower = text.to_lowercase();
+                let score: usize = words
+                    .iter()
+                    .map(|word| lower.matches(word.as_str()).count())
+                    .sum();
+                words
+                    .iter()
+                    .all(|word| lower.contains(word.as_str()))
+                    .then(|| IndexHit {
+                        id: id.clone(),
+                        session_id: Some(session_id.to_owned()),
+                        score: score as f64,
+                        snippet: text.chars().take(300).collect(),
+                        metadata: Some(metadata.clone()),
+                    })
+            })
+            .collect();
+        hits.sort_by(|a, b| b.score.total_cmp(&a.score));
+        let start = (offset as usize).min(hits.len());
+        let end = (start + limit as usize).min(hits.len());
+        Ok(IndexPage {
+            has_more: end < hits.len(),
+            hits: hits.drain(start..end).collect(),
+        })
+    }
 }
 
 /// A [`Store`] in memory, for native tests and benches.

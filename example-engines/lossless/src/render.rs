@@ -68,7 +68,7 @@ fn span(node: &Node) -> String {
 }
 
 /// A label and the text of a message.
-fn describe(message: &AgentMessage) -> (String, String) {
+pub(crate) fn describe(message: &AgentMessage) -> (String, String) {
     let (label, body) = match message {
         AgentMessage::User(_) => ("user".into(), message.text()),
         AgentMessage::Assistant(_) => {

@@ -62,18 +62,21 @@ impl<'a, S: Store> Session<'a, S> {
     }
 
     /// Stores the entries not stored yet (by transcript id), in order, and
-    /// answers how many were new.
+    /// answers the new ones with their sequence numbers.
     ///
     /// Writes go messages first, then the meta that counts them, then the
     /// id index: a call cut short can leave a message stored twice (its index
     /// entry missing, a retry stores it again), never an acknowledged message
     /// lost or an index entry pointing at another message.
-    pub(crate) fn append(&self, entries: Vec<MessageEntry>) -> Result<u32, EngineError> {
+    pub(crate) fn append(
+        &self,
+        entries: Vec<MessageEntry>,
+    ) -> Result<Vec<(u64, MessageEntry)>, EngineError> {
         let mut meta = self.meta()?;
         // Index entries are written after the meta that counts their
         // messages: a session with no messages has none to look up.
         let may_have_seen = meta.next_seq > 0;
-        let mut appended: Vec<String> = Vec::new();
+        let mut appended: Vec<(u64, MessageEntry)> = Vec::new();
         // A BTreeSet, not a HashSet: no random seed, so the component needs
         // no `wasi:random` import.
         let mut in_this_call: BTreeSet<String> = BTreeSet::new();
@@ -87,19 +90,18 @@ impl<'a, S: Store> Session<'a, S> {
             self.store
                 .set(&self.keys.message(seq), &encode_entry(&entry))?;
             in_this_call.insert(entry.id.clone());
-            appended.push(entry.id);
+            appended.push((seq, entry));
         }
         if appended.is_empty() {
-            return Ok(0);
+            return Ok(appended);
         }
-        let first_seq = meta.next_seq;
         meta.next_seq += appended.len() as u64;
         self.save_meta(&meta)?;
-        for (offset, entry_id) in appended.iter().enumerate() {
-            let seq = Encoder::new().u64(first_seq + offset as u64).finish();
-            self.store.set(&self.keys.entry_index(entry_id), &seq)?;
+        for (seq, entry) in &appended {
+            let seq = Encoder::new().u64(*seq).finish();
+            self.store.set(&self.keys.entry_index(&entry.id), &seq)?;
         }
-        Ok(appended.len() as u32)
+        Ok(appended)
     }
 }
 

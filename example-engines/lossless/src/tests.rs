@@ -22,6 +22,7 @@ struct FakeServices {
     /// Every `summarize` fails with this kind.
     failure: Option<HostErrorKind>,
     instructions: RefCell<Vec<String>>,
+    recall: MemoryRecall,
 }
 
 impl Services for FakeServices {
@@ -61,6 +62,10 @@ impl Services for FakeServices {
     fn aborted(&self) -> bool {
         self.abort_after
             .is_some_and(|after| self.summaries.get() >= after)
+    }
+
+    fn recall(&self) -> &dyn Recall {
+        &self.recall
     }
 }
 
@@ -821,4 +826,67 @@ fn corrupt_state_is_an_error_not_a_panic() {
             .compact(&s, &history, &compact_params(None, true))
             .is_err()
     );
+}
+
+// --- recall: the index and the tools -----------------------------------------
+
+fn session_with_history(engine: &TestEngine, turns: usize) -> SessionRef {
+    let session = session("recall");
+    let history = MemoryHistory::new(conversation(turns));
+    engine.bootstrap(&session, &history).expect("bootstrap");
+    session
+}
+
+#[test]
+fn every_stored_message_is_indexed_once() {
+    let engine = engine();
+    let session = session_with_history(&engine, 5);
+    let indexed = engine.services.recall.len();
+    assert!(indexed > 0 && indexed <= 20, "{indexed}");
+    // The same history again stores, and indexes, nothing new.
+    engine
+        .bootstrap(&session, &MemoryHistory::new(conversation(5)))
+        .expect("bootstrap");
+    assert_eq!(engine.services.recall.len(), indexed);
+}
+
+#[test]
+fn grep_finds_messages_by_number_and_expand_reads_them_back() {
+    let engine = engine();
+    let session = session_with_history(&engine, 6);
+    let names: Vec<String> = engine.tools().into_iter().map(|tool| tool.name).collect();
+    assert_eq!(names, ["grep", "expand"]);
+    let text = conversation(6)[4].message.text();
+    let word: String = text.split_whitespace().last().expect("a word").to_owned();
+    let found = engine
+        .call_tool(&session, "grep", &format!(r#"{{"query":"{word}"}}"#))
+        .expect("grep");
+    assert!(found.contains("[message 5,"), "{found}");
+    let read = engine
+        .call_tool(&session, "expand", r#"{"from":5,"to":5}"#)
+        .expect("expand");
+    assert!(
+        read.starts_with("[message 5,") && read.contains(&word),
+        "{read}"
+    );
+}
+
+#[test]
+fn tools_refuse_bad_arguments_as_errors_not_panics() {
+    let engine = engine();
+    let session = session_with_history(&engine, 2);
+    for (tool, arguments) in [
+        ("grep", "not json"),
+        ("grep", r#"{"query":"   "}"#),
+        ("grep", r#"{"query":"x","extra":1}"#),
+        ("expand", r#"{"from":0,"to":3}"#),
+        ("expand", r#"{"from":3,"to":1}"#),
+        ("expand", r#"{"from":1,"to":999}"#),
+        ("nope", "{}"),
+    ] {
+        let error = engine
+            .call_tool(&session, tool, arguments)
+            .expect_err(arguments);
+        assert!(!error.message.is_empty());
+    }
 }

@@ -2,10 +2,12 @@
  * Writing summaries: condense a run of `condenseFanout` same-level roots when
  * there is one, else summarize the next leaf chunk outside the fresh tail,
  * until the goal is met, nothing is left, the caller aborts or the call's
- * allowance is used. Each summary is persisted as it completes (node, then
+ * allowance (or the host's completion budget) is used. Summaries are written
+ * by the agent's model (`host.complete`), or by the host's summarizer when
+ * the host has no model. Each summary is persisted as it completes (node, then
  * meta), so a compaction cut short loses nothing and the next continues.
  */
-import { HostFailure, host, type CompactResult, type History, type MessageEntry } from "@ctxbox/guest";
+import { HostFailure, host, promptRequest, type CompactResult, type History, type MessageEntry } from "@ctxbox/guest";
 import { contextTokens } from "./assemble.js";
 import { config } from "./config.js";
 import * as render from "./render.js";
@@ -59,14 +61,18 @@ export function compact(
     }
     let summary: string;
     try {
-      summary = host.summarize(pending.text, {
-        instructions: render.instructions(pending.instructions, customInstructions),
-        maxTokens: pending.maxTokens,
-      });
+      summary = summarize(
+        pending.text,
+        render.instructions(pending.instructions, customInstructions),
+        pending.maxTokens,
+      );
     } catch (thrown) {
       if (!(thrown instanceof HostFailure)) throw thrown;
       if (thrown.hostError.kind === "aborted") {
         stop = "aborted by the caller";
+      } else if (thrown.hostError.kind === "quota-exceeded") {
+        // The host's budget for this call is spent: the next call continues.
+        stop = `stopped after ${written} summaries; the next compaction continues`;
       } else {
         ok = false;
         stop = `the summarizer failed: ${thrown.hostError.message}`;
@@ -85,6 +91,27 @@ export function compact(
     tokensBefore: BigInt(tokensBefore),
     tokensAfter: tokensNow <= tokensBefore ? BigInt(tokensNow) : undefined,
   };
+}
+
+/**
+ * A summary of `text` by the agent's own model (`host.complete`), or, when
+ * the host has none (`unavailable`), by the host's summarizer. Other host
+ * errors are thrown as {@link HostFailure}.
+ */
+function summarize(text: string, instructions: string, maxTokens: number): string {
+  const request = promptRequest(render.summaryPrompt(text, instructions), {
+    maxTokens,
+    system: render.SUMMARY_SYSTEM_PROMPT,
+    purpose: "summarize",
+  });
+  try {
+    return host.complete(request).text;
+  } catch (thrown) {
+    if (thrown instanceof HostFailure && thrown.hostError.kind === "unavailable") {
+      return host.summarize(text, { instructions, maxTokens });
+    }
+    throw thrown;
+  }
 }
 
 /** The tokens a summary of `sourceTokens` may take: at most half of them, at most `cap`. */

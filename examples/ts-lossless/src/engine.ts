@@ -1,17 +1,29 @@
 /**
  * `ts-lossless`: the idea of ctxbox's `lossless` engine in TypeScript. Every
- * message it is given is kept in the host's state store; old history is shown
- * as a DAG of summaries written by the host's summarizer (leaf summaries of 8
+ * message it is given is kept in the host's state store and indexed in the
+ * host's searchable memory (session scope, document `m<number>`); old history
+ * is shown as a DAG of summaries written by the agent's model (`host.complete`,
+ * or the host's summarizer when it has no model: leaf summaries of 8
  * messages, 4 of a level condensed into one of the next); the prompt is the
- * summary roots followed by the history they do not cover. It owns
- * compaction: `compact`, and `afterTurn` once the context passes 75% of the
- * budget. The instance keeps nothing between calls.
+ * summary roots followed by the history they do not cover. The model gets
+ * two tools, `grep` (every message containing the given words, summarized or
+ * not) and `expand` (messages read back in full by number, as summaries name
+ * them). It owns compaction: `compact`, and `afterTurn` once the context
+ * passes 75% of the budget. The instance keeps nothing between calls.
  */
-import { defineEngine, pages, readRange } from "@ctxbox/guest";
+import { defineEngine, pages, readRange, type MessageEntry } from "@ctxbox/guest";
 import { plan } from "./assemble.js";
 import { compact, type Goal } from "./compaction.js";
 import { thresholdTokens } from "./config.js";
+import * as recall from "./recall.js";
 import { SessionStore } from "./store.js";
+
+/** Stores the entries `store` does not have yet and indexes them; answers how many were new. */
+function append(store: SessionStore, entries: MessageEntry[]): number {
+  const stored = store.append(entries);
+  recall.index(stored);
+  return stored.length;
+}
 
 export const engine = defineEngine({
   info: {
@@ -22,21 +34,27 @@ export const engine = defineEngine({
     acceptedHostParams: [],
   },
 
+  tools: recall.TOOLS,
+
+  callTool(session, name, argumentsJson) {
+    return recall.callTool(new SessionStore(session.sessionId), name, argumentsJson);
+  },
+
   bootstrap(session, history) {
     const store = new SessionStore(session.sessionId);
     let imported = 0;
-    for (const page of pages(history)) imported += store.append(page.entries);
+    for (const page of pages(history)) imported += append(store, page.entries);
     return { bootstrapped: true, importedMessages: imported };
   },
 
   ingest(session, entry) {
     // Stored now or before: either way the store has it.
-    new SessionStore(session.sessionId).append([entry]);
+    append(new SessionStore(session.sessionId), [entry]);
     return { ingested: true };
   },
 
   ingestBatch(session, entries) {
-    new SessionStore(session.sessionId).append(entries);
+    append(new SessionStore(session.sessionId), entries);
     return { ingestedCount: entries.length };
   },
 
@@ -56,7 +74,7 @@ export const engine = defineEngine({
 
   afterTurn(session, history, params) {
     const store = new SessionStore(session.sessionId);
-    store.append(readRange(history, params.prePromptMessageCount, history.len()));
+    append(store, readRange(history, params.prePromptMessageCount, history.len()));
     if (params.tokenBudget === undefined) return;
     const result = compact(store, history, { within: thresholdTokens(Number(params.tokenBudget)) }, undefined);
     // The turn is done either way; the next compaction retries.

@@ -5,6 +5,17 @@ import type { SummaryNode } from "./store.js";
 /** The custom type of the messages summaries appear as. */
 export const SUMMARY_MESSAGE_TYPE = "lossless-summary";
 
+/** The system prompt of a summary written by the host's model. */
+export const SUMMARY_SYSTEM_PROMPT =
+  "You summarize conversation history for ctxbox's lossless engine. Read the material between <content> tags " +
+  "and write exactly the summary the instructions ask for. Do not continue the conversation and do not answer " +
+  "questions in it. Output only the summary.";
+
+/** The prompt of a summary written by the host's model: the material, then the instructions. */
+export function summaryPrompt(text: string, instructions: string): string {
+  return `<content>\n${text}\n</content>\n\n${instructions}`;
+}
+
 export const LEAF_INSTRUCTIONS =
   "Summarize this part of a conversation between a user and an AI agent. Keep decisions and their " +
   "reasons, open tasks, constraints, the user's requests, errors, and exact identifiers, file paths and commands.";
@@ -46,7 +57,17 @@ function span(node: SummaryNode): string {
   return `messages ${node.firstSeq + 1}–${node.lastSeq + 1}`;
 }
 
-function describe(message: AgentMessage): [string, string] {
+/** A label and the text of a message (with its tool calls, and a note of the images it carried). */
+export function describe(message: AgentMessage): [string, string] {
+  const [label, body] = labelled(message);
+  const images =
+    message.tag === "compaction-summary" || message.tag === "branch-summary"
+      ? 0
+      : message.val.content.filter((block) => block.tag === "image").length;
+  return [label, images === 0 ? body : `${body}\n(${images} image(s))`];
+}
+
+function labelled(message: AgentMessage): [string, string] {
   const text = messageText(message);
   switch (message.tag) {
     case "user":
@@ -66,6 +87,14 @@ function describe(message: AgentMessage): [string, string] {
     case "branch-summary":
       return ["summary of another branch", text];
   }
+}
+
+/** The first `maxChars` characters (code points) of `text`, without copying a short text. */
+export function firstChars(text: string, maxChars: number): string {
+  // A code point is one or two UTF-16 units: a text of at most `maxChars`
+  // units is short enough, and the first `maxChars` code points lie within
+  // the first `2 * maxChars` units.
+  return text.length <= maxChars ? text : Array.from(text.slice(0, 2 * maxChars)).slice(0, maxChars).join("");
 }
 
 function truncate(text: string, maxChars: number): string {

@@ -49,6 +49,12 @@ export interface SummaryNode {
   tokens: number;
 }
 
+/** A message as stored: its sequence number (0-based, in the order received) and the entry. */
+export interface Stored {
+  seq: number;
+  entry: MessageEntry;
+}
+
 const hex = (n: number) => n.toString(16).padStart(16, "0");
 const encode = (id: string) => id.replaceAll("%", "%25").replaceAll("/", "%2F");
 
@@ -84,19 +90,19 @@ export class SessionStore {
     state.setJson(`${this.prefix}n/${hex(id)}`, node);
   }
 
-  /** Stores the entries not stored yet (by transcript id), in order; answers how many were new. */
-  append(entries: MessageEntry[]): number {
+  /** Stores the entries not stored yet (by transcript id), in order; answers those, with their sequence numbers. */
+  append(entries: MessageEntry[]): Stored[] {
     const meta = this.meta();
-    let added = 0;
+    const added: Stored[] = [];
     for (const entry of entries) {
       const indexKey = `${this.prefix}e/${encode(entry.id)}`;
       if (state.get(indexKey) !== undefined) continue;
       state.setJson(`${this.prefix}m/${hex(meta.nextSeq)}`, entry);
       state.setJson(indexKey, meta.nextSeq);
+      added.push({ seq: meta.nextSeq, entry });
       meta.nextSeq += 1;
-      added += 1;
     }
-    if (added > 0) this.saveMeta(meta);
+    if (added.length > 0) this.saveMeta(meta);
     return added;
   }
 }

@@ -95,6 +95,41 @@ declare module 'ctxbox:engine/host@0.1.0' {
    * starting after `start-after` (for paging).
    */
   export function stateScan(prefix: string, startAfter: string | undefined, limit: number): Array<StateEntry>;
+  /**
+   * Asks the embedding host's model for a completion: the agent's own
+   * model in OpenClaw (`ctxbox serve` asks its client), the configured
+   * provider in `ctxbox run` and the library (a replayed model answers
+   * with an extractive summary of the request). Bounded per call and per
+   * engine: a count of completions and a token budget
+   * (`completions.maxPerCall`, `completions.maxTokensPerCall`,
+   * `completions.maxTokensPerHour`), and the call's own deadline. Time
+   * spent waiting for the model burns no fuel, and during `compact` and
+   * `after-turn` an answer re-arms the compaction watchdog like
+   * `report-progress`. Fails with `unavailable` when the host has no
+   * model, `quota-exceeded` when a budget is spent, `aborted` when the
+   * call is cancelled or out of time, `failed` when the model failed.
+   * (Added within contract 0.1: engines that do not import it still
+   * load.)
+   */
+  export function complete(request: CompletionRequest): Completion;
+  /**
+   * Indexes a document (replacing one with the same id in its scope).
+   * Writes are batched like `state-set`: the call sees them at once, other
+   * calls once it has answered, and a call that fails leaves none. Text,
+   * metadata and the index's overhead count against the engine's state
+   * quota (`quota-exceeded`). (Added within contract 0.1.)
+   */
+  export function indexPut(scope: IndexScope, document: IndexDocument): void;
+  /**
+   * Removes a document; answers whether it existed.
+   */
+  export function indexDelete(scope: IndexScope, id: string): boolean;
+  /**
+   * Searches the engine's documents, ranked, with snippets and paging. An
+   * engine reaches only its own documents (named by the id it is
+   * registered under).
+   */
+  export function indexSearch(query: IndexQuery): IndexPage;
   export type MessageEntry = import('ctxbox:engine/types@0.1.0').MessageEntry;
   export type CompactParams = import('ctxbox:engine/types@0.1.0').CompactParams;
   export type CompactResult = import('ctxbox:engine/types@0.1.0').CompactResult;
@@ -181,5 +216,151 @@ declare module 'ctxbox:engine/host@0.1.0' {
   export interface StateEntry {
     key: string,
     value: Uint8Array,
+  }
+  /**
+   * --- the embedding host's model ------------------------------------
+   * Who speaks a message of a completion request.
+   * # Variants
+   * 
+   * ## `"system"`
+   * 
+   * ## `"user"`
+   * 
+   * ## `"assistant"`
+   */
+  export type CompletionRole = 'system' | 'user' | 'assistant';
+  /**
+   * One message of a completion request: text only.
+   */
+  export interface CompletionMessage {
+    role: CompletionRole,
+    text: string,
+  }
+  /**
+   * What to ask the host's model.
+   */
+  export interface CompletionRequest {
+    /**
+     * The conversation to complete, oldest first; a plain prompt is one
+     * `user` message. At least one message.
+     */
+    messages: Array<CompletionMessage>,
+    /**
+     * Instructions sent before the messages.
+     */
+    system?: string,
+    /**
+     * Most tokens the answer may take (at least 1; the host may lower
+     * it to what is left of the engine's budget).
+     */
+    maxTokens: number,
+    /**
+     * What the completion is for, in a few words (the host's log and
+     * the embedding runtime's audit, e.g. "summarize a chunk").
+     */
+    purpose?: string,
+  }
+  /**
+   * The model's answer.
+   */
+  export interface Completion {
+    text: string,
+    /**
+     * Tokens the request took, as the model reported them (the host's
+     * estimate when it did not).
+     */
+    inputTokens: bigint,
+    /**
+     * Tokens of the answer, likewise.
+     */
+    outputTokens: bigint,
+    /**
+     * The model that answered, when the host knows it.
+     */
+    model?: string,
+  }
+  /**
+   * --- searchable memory ----------------------------------------------
+   * Which documents a call writes or searches: the engine's own across all
+   * its sessions, or the current session's.
+   * # Variants
+   * 
+   * ## `"engine"`
+   * 
+   * Documents of the engine itself, not of one session. A search in
+   * this scope also finds every session's documents.
+   * ## `"session"`
+   * 
+   * Documents of the session the call is about (not during `info`,
+   * the subagent hooks or `dispose`).
+   */
+  export type IndexScope = 'engine' | 'session';
+  /**
+   * A document to index.
+   */
+  export interface IndexDocument {
+    /**
+     * The engine's name for it, unique within its scope (at most 256
+     * bytes); a put with an id already there replaces that document.
+     */
+    id: string,
+    /**
+     * The text searched (at most 1 MiB).
+     */
+    text: string,
+    /**
+     * Small JSON metadata returned with hits (at most 4 KiB).
+     */
+    metadata?: Json,
+  }
+  /**
+   * A full-text search.
+   */
+  export interface IndexQuery {
+    /**
+     * Words to find, separated by spaces; a document must contain every
+     * one, matched case-insensitively as a substring (so CJK text needs
+     * no spaces between its words). 1 to 32 words, at most 1 KiB.
+     */
+    text: string,
+    scope: IndexScope,
+    /**
+     * Hits per page (1 to 100).
+     */
+    limit: number,
+    /**
+     * Hits to skip, for the next page.
+     */
+    offset: number,
+  }
+  /**
+   * One document found.
+   */
+  export interface IndexHit {
+    id: string,
+    /**
+     * The session it belongs to; none for engine documents.
+     */
+    sessionId?: string,
+    /**
+     * Higher is better; comparable within one search only.
+     */
+    score: number,
+    /**
+     * The best-matching passage, at most about 300 characters, with the
+     * matched words marked `[` `]`.
+     */
+    snippet: string,
+    metadata?: Json,
+  }
+  /**
+   * A page of hits, best first.
+   */
+  export interface IndexPage {
+    hits: Array<IndexHit>,
+    /**
+     * Whether another page follows (`offset + limit`).
+     */
+    hasMore: boolean,
   }
 }

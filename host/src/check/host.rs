@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
+use crate::contract::completion::{Completion, CompletionRequest};
+use crate::contract::index::{IndexDocument, IndexPage, IndexQuery, IndexScope};
 use crate::contract::services::{
     HostServices, ProgressSink, ServiceCall, ServiceError, TranscriptDelta,
 };
@@ -181,6 +183,40 @@ impl HostServices for CheckServices {
         self.inner
             .state_scan(call, prefix, start_after, limit)
             .await
+    }
+
+    async fn complete(
+        &self,
+        call: ServiceCall<'_>,
+        request: &CompletionRequest,
+    ) -> Result<Completion, ServiceError> {
+        self.inner.complete(call, request).await
+    }
+
+    async fn index_put(
+        &self,
+        call: ServiceCall<'_>,
+        scope: IndexScope,
+        document: IndexDocument,
+    ) -> Result<(), ServiceError> {
+        self.inner.index_put(call, scope, document).await
+    }
+
+    async fn index_delete(
+        &self,
+        call: ServiceCall<'_>,
+        scope: IndexScope,
+        id: &str,
+    ) -> Result<bool, ServiceError> {
+        self.inner.index_delete(call, scope, id).await
+    }
+
+    async fn index_search(
+        &self,
+        call: ServiceCall<'_>,
+        query: &IndexQuery,
+    ) -> Result<IndexPage, ServiceError> {
+        self.inner.index_search(call, query).await
     }
 
     async fn commit_state(&self, call: ServiceCall<'_>) -> Result<(), ServiceError> {

@@ -5,6 +5,10 @@
 //! make up for it, or the check could not exercise what it meant to) or
 //! fails; a warning or failure says what was expected and what came back.
 //!
+//! Tools are listed and each called with `{}` arguments; the model an
+//! engine asks for completions is an offline one (extractive answers), and
+//! what it asked is reported against the budgets.
+//!
 //! The checker's host differs from a production one in three ways, each so
 //! that a check can see what it looks for: one compaction watchdog window
 //! is [`WATCHDOG_WINDOW_SECONDS`] instead of 180 s; during the progress and
@@ -18,6 +22,7 @@ mod compaction;
 mod host;
 mod judge;
 mod lifecycle;
+mod powers;
 mod report;
 pub mod verdict;
 
@@ -37,6 +42,7 @@ use crate::contract::history::History;
 use crate::contract::types::{AgentMessage, MessageEntry, SessionRef};
 use crate::sandbox::{Sandbox, SandboxConfig};
 use crate::services::compaction::{CompactionConfig, Compactor};
+use crate::services::completions::{CompletionLimits, Completions, ExtractiveCompletions};
 use crate::services::native::NativeServices;
 use crate::services::state::{StateConfig, StateStore};
 use crate::transcript::{NewSession, Transcript, TranscriptStore};
@@ -67,9 +73,34 @@ pub async fn check_file(
     path: &Path,
     options: &CheckOptions,
 ) -> Result<CheckReport, CheckSetupError> {
-    let bytes = std::fs::read(path)
-        .map_err(|error| CheckSetupError(format!("cannot read `{}`: {error}", path.display())))?;
-    check_bytes(&path.display().to_string(), &bytes, options).await
+    // A file over the sandbox's size cap is refused by its size, unread.
+    let limit = SandboxConfig::default()
+        .max_component_kib
+        .saturating_mul(1024);
+    let size = std::fs::metadata(path)
+        .map_err(|error| CheckSetupError(format!("cannot read `{}`: {error}", path.display())))?
+        .len();
+    let bytes = if size > limit {
+        Vec::new()
+    } else {
+        std::fs::read(path).map_err(|error| {
+            CheckSetupError(format!("cannot read `{}`: {error}", path.display()))
+        })?
+    };
+    let mut checker = Checker::new(&path.display().to_string(), options)?;
+    if size > limit {
+        checker.record(
+            "load",
+            "a ctxbox:engine@0.1.0 component with only granted imports",
+            Finding::fail(format!(
+                "`{}` is {size} bytes, over the {limit}-byte limit (sandbox.maxComponentKib): refused unread",
+                path.display()
+            )),
+        );
+    } else {
+        checker.run(&bytes).await;
+    }
+    Ok(checker.finish())
 }
 
 /// Checks a component given as bytes, labelled `source`.
@@ -90,6 +121,8 @@ struct Checker {
     transcripts: TranscriptStore,
     sandbox: Sandbox,
     services: Arc<CheckServices>,
+    /// The checker's model (offline), to report what the engine asked.
+    completions: Arc<Completions>,
     pace: Arc<Pace>,
 }
 
@@ -121,6 +154,12 @@ impl Checker {
         })
         .map_err(|error| setup(&error))?;
         let answer_limit_bytes = sandbox.config().max_output_kib.saturating_mul(1024);
+        // The checker's model: offline extractive answers, under the default
+        // budgets.
+        let completions = Arc::new(Completions::new(
+            Arc::new(ExtractiveCompletions),
+            CompletionLimits::default(),
+        ));
         Ok(Self {
             report: CheckReport {
                 source: source.to_owned(),
@@ -134,7 +173,10 @@ impl Checker {
             scratch,
             transcripts,
             sandbox,
-            services: Arc::new(CheckServices::new(NativeServices::new(compactor, state))),
+            services: Arc::new(CheckServices::new(
+                NativeServices::new(compactor, state).with_completions(completions.clone()),
+            )),
+            completions,
             pace,
         })
     }
@@ -265,6 +307,7 @@ impl Checker {
         };
         self.lifecycle(&engine, &session, &history).await;
         self.assemble_cases(&engine, &session, &history).await;
+        self.tools(&engine, &session).await;
         // Each session is closed when its checks are done, so few instances
         // live at once: a component made of many core instances (the Python
         // engine) would otherwise exhaust the sandbox's pool.
@@ -277,6 +320,7 @@ impl Checker {
             .map(|()| "disposed".to_owned())
             .map_err(failure_text);
         self.record("dispose", "the instance disposes cleanly", disposed);
+        self.completions();
     }
 }
 

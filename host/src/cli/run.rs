@@ -378,6 +378,17 @@ fn print_summary(report: &RunReport, label: &str, engine: &str, window: u64, out
         ),
         _ => println!("compactions     {}", report.compactions),
     }
+    let completions = &report.completions;
+    if completions.completions + completions.refused > 0 || report.engine_tool_calls > 0 {
+        println!(
+            "engine powers   {} model completions ({} tokens in, {} out; {} refused), {} tool calls",
+            completions.completions,
+            completions.input_tokens,
+            completions.output_tokens,
+            completions.refused,
+            report.engine_tool_calls
+        );
+    }
     println!(
         "fallbacks       {} calls served by legacy; quarantined: {}",
         report.fallbacks,

@@ -1,23 +1,28 @@
 //! Host services behind the contract's richer imports (`delegate-compaction`,
-//! `summarize`, `read-transcript-delta`, `state-*`).
+//! `summarize`, `read-transcript-delta`, `state-*`, `complete`, `index-*`).
 //!
 //! The sandbox forwards those imports to a [`HostServices`] implementation.
 //! Every method has a default answering [`ServiceError::Unavailable`], so a
 //! host that offers none of them ([`NoServices`]) still runs every engine that
 //! does not need them, and engines that do get a clear error.
-//! [`MemoryServices`] keeps state in memory and answers summaries and
-//! delegated compactions without any work: for tests, benches and hosts that
-//! want an engine's logic without the real services.
+//! [`MemoryServices`] keeps state and an index in memory and answers
+//! summaries, completions and delegated compactions without any work: for
+//! tests, benches, the conformance checker and hosts that want an engine's
+//! logic without the real services.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
+use crate::contract::completion::{Completion, CompletionRequest};
 use crate::contract::history::History;
+use crate::contract::index::{
+    IndexBatch, IndexDocument, IndexHit, IndexPage, IndexQuery, IndexScope, snippet,
+};
 use crate::contract::state_batch::StateBatch;
 use crate::contract::types::{CompactParams, CompactResult, MessageEntry, SessionRef};
 
@@ -82,6 +87,97 @@ pub struct ServiceCall<'a> {
     pub abort: &'a CancellationToken,
     /// The engine call's state writes, pending until it answers.
     pub state: &'a StateBatch,
+    /// The engine call's index writes, pending until it answers.
+    pub index: &'a IndexBatch,
+    /// What the engine call has used of its per-call budgets.
+    pub usage: &'a CallUsage,
+    /// The embedding host's id for the request the engine call serves.
+    pub request_id: Option<&'a str>,
+}
+
+impl ServiceCall<'_> {
+    /// The session id documents of `scope` belong to: `None` for the
+    /// engine's own; for a session's, the call's session (an error during a
+    /// call about none).
+    pub fn index_owner(&self, scope: IndexScope) -> Result<Option<&str>, ServiceError> {
+        match scope {
+            IndexScope::Engine => Ok(None),
+            IndexScope::Session => self
+                .session
+                .map(|session| Some(session.session_id.as_str()))
+                .ok_or_else(|| {
+                    ServiceError::InvalidArgument(
+                        "the session scope needs a call about a session".into(),
+                    )
+                }),
+        }
+    }
+}
+
+/// What a [`ServiceCall`] borrows, owned: for hosts and tests that call
+/// services outside a sandbox (the sandbox keeps these in its call state).
+#[derive(Debug, Default)]
+pub struct CallScratch {
+    /// The call's pending state writes.
+    pub state: StateBatch,
+    /// The call's pending index writes.
+    pub index: IndexBatch,
+    /// What the call used of its budgets.
+    pub usage: CallUsage,
+    /// Cancelled when the caller gives up.
+    pub abort: CancellationToken,
+}
+
+impl CallScratch {
+    /// A service call of engine `engine_id` about `session`, due by
+    /// `deadline`.
+    pub fn call<'a>(
+        &'a self,
+        engine_id: &'a str,
+        session: Option<&'a SessionRef>,
+        deadline: Instant,
+    ) -> ServiceCall<'a> {
+        ServiceCall {
+            engine_id,
+            session,
+            history: None,
+            deadline,
+            abort: &self.abort,
+            state: &self.state,
+            index: &self.index,
+            usage: &self.usage,
+            request_id: None,
+        }
+    }
+}
+
+/// What one engine call has used of the budgets the host gives each call.
+#[derive(Debug, Default)]
+pub struct CallUsage {
+    completions: AtomicU32,
+    completion_tokens: AtomicU64,
+}
+
+impl CallUsage {
+    /// Completions asked for during the call.
+    pub fn completions(&self) -> u32 {
+        self.completions.load(Ordering::Relaxed)
+    }
+
+    /// Tokens (in and out) those completions took.
+    pub fn completion_tokens(&self) -> u64 {
+        self.completion_tokens.load(Ordering::Relaxed)
+    }
+
+    /// Counts a completion asked for (before it is made).
+    pub fn count_completion(&self) -> u32 {
+        self.completions.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// Counts tokens a completion took.
+    pub fn add_completion_tokens(&self, tokens: u64) {
+        self.completion_tokens.fetch_add(tokens, Ordering::Relaxed);
+    }
 }
 
 /// Reports progress of a long service operation (re-arms the compaction
@@ -166,10 +262,50 @@ pub trait HostServices: Send + Sync {
         Err(ServiceError::Unavailable("state-scan"))
     }
 
-    /// The engine call answered: makes the state writes it left pending in
-    /// `call.state` durable, all or none, before its answer is used. A
-    /// failed call is never committed; its batch is dropped. By default
-    /// there is nothing to commit (a host that writes at once).
+    /// Asks the embedding host's model for a completion, within the
+    /// call's budgets (`call.usage`).
+    async fn complete(
+        &self,
+        _call: ServiceCall<'_>,
+        _request: &CompletionRequest,
+    ) -> Result<Completion, ServiceError> {
+        Err(ServiceError::Unavailable("complete"))
+    }
+
+    /// Indexes a document of `scope` (pending in `call.index`).
+    async fn index_put(
+        &self,
+        _call: ServiceCall<'_>,
+        _scope: IndexScope,
+        _document: IndexDocument,
+    ) -> Result<(), ServiceError> {
+        Err(ServiceError::Unavailable("index-put"))
+    }
+
+    /// Removes a document of `scope`; answers whether it existed.
+    async fn index_delete(
+        &self,
+        _call: ServiceCall<'_>,
+        _scope: IndexScope,
+        _id: &str,
+    ) -> Result<bool, ServiceError> {
+        Err(ServiceError::Unavailable("index-delete"))
+    }
+
+    /// Searches the engine's documents.
+    async fn index_search(
+        &self,
+        _call: ServiceCall<'_>,
+        _query: &IndexQuery,
+    ) -> Result<IndexPage, ServiceError> {
+        Err(ServiceError::Unavailable("index-search"))
+    }
+
+    /// The engine call answered: makes the state and index writes it left
+    /// pending in `call.state` and `call.index` durable, all or none, before
+    /// its answer is used. A failed call is never committed; its batches are
+    /// dropped. By default there is nothing to commit (a host that writes at
+    /// once).
     async fn commit_state(&self, _call: ServiceCall<'_>) -> Result<(), ServiceError> {
         Ok(())
     }
@@ -181,17 +317,26 @@ pub struct NoServices;
 
 impl HostServices for NoServices {}
 
-/// Host services in memory, with no cost of their own: a state store per
-/// engine id, a summarizer that answers `summary N of M characters` at once,
-/// and a delegated compaction that answers a fixed result (or is
-/// unavailable). State writes take effect at once, not per call. It counts
-/// what it was asked.
+/// A document's key in [`MemoryServices`]: (engine, session or `None`, id).
+type DocumentKey = (String, Option<String>, String);
+
+/// Host services in memory, with no cost of their own: a state store and an
+/// index per engine id, a summarizer that answers `summary N of M
+/// characters` at once, a model that answers `completion N: …` with the
+/// start of the request's last message, and a delegated compaction that
+/// answers a fixed result (or is unavailable). State and index writes take
+/// effect at once, not per call; a search matches every word as a
+/// case-insensitive substring, best hits being those with the most matches.
+/// It counts what it was asked.
 #[derive(Debug, Default)]
 pub struct MemoryServices {
     state: Mutex<BTreeMap<(String, String), Vec<u8>>>,
+    /// Documents by key.
+    documents: Mutex<BTreeMap<DocumentKey, IndexDocument>>,
     compaction: Option<CompactResult>,
     summaries: AtomicU32,
     delegated: AtomicU32,
+    completions: AtomicU32,
 }
 
 impl MemoryServices {
@@ -211,6 +356,19 @@ impl MemoryServices {
     /// How many compactions were delegated.
     pub fn delegated(&self) -> u32 {
         self.delegated.load(Ordering::SeqCst)
+    }
+
+    /// How many completions were asked for.
+    pub fn completions(&self) -> u32 {
+        self.completions.load(Ordering::SeqCst)
+    }
+
+    fn documents(
+        &self,
+    ) -> MutexGuard<'_, BTreeMap<DocumentKey, IndexDocument>> {
+        self.documents
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The ids of the engines that wrote state, each once.
@@ -293,5 +451,96 @@ impl HostServices for MemoryServices {
             .take(limit as usize)
             .map(|((_, key), value)| (key.clone(), value.clone()))
             .collect())
+    }
+
+    async fn complete(
+        &self,
+        call: ServiceCall<'_>,
+        request: &CompletionRequest,
+    ) -> Result<Completion, ServiceError> {
+        request.check().map_err(ServiceError::InvalidArgument)?;
+        call.usage.count_completion();
+        let n = self.completions.fetch_add(1, Ordering::SeqCst) + 1;
+        let last = request.messages.last().map_or("", |message| &message.text);
+        let text = format!("completion {n}: {}", crate::contract::text::clip(last, 200));
+        let input_tokens = crate::contract::tokens::estimate_text(&request.text());
+        let output_tokens = crate::contract::tokens::estimate_text(&text);
+        call.usage
+            .add_completion_tokens(input_tokens + output_tokens);
+        Ok(Completion {
+            text,
+            input_tokens,
+            output_tokens,
+            model: Some("memory".into()),
+        })
+    }
+
+    async fn index_put(
+        &self,
+        call: ServiceCall<'_>,
+        scope: IndexScope,
+        document: IndexDocument,
+    ) -> Result<(), ServiceError> {
+        document.check().map_err(ServiceError::InvalidArgument)?;
+        let owner = call.index_owner(scope)?.map(str::to_owned);
+        self.documents().insert(
+            (call.engine_id.to_owned(), owner, document.id.clone()),
+            document,
+        );
+        Ok(())
+    }
+
+    async fn index_delete(
+        &self,
+        call: ServiceCall<'_>,
+        scope: IndexScope,
+        id: &str,
+    ) -> Result<bool, ServiceError> {
+        let owner = call.index_owner(scope)?.map(str::to_owned);
+        Ok(self
+            .documents()
+            .remove(&(call.engine_id.to_owned(), owner, id.to_owned()))
+            .is_some())
+    }
+
+    async fn index_search(
+        &self,
+        call: ServiceCall<'_>,
+        query: &IndexQuery,
+    ) -> Result<IndexPage, ServiceError> {
+        query.check().map_err(ServiceError::InvalidArgument)?;
+        let owner = call.index_owner(query.scope)?;
+        let words = query.words();
+        let mut hits: Vec<IndexHit> = self
+            .documents()
+            .iter()
+            .filter(|((engine, session, _), _)| {
+                engine == call.engine_id && (owner.is_none() || session.as_deref() == owner)
+            })
+            .filter_map(|((_, session, _), document)| {
+                let text = document.text.to_lowercase();
+                let matches: usize = words
+                    .iter()
+                    .map(|word| text.matches(word.as_str()).count())
+                    .sum();
+                words
+                    .iter()
+                    .all(|word| text.contains(word.as_str()))
+                    .then(|| IndexHit {
+                        id: document.id.clone(),
+                        session_id: session.clone(),
+                        score: matches as f64,
+                        snippet: snippet(&document.text, &words),
+                        metadata: document.metadata.clone(),
+                    })
+            })
+            .collect();
+        hits.sort_by(|a, b| b.score.total_cmp(&a.score));
+        let start = (query.offset as usize).min(hits.len());
+        let end = (start + query.limit as usize).min(hits.len());
+        Ok(IndexPage {
+            has_more: end < hits.len(),
+            hits: hits.drain(start..end).collect(),
+        })
     }
 }

@@ -81,6 +81,13 @@ pub enum Violation {
         /// What is wrong with it.
         reason: String,
     },
+    /// The engine's tool definitions break the contract
+    /// (`contract::tools`).
+    #[error("the engine's tools break the contract: {0}")]
+    BadTools(String),
+    /// A tool result breaks the contract (its size).
+    #[error("{0}")]
+    BadToolResult(String),
     /// The compaction claims to have grown the context.
     #[error("tokens-after ({after}) is above tokens-before ({before})")]
     TokensGrew {
@@ -126,6 +133,16 @@ pub fn check_assemble(history: &History, result: &AssembleResult) -> Result<(), 
     } else {
         Ok(())
     }
+}
+
+/// Checks the tools an engine offers (`wit/tools.wit`).
+pub fn check_tools(tools: &[crate::contract::tools::EngineTool]) -> Result<(), Violation> {
+    crate::contract::tools::check_definitions(tools).map_err(Violation::BadTools)
+}
+
+/// Checks a tool's answer (`wit/tools.wit`).
+pub fn check_tool_result(result: &str) -> Result<(), Violation> {
+    crate::contract::tools::check_result(result).map_err(Violation::BadToolResult)
 }
 
 /// Checks that what an `assemble` answer inserts fits in `budget` (when the

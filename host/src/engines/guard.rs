@@ -26,6 +26,7 @@ use serde::Serialize;
 use crate::contract::engine::{CallOptions, ContextEngine, EngineResult};
 use crate::contract::failure::{EngineFailure, FailureKind, Operation};
 use crate::contract::history::History;
+use crate::contract::tools::EngineTool;
 use crate::contract::types::{
     AfterTurnParams, AssembleParams, AssembleResult, BootstrapResult, CompactParams, CompactResult,
     EngineInfo, HostParam, IngestBatchResult, IngestResult, MaintainReason, MaintainResult,
@@ -347,9 +348,11 @@ impl GuardedEngine {
         // answer, as in the reference: reported, and the next compaction
         // asks the engine again. Its code failing (trap, limits, a bad
         // answer) still quarantines.
-        let refused_compaction =
-            operation == Operation::Compact && failure.kind == FailureKind::EngineError;
-        if !overloaded && !refused_compaction {
+        // Likewise a tool that reports an error: the model is told, as of any
+        // failed tool.
+        let refused = matches!(operation, Operation::Compact | Operation::CallTool)
+            && failure.kind == FailureKind::EngineError;
+        if !overloaded && !refused {
             self.quarantine_engine(&failure);
         }
         let action = match (&on_failure, self.policy.strict) {
@@ -824,6 +827,51 @@ impl ContextEngine for GuardedEngine {
             no_check,
             fallback,
             OnFailure::Retry,
+        )
+        .await
+    }
+
+    async fn tools(&self, call: &CallOptions) -> EngineResult<Vec<EngineTool>> {
+        // `legacy` offers no tools: a quarantined engine's are withdrawn.
+        self.guard(
+            Operation::ListTools,
+            None,
+            call,
+            |engine| Box::pin(async move { engine.tools(call).await }),
+            |tools: &Vec<EngineTool>| validate::check_tools(tools),
+            Box::pin(async { Ok(Vec::new()) }),
+            OnFailure::Retry,
+        )
+        .await
+    }
+
+    async fn call_tool(
+        &self,
+        call: &CallOptions,
+        session: &SessionRef,
+        name: &str,
+        arguments_json: &str,
+    ) -> EngineResult<String> {
+        let session = &self.project_session(session);
+        let unavailable = EngineFailure::new(
+            &self.id,
+            Operation::CallTool,
+            FailureKind::EngineError,
+            format!(
+                "engine `{}` cannot answer tools now (it is quarantined or was not loaded)",
+                self.id
+            ),
+        );
+        self.guard(
+            Operation::CallTool,
+            Some(session),
+            call,
+            |engine| {
+                Box::pin(async move { engine.call_tool(call, session, name, arguments_json).await })
+            },
+            |result: &String| validate::check_tool_result(result),
+            Box::pin(async move { Err(unavailable) }),
+            OnFailure::Fail,
         )
         .await
     }

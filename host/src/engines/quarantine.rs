@@ -25,7 +25,7 @@ use crate::contract::text::{
 pub const SHARED_REFRESH: Duration = Duration::from_secs(1);
 
 /// Longest retry delay back-off grows to.
-const MAX_BACKOFF: Duration = Duration::from_secs(24 * 60 * 60);
+const MAX_BACKOFF: Duration = Duration::from_secs(6 * 60 * 60);
 
 /// One quarantined engine.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -120,7 +120,7 @@ pub struct QuarantineStore {
 impl QuarantineStore {
     /// Opens (creating if needed) the database at `path`. With `backoff`, a
     /// quarantined engine is retried after that delay, doubling with each
-    /// further failure (up to a day); without, it stays quarantined until it
+    /// further failure (up to six hours); without, it stays quarantined until it
     /// is registered again.
     pub fn open(path: &Path, backoff: Option<Duration>) -> Result<Self, QuarantineError> {
         Self::with_backend(Box::new(SqliteQuarantine::open(path)?), backoff)
@@ -516,6 +516,29 @@ mod tests {
             .expect("record");
         let second_delay = second.retry_at_ms.expect("retry") - now_ms();
         assert!(second_delay > 110_000, "doubled: {second_delay}");
+    }
+
+    #[test]
+    fn a_failure_that_keeps_repeating_grows_to_the_cap_and_keeps_its_reason() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store =
+            QuarantineStore::open(&dir.path().join("q.sqlite3"), Some(Duration::from_secs(300)))
+                .expect("open");
+        let mut last = None;
+        for attempt in 0..12 {
+            let message = if attempt == 0 { "first reason" } else { "later" };
+            last = Some(
+                store
+                    .record("plugin:x", None, &failure("x", FailureKind::Timeout, message))
+                    .expect("record"),
+            );
+        }
+        let record = last.expect("recorded");
+        assert_eq!(record.failures, 12);
+        assert_eq!(record.reason, "first reason", "the first failure is the record");
+        let delay = record.retry_at_ms.expect("still retried") - now_ms();
+        let cap = MAX_BACKOFF.as_millis() as i64;
+        assert!(delay <= cap && delay > cap - 5_000, "capped at six hours: {delay}");
     }
 
     #[test]

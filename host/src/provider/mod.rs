@@ -8,6 +8,7 @@
 //! tests and examples.
 
 pub mod chat;
+pub mod completion;
 mod openai;
 pub mod overflow;
 mod recorded;
@@ -182,6 +183,22 @@ impl ProviderConfig {
         match self {
             Self::Replay => Ok(()),
             Self::OpenaiCompatible(config) => config.validate("provider."),
+        }
+    }
+
+    /// Where engines' completions come from with this provider: the
+    /// chat-completions API when one is configured (a model that cannot be
+    /// reached, e.g. its key variable unset, answers `unavailable` with the
+    /// reason); `None` for `replay`, which has no live model.
+    pub fn completions(&self) -> Option<Arc<dyn completion::ModelCompletions>> {
+        match self {
+            Self::Replay => None,
+            Self::OpenaiCompatible(config) => {
+                Some(match completion::ChatCompletions::new(config.clone()) {
+                    Ok(completions) => Arc::new(completions),
+                    Err(error) => Arc::new(completion::NoModel(format!("provider: {error}"))),
+                })
+            }
         }
     }
 

@@ -9,7 +9,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
-use super::{ModelReply, ModelRequest, Provider, ProviderError, ToolExecutor};
+use super::{ModelReply, ModelRequest, Provider, ProviderError, ToolDefinition, ToolExecutor};
 use crate::contract::types::{AgentMessage, ContentBlock};
 
 /// A model answering from a script, in order; once the script is used up it
@@ -18,6 +18,7 @@ use crate::contract::types::{AgentMessage, ContentBlock};
 pub struct ScriptedProvider {
     answers: Mutex<VecDeque<Result<AgentMessage, ProviderError>>>,
     prompts: Mutex<Vec<Vec<AgentMessage>>>,
+    tools: Mutex<Vec<Vec<ToolDefinition>>>,
 }
 
 impl ScriptedProvider {
@@ -26,6 +27,7 @@ impl ScriptedProvider {
         Self {
             answers: Mutex::new(answers.into_iter().collect()),
             prompts: Mutex::new(Vec::new()),
+            tools: Mutex::new(Vec::new()),
         }
     }
 
@@ -42,6 +44,11 @@ impl ScriptedProvider {
     pub fn prompts(&self) -> Vec<Vec<AgentMessage>> {
         lock(&self.prompts).clone()
     }
+
+    /// The tools each prompt offered the model, oldest first.
+    pub fn tool_definitions(&self) -> Vec<Vec<ToolDefinition>> {
+        lock(&self.tools).clone()
+    }
 }
 
 #[async_trait]
@@ -52,6 +59,7 @@ impl Provider for ScriptedProvider {
         _abort: &CancellationToken,
     ) -> Result<ModelReply, ProviderError> {
         lock(&self.prompts).push(request.messages.to_vec());
+        lock(&self.tools).push(request.tool_definitions.to_vec());
         let answer = lock(&self.answers)
             .pop_front()
             .unwrap_or(Err(ProviderError::Exhausted))?;

@@ -18,6 +18,7 @@
 //! foreground or in the background (awaited before the session's next engine
 //! call).
 
+mod engine_tools;
 pub mod load;
 mod overflow;
 mod preflight;
@@ -273,13 +274,14 @@ impl TurnRunner {
 
         // Recovery attempts are drawn on across the turn's model calls.
         let mut recovery = overflow::Recovery::default();
+        let tools = self.turn_tools(&call).await;
         loop {
             self.append_arrived(session, progress)?;
             if progress.report.model_calls >= MAX_MODEL_CALLS_PER_TURN {
                 return Err(TurnError::TooManyModelCalls(MAX_MODEL_CALLS_PER_TURN));
             }
             let answer = match self
-                .model_call(session, &call, &mut recovery, &mut progress.report)
+                .model_call(session, &call, &tools, &mut recovery, &mut progress.report)
                 .await
             {
                 Ok(answer) => answer,
@@ -311,7 +313,9 @@ impl TurnRunner {
             // The calls of an answer that failed or was aborted are not run.
             let calls_tools = runs_its_tool_calls(&reply) && reply.tool_call_ids().next().is_some();
             if calls_tools {
-                let results = self.tools.execute(&reply, abort).await;
+                let results = self
+                    .run_tool_calls(session, &call, &tools, &reply, &mut progress.report, abort)
+                    .await;
                 progress.answers.extend(session.append(&results)?);
             }
             if !calls_tools && !self.provider.continues_turn() {
@@ -389,6 +393,7 @@ impl TurnRunner {
         &self,
         session: &mut Session,
         call: &CallOptions,
+        tools: &engine_tools::TurnTools,
         recovery: &mut overflow::Recovery,
         report: &mut TurnReport,
     ) -> Result<overflow::Answer, TurnError> {
@@ -401,8 +406,8 @@ impl TurnRunner {
                 system_prompt: &prompt.system_prompt,
                 messages: &prompt.messages,
                 model: self.config.model.as_deref(),
-                tools: &self.config.tools,
-                tool_definitions: &self.tool_definitions,
+                tools: &tools.names,
+                tool_definitions: &tools.definitions,
             };
             match self.provider.complete(request, &call.abort).await {
                 Ok(reply) => {

@@ -28,6 +28,11 @@ pub struct TurnReport {
     pub compaction_stopped: Option<String>,
     /// Context-overflow errors the provider answered.
     pub overflow_retries: u32,
+    /// Calls the model made to the engine's tools.
+    pub engine_tool_calls: u32,
+    /// Of those, the ones answered with an error (the engine's, a failure,
+    /// a quarantine).
+    pub engine_tool_errors: u32,
     /// Whether oversized tool traffic (results, arguments, thinking) was
     /// truncated in prompts.
     pub truncated_tool_traffic: bool,

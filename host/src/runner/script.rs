@@ -30,6 +30,11 @@ pub struct RunReport {
     pub last_prompt_tokens: u64,
     /// Compactions that compacted.
     pub compactions: u32,
+    /// Calls the model made to the engine's tools.
+    pub engine_tool_calls: u32,
+    /// Model completions the engine asked the host for during the run
+    /// (`host.complete`, and `host.summarize` through the host's model).
+    pub completions: crate::services::completions::CompletionTotals,
     /// Engine calls `legacy` served in place of the selected engine: after a
     /// failure, while it was quarantined, or because no instance slot was
     /// free.
@@ -70,6 +75,7 @@ impl RunReport {
             self.last_prompt_tokens = turn.last_prompt_tokens;
         }
         self.compactions += turn.compactions;
+        self.engine_tool_calls += turn.engine_tool_calls;
         self.recorded_entries += turn.recorded_entries;
         self.orphan_tool_results += turn.orphan_tool_results;
         self.count(&turn.guard_events);

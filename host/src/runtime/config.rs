@@ -35,6 +35,11 @@
 //! retryAfterSeconds = 600
 //! strict = false
 //!
+//! [serve]
+//! idleSessionSeconds = 900
+//! maxSessions = 256
+//! maxInFlight = 64
+//!
 //! [provider]
 //! kind = "openai-compatible"
 //! baseUrl = "https://api.openai.com/v1"
@@ -83,6 +88,54 @@ pub struct Config {
     /// The model that answers an embedding host's turns (default `replay`:
     /// none; `ctxbox run` replays recordings whatever this says).
     pub provider: ProviderConfig,
+    /// Budgets of engines' model completions (`host.complete`).
+    pub completions: crate::services::completions::CompletionLimits,
+    /// What `ctxbox serve` holds in memory and runs at once.
+    pub serve: ServeConfig,
+}
+
+/// `[serve]`: the bounds of a long-lived `ctxbox serve`. A session it gives
+/// up is reloaded on its next request, so the bounds cost a reload, never a
+/// message.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+pub struct ServeConfig {
+    /// A session untouched this long gives up its history and its engines'
+    /// warm instances, seconds (`0`: never for age alone).
+    pub idle_session_seconds: u64,
+    /// The most sessions held at once; the least recently used is given up
+    /// first.
+    pub max_sessions: usize,
+    /// The most requests running at once; the next request line is read
+    /// when one ends.
+    pub max_in_flight: usize,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        Self {
+            idle_session_seconds: 15 * 60,
+            max_sessions: 256,
+            max_in_flight: 64,
+        }
+    }
+}
+
+impl ServeConfig {
+    /// How long a session may stay untouched, if age alone gives it up.
+    pub fn idle_limit(&self) -> Option<Duration> {
+        (self.idle_session_seconds > 0).then(|| Duration::from_secs(self.idle_session_seconds))
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        if self.max_sessions == 0 {
+            return Err("`serve.maxSessions` must be at least 1".into());
+        }
+        if self.max_in_flight == 0 {
+            return Err("`serve.maxInFlight` must be at least 1".into());
+        }
+        Ok(())
+    }
 }
 
 /// The most bytes one engine's `plugins.entries.<id>.config` may take as
@@ -220,17 +273,36 @@ pub const DEFAULT_AGENT_ID: &str = "main";
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct QuarantineConfig {
-    /// Retry a quarantined engine after this long (doubling with each new
-    /// failure) instead of keeping it quarantined until re-registered.
+    /// Retry a quarantined engine after this long, doubling with each
+    /// failure on retry up to six hours (unset: five minutes, so a
+    /// transient failure does not end an engine's life); `0` keeps it
+    /// quarantined until it is registered again.
     pub retry_after_seconds: Option<u64>,
     /// Fail the turn instead of falling back to `legacy`.
     pub strict: bool,
+    /// Set by programs, never read from a file: the first retry's delay,
+    /// over `retry_after_seconds`. `Duration::ZERO` retries a failed engine
+    /// on its next call, what load benches use to keep a failing engine in
+    /// play.
+    #[serde(skip)]
+    pub retry_after: Option<Duration>,
 }
+
+/// The first retry of a quarantined engine when `quarantine.retryAfterSeconds`
+/// is unset.
+pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(5 * 60);
 
 impl QuarantineConfig {
     /// The back-off, if retries are on.
     pub fn backoff(&self) -> Option<Duration> {
-        self.retry_after_seconds.map(Duration::from_secs)
+        if let Some(delay) = self.retry_after {
+            return Some(delay);
+        }
+        match self.retry_after_seconds {
+            None => Some(DEFAULT_RETRY_AFTER),
+            Some(0) => None,
+            Some(seconds) => Some(Duration::from_secs(seconds)),
+        }
     }
 }
 
@@ -321,6 +393,7 @@ impl Config {
             .validate_agents()
             .map_err(|message| (None, message))?;
         config.engine_configs().map_err(|message| (None, message))?;
+        config.serve.validate().map_err(|message| (None, message))?;
         Ok(config)
     }
 
@@ -506,6 +579,31 @@ mod tests {
         assert_eq!(config.context_tokens(), DEFAULT_CONTEXT_TOKENS);
         assert_eq!(config.plugins.slots.context_engine, None);
         assert_eq!(config.sandbox.compaction_timeout_seconds, 180);
+    }
+
+    #[test]
+    fn serve_bounds_have_defaults_and_refuse_zero() {
+        let config = Config::parse("[serve]\nidleSessionSeconds = 0\n").expect("valid");
+        assert_eq!(config.serve.idle_limit(), None);
+        assert_eq!(config.serve.max_sessions, 256);
+        let (_, message) = Config::parse("[serve]\nmaxSessions = 0\n").expect_err("zero");
+        assert!(message.contains("serve.maxSessions"), "{message}");
+    }
+
+    #[test]
+    fn quarantine_forgives_by_default_and_zero_means_never() {
+        let default = Config::parse("").expect("valid");
+        assert_eq!(default.quarantine.backoff(), Some(DEFAULT_RETRY_AFTER));
+        let never = Config::parse("[quarantine]\nretryAfterSeconds = 0\n").expect("valid");
+        assert_eq!(never.quarantine.backoff(), None);
+        let at_once = QuarantineConfig {
+            retry_after: Some(Duration::ZERO),
+            ..never.quarantine
+        };
+        assert_eq!(at_once.backoff(), Some(Duration::ZERO));
+        let (_, message) =
+            Config::parse("[quarantine]\nretryAfter = 1\n").expect_err("not a file key");
+        assert!(message.contains("retryAfter"), "{message}");
     }
 
     #[test]

@@ -26,6 +26,7 @@ use crate::sandbox::SandboxError;
 use crate::sandbox::{Sandbox, SandboxConfig};
 use crate::services::PostgresState;
 use crate::services::compaction::Compactor;
+use crate::services::completions::{Completions, ExtractiveCompletions};
 use crate::services::native::NativeServices;
 use crate::services::state::{EngineState, StateError, StateStore};
 use crate::services::summarize::SummarizeError;
@@ -85,6 +86,7 @@ pub struct Runtime {
     transcripts: TranscriptStore,
     engines: Engines,
     shared: Option<Arc<Postgres>>,
+    completions: Arc<Completions>,
 }
 
 impl Runtime {
@@ -139,10 +141,28 @@ impl Runtime {
                 .or_else(|| Some(data_dir.join("cache"))),
             ..config.sandbox.clone()
         })?;
+        // Engines' completions: the configured provider's model, else (a
+        // replayed model answers only from its recording) offline extractive
+        // answers; `ctxbox serve` swaps in its client's model.
+        let completions = Arc::new(Completions::new(
+            config
+                .provider
+                .completions()
+                .unwrap_or_else(|| Arc::new(ExtractiveCompletions)),
+            config.completions.clone(),
+        ));
         let engines = Engines::new(
             sandbox,
             quarantine,
-            Arc::new(NativeServices::new(compactor.clone(), state)),
+            Arc::new({
+                let services = NativeServices::new(compactor.clone(), state)
+                    .with_completions(completions.clone());
+                if config.agents.defaults.compaction.summarizer.is_none() {
+                    services.summarizing_with_model()
+                } else {
+                    services
+                }
+            }),
             Arc::new(LegacyEngine::new(compactor)),
             GuardPolicy {
                 strict: config.quarantine.strict,
@@ -170,7 +190,14 @@ impl Runtime {
             transcripts,
             engines,
             shared,
+            completions,
         })
+    }
+
+    /// Engines' model completions: their budgets, totals, and the model
+    /// answering them (which an embedding host may swap).
+    pub fn completions(&self) -> &Arc<Completions> {
+        &self.completions
     }
 
     /// The shared PostgreSQL store, when `[store]` names one (`None`: the
@@ -287,9 +314,13 @@ impl Runtime {
             script.tool_names(),
         );
         let mut session = Session::new(transcript, None);
-        runner
+        let engine_id = runner.engine().selected_id().to_owned();
+        let before = self.completions.totals_of(&engine_id);
+        let mut report = runner
             .run_script(&mut session, &replay, script, abort, on_turn)
-            .await
+            .await?;
+        report.completions = self.completions.totals_of(&engine_id).since(before);
+        Ok(report)
     }
 }
 

@@ -10,7 +10,10 @@ use tokio_util::sync::CancellationToken;
 use super::config::SandboxConfig;
 use crate::contract::failure::{FailureKind, Operation};
 use crate::contract::history::History;
+use crate::contract::index::IndexBatch;
+use crate::contract::services::{CallUsage, ServiceCall};
 use crate::contract::state_batch::StateBatch;
+use crate::contract::tools::EngineTool;
 use crate::contract::types::{
     AfterTurnParams, AssembleParams, AssembleResult, BootstrapResult, CompactParams, CompactResult,
     EngineInfo, IngestBatchResult, IngestResult, MaintainReason, MaintainResult, MessageEntry,
@@ -65,6 +68,12 @@ pub(crate) enum Request<'a> {
         reason: SubagentEndReason,
     },
     Dispose,
+    ListTools,
+    CallTool {
+        session: &'a SessionRef,
+        name: &'a str,
+        arguments_json: &'a str,
+    },
 }
 
 impl Request<'_> {
@@ -82,6 +91,8 @@ impl Request<'_> {
             Self::RollbackSubagentSpawn(_) => Operation::RollbackSubagentSpawn,
             Self::OnSubagentEnded { .. } => Operation::OnSubagentEnded,
             Self::Dispose => Operation::Dispose,
+            Self::ListTools => Operation::ListTools,
+            Self::CallTool { .. } => Operation::CallTool,
         }
     }
 
@@ -93,7 +104,8 @@ impl Request<'_> {
             | Self::Assemble { session, .. }
             | Self::Compact { session, .. }
             | Self::AfterTurn { session, .. }
-            | Self::Maintain { session, .. } => Some(session),
+            | Self::Maintain { session, .. }
+            | Self::CallTool { session, .. } => Some(session),
             _ => None,
         }
     }
@@ -130,6 +142,8 @@ pub(crate) enum Response {
     Compact(CompactResult),
     Maintain(MaintainResult),
     Spawn(Option<String>),
+    Tools(Vec<EngineTool>),
+    ToolResult(String),
     Done,
 }
 
@@ -263,6 +277,12 @@ pub(crate) struct CallState {
     pub(crate) abort: CancellationToken,
     /// The call's state writes, committed when it answers.
     pub(crate) state: StateBatch,
+    /// The call's index writes, committed with its state writes.
+    pub(crate) index: IndexBatch,
+    /// What the call has used of its per-call budgets (completions).
+    pub(crate) usage: CallUsage,
+    /// The embedding host's id for the request the call serves.
+    pub(crate) request_id: Option<String>,
     /// Bytes the guest passed to host imports so far.
     pub(crate) input_bytes: u64,
     pub(crate) log_records: u32,
@@ -274,6 +294,26 @@ pub(crate) struct CallState {
 }
 
 impl CallState {
+    /// What host services know of this call of engine `engine_id`.
+    pub(crate) fn service_call<'a>(&'a self, engine_id: &'a str) -> ServiceCall<'a> {
+        ServiceCall {
+            engine_id,
+            session: self.session.as_ref(),
+            history: self.history.as_ref(),
+            deadline: self.clock.deadline(),
+            abort: &self.abort,
+            state: &self.state,
+            index: &self.index,
+            usage: &self.usage,
+            request_id: self.request_id.as_deref(),
+        }
+    }
+
+    /// Whether the call left writes to commit.
+    pub(crate) fn has_writes(&self) -> bool {
+        !self.state.is_empty() || !self.index.is_empty()
+    }
+
     /// The state while an instance is created (its start-up code runs under
     /// the plain call deadline).
     pub(crate) fn instantiation(config: &SandboxConfig) -> Self {
@@ -300,6 +340,9 @@ impl CallState {
             clock,
             abort,
             state: StateBatch::default(),
+            index: IndexBatch::default(),
+            usage: CallUsage::default(),
+            request_id: None,
             input_bytes: 0,
             log_records: 0,
             logs_dropped: 0,

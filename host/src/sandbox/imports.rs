@@ -48,14 +48,7 @@ impl StoreState {
     }
 
     fn service_call(&self) -> ServiceCall<'_> {
-        ServiceCall {
-            engine_id: &self.engine_id,
-            session: self.call.session.as_ref(),
-            history: self.call.history.as_ref(),
-            deadline: self.call.clock.deadline(),
-            abort: &self.call.abort,
-            state: &self.call.state,
-        }
+        self.call.service_call(&self.engine_id)
     }
 }
 
@@ -262,5 +255,35 @@ impl wit_host::Host for StoreState {
                 .map(|(key, value)| wit_host::StateEntry { key, value })
                 .collect()
         }))
+    }
+
+    async fn complete(
+        &mut self,
+        request: wit_host::CompletionRequest,
+    ) -> wasmtime::Result<HostResult<wit_host::Completion>> {
+        super::powers::complete(self, request).await
+    }
+
+    async fn index_put(
+        &mut self,
+        scope: wit_host::IndexScope,
+        document: wit_host::IndexDocument,
+    ) -> wasmtime::Result<HostResult<()>> {
+        super::powers::index_put(self, scope, document).await
+    }
+
+    async fn index_delete(
+        &mut self,
+        scope: wit_host::IndexScope,
+        id: String,
+    ) -> wasmtime::Result<HostResult<bool>> {
+        super::powers::index_delete(self, scope, id).await
+    }
+
+    async fn index_search(
+        &mut self,
+        query: wit_host::IndexQuery,
+    ) -> wasmtime::Result<HostResult<wit_host::IndexPage>> {
+        super::powers::index_search(self, query).await
     }
 }

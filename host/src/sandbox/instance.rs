@@ -7,7 +7,7 @@ use std::sync::Arc;
 use wasmtime::component::Resource;
 use wasmtime::{Store, UpdateDeadline};
 
-use super::bindings::{EngineWorld, EngineWorldPre};
+use super::bindings::{EngineExports, EngineExportsPre};
 use super::call::{self, CallClock, CallState, Request, Response};
 use super::classify::classify;
 use super::convert;
@@ -17,7 +17,6 @@ use super::store::StoreState;
 use super::wire_size;
 use crate::contract::engine::CallOptions;
 use crate::contract::failure::{EngineFailure, FailureKind, Operation};
-use crate::contract::services::ServiceCall;
 use crate::contract::text::{MAX_ENGINE_TEXT_BYTES, untrusted_line};
 
 /// How a call on a live instance failed.
@@ -40,7 +39,7 @@ impl CallError {
 /// An instantiated engine with its store.
 pub(crate) struct Live {
     store: Store<StoreState>,
-    bindings: EngineWorld,
+    bindings: EngineExports,
     calls: u64,
     _ticket: PoolTicket,
 }
@@ -55,7 +54,7 @@ impl Live {
     /// instantiation fuel budget and the plain call deadline. `operation` is
     /// the call that needed the instance (for the failure record).
     pub(crate) async fn start(
-        pre: &EngineWorldPre<StoreState>,
+        pre: &EngineExportsPre<StoreState>,
         state: StoreState,
         ticket: PoolTicket,
         operation: Operation,
@@ -156,6 +155,7 @@ impl Live {
         let clock = Arc::new(CallClock::start(operation, &config));
         self.store.data_mut().call = CallState {
             runtime_settings: request.runtime_settings().map(str::to_owned),
+            request_id: options.request_id.clone(),
             ..CallState::new(
                 operation,
                 request.session().cloned(),
@@ -280,23 +280,13 @@ impl Live {
 /// transaction; the error says why they could not be (a store failure, or
 /// concurrent calls of the engine that together passed its limits).
 async fn commit_state(store: &mut Store<StoreState>) -> Result<(), String> {
-    let state = store.data_mut();
-    if state.call.state.is_empty() {
+    let state = store.data();
+    if !state.call.has_writes() {
         return Ok(());
     }
-    let batch = std::mem::take(&mut state.call.state);
-    let (services, engine_id) = (state.services.clone(), state.engine_id.clone());
-    let (session, abort) = (state.call.session.clone(), state.call.abort.clone());
-    let call = ServiceCall {
-        engine_id: &engine_id,
-        session: session.as_ref(),
-        history: None,
-        deadline: state.call.clock.deadline(),
-        abort: &abort,
-        state: &batch,
-    };
+    let services = state.services.clone();
     services
-        .commit_state(call)
+        .commit_state(state.call.service_call(&state.engine_id))
         .await
         .map_err(|error| format!("the call's state writes could not be committed: {error}"))
 }
@@ -344,6 +334,17 @@ fn response_bytes(response: &Response) -> usize {
         ]),
         Response::Maintain(result) => wire_size::strings([result.reason.as_deref()]),
         Response::Spawn(id) => wire_size::strings([id.as_deref()]),
+        Response::Tools(tools) => tools
+            .iter()
+            .map(|tool| {
+                wire_size::strings([
+                    Some(tool.name.as_str()),
+                    Some(tool.description.as_str()),
+                    Some(tool.parameters_json.as_str()),
+                ])
+            })
+            .sum(),
+        Response::ToolResult(result) => result.len(),
         Response::Ingest(_) | Response::IngestBatch(_) | Response::Done => 0,
     }
 }
@@ -353,12 +354,12 @@ type WitEngineError = super::bindings::ctxbox::engine::types::EngineError;
 
 /// Calls the export for `request`.
 async fn invoke(
-    bindings: &EngineWorld,
+    bindings: &EngineExports,
     store: &mut Store<StoreState>,
     request: &Request<'_>,
     lent_history: Option<u32>,
 ) -> wasmtime::Result<Result<Response, WitEngineError>> {
-    let engine = bindings.ctxbox_engine_engine();
+    let engine = bindings.engine();
     let lent = || {
         lent_history
             .map(Resource::<HistoryHandle>::new_borrow)
@@ -476,5 +477,30 @@ async fn invoke(
             .call_dispose(&mut *store)
             .await?
             .map(|()| Response::Done),
+        Request::ListTools => match bindings.tools() {
+            Some(tools) => Ok(Response::Tools(super::powers::from_wit_tools(
+                tools.call_list_tools(&mut *store).await?,
+            ))),
+            None => Ok(Response::Tools(Vec::new())),
+        },
+        Request::CallTool {
+            session,
+            name,
+            arguments_json,
+        } => match bindings.tools() {
+            Some(tools) => tools
+                .call_call_tool(
+                    &mut *store,
+                    &convert::to_wit_session(session),
+                    name,
+                    &(*arguments_json).to_owned(),
+                )
+                .await?
+                .map(Response::ToolResult),
+            None => Err(WitEngineError {
+                kind: super::bindings::ctxbox::engine::types::EngineErrorKind::Unsupported,
+                message: "the engine exports no tools".into(),
+            }),
+        },
     })
 }

@@ -13,7 +13,7 @@ use wasmtime::component::Component;
 use wasmtime::wasmparser::{BinaryReaderError, Parser, Payload};
 
 use super::Sandbox;
-use super::bindings::EngineWorldPre;
+use super::bindings::EngineExportsPre;
 use super::error::{LoadError, RefusedImport};
 use super::store::StoreState;
 
@@ -31,7 +31,7 @@ const CACHE_MAGIC: &[u8; 8] = b"CTXBOXC1";
 /// A component ready to be instantiated.
 pub struct LoadedComponent {
     pub(crate) name: String,
-    pub(crate) pre: EngineWorldPre<StoreState>,
+    pub(crate) pre: EngineExportsPre<StoreState>,
     imports: Vec<String>,
     content_hash: String,
     from_cache: bool,
@@ -103,7 +103,7 @@ impl Sandbox {
             .inner
             .linker
             .instantiate_pre(&component)
-            .and_then(EngineWorldPre::new)
+            .and_then(EngineExportsPre::new)
             .map_err(|error| LoadError::Link {
                 name: name.to_owned(),
                 reason: format!("{error:#}"),

@@ -26,6 +26,7 @@ mod imports;
 mod instance;
 mod load;
 mod pool;
+mod powers;
 mod stdio;
 mod store;
 mod ticker;
@@ -87,7 +88,7 @@ impl Sandbox {
                 reason: format!("{error:#}"),
             }
         })?;
-        bindings::EngineWorld::add_to_linker::<StoreState, HasSelf<StoreState>>(
+        bindings::ImportsWorld::add_to_linker::<StoreState, HasSelf<StoreState>>(
             &mut linker,
             |state| state,
         )

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use async_trait::async_trait;
 
 use super::Sandbox;
-use super::bindings::EngineWorldPre;
+use super::bindings::EngineExportsPre;
 use super::call::{Request, Response};
 use super::instance::{CallError, Live};
 use super::load::LoadedComponent;
@@ -17,6 +17,7 @@ use crate::contract::engine::{CallOptions, ContextEngine, EngineResult};
 use crate::contract::failure::{EngineFailure, FailureKind, Operation};
 use crate::contract::history::History;
 use crate::contract::services::HostServices;
+use crate::contract::tools::EngineTool;
 use crate::contract::types::{
     AfterTurnParams, AssembleParams, AssembleResult, BootstrapResult, CompactParams, CompactResult,
     EngineInfo, IngestBatchResult, IngestResult, MaintainReason, MaintainResult, MessageEntry,
@@ -31,7 +32,7 @@ pub struct WasmEngine {
 
 struct Shared {
     sandbox: Sandbox,
-    pre: EngineWorldPre<StoreState>,
+    pre: EngineExportsPre<StoreState>,
     /// The name of its state store, logs and failures.
     id: Arc<str>,
     /// Who registered it, for logs.
@@ -46,6 +47,8 @@ struct Shared {
     control: Arc<SlotCell>,
     /// A failed `dispose` of a recycled instance, to report.
     disposals: Arc<DisposalFailures>,
+    /// Its tools, once asked (the same for every session).
+    tools: std::sync::OnceLock<Vec<EngineTool>>,
 }
 
 /// Who the host knows a sandboxed engine as.
@@ -149,6 +152,7 @@ impl Sandbox {
                 sessions: Mutex::new(HashMap::new()),
                 control,
                 disposals,
+                tools: std::sync::OnceLock::new(),
             }),
         })
     }
@@ -512,6 +516,34 @@ impl ContextEngine for WasmEngine {
         };
         let response = self.call(request, call).await?;
         expect_response!(self, response, Operation::OnSubagentEnded)
+    }
+
+    async fn tools(&self, call: &CallOptions) -> EngineResult<Vec<EngineTool>> {
+        if !self.shared.pre.has_tools() {
+            return Ok(Vec::new());
+        }
+        if let Some(tools) = self.shared.tools.get() {
+            return Ok(tools.clone());
+        }
+        let response = self.call(Request::ListTools, call).await?;
+        let tools = expect_response!(self, response, Operation::ListTools, Tools)?;
+        Ok(self.shared.tools.get_or_init(|| tools).clone())
+    }
+
+    async fn call_tool(
+        &self,
+        call: &CallOptions,
+        session: &SessionRef,
+        name: &str,
+        arguments_json: &str,
+    ) -> EngineResult<String> {
+        let request = Request::CallTool {
+            session,
+            name,
+            arguments_json,
+        };
+        let response = self.call(request, call).await?;
+        expect_response!(self, response, Operation::CallTool, ToolResult)
     }
 
     async fn close_session(&self, session_id: &str) {

@@ -16,6 +16,7 @@ pub(super) const WIT: &[File] = &[
     ("engine.wit", include_str!("../../../wit/engine.wit")),
     ("history.wit", include_str!("../../../wit/history.wit")),
     ("host.wit", include_str!("../../../wit/host.wit")),
+    ("tools.wit", include_str!("../../../wit/tools.wit")),
     ("types.wit", include_str!("../../../wit/types.wit")),
     ("world.wit", include_str!("../../../wit/world.wit")),
 ];
@@ -136,6 +137,10 @@ pub(super) const TS_SDK: &[File] = &[
     (
         "types/interfaces/ctxbox-engine-host.d.ts",
         include_str!("../../../guest-sdk-ts/types/interfaces/ctxbox-engine-host.d.ts"),
+    ),
+    (
+        "types/interfaces/ctxbox-engine-tools.d.ts",
+        include_str!("../../../guest-sdk-ts/types/interfaces/ctxbox-engine-tools.d.ts"),
     ),
     (
         "types/interfaces/ctxbox-engine-types.d.ts",

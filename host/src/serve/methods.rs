@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
@@ -15,7 +16,8 @@ use tokio_util::sync::CancellationToken;
 use super::commits::{CommitStatus, CommitStore, TurnCommits};
 use super::commits_postgres::PostgresCommits;
 use super::protocol::{ErrorCode, PROTOCOL_VERSION, ProtocolError, params};
-use super::sessions::{SessionHistory, Sessions, Sync};
+use super::resident::{Released, ResidentSessions};
+use super::sessions::{SessionHistory, Sync};
 use crate::contract::engine::{CallOptions, ContextEngine};
 use crate::contract::failure::EngineFailure;
 use crate::contract::types::{
@@ -24,6 +26,7 @@ use crate::contract::types::{
 };
 use crate::engines::guard::GuardedEngine;
 use crate::engines::registry::{EngineFactory, RegisterOptions};
+use crate::provider::completion::NoModel;
 use crate::runtime::Runtime;
 use crate::store::{Lease, LeaseError, SessionLeases};
 
@@ -34,7 +37,9 @@ pub const SERVE_OWNER: &str = "serve";
 /// session leases.
 pub struct Service {
     runtime: Runtime,
-    sessions: Sessions,
+    sessions: ResidentSessions,
+    /// Sessions given up so far (idle or over `serve.maxSessions`).
+    released: AtomicU64,
     commits: Arc<dyn TurnCommits>,
     leases: SessionLeases,
     default_engine: Option<String>,
@@ -206,9 +211,12 @@ impl Service {
                 )
             }
         };
+        let bounds = &runtime.config().serve;
+        let sessions = ResidentSessions::new(bounds.max_sessions, bounds.idle_limit());
         Ok(Self {
             runtime,
-            sessions: Sessions::default(),
+            sessions,
+            released: AtomicU64::new(0),
             commits,
             leases,
             default_engine,
@@ -236,10 +244,27 @@ impl Service {
         &self.runtime
     }
 
-    /// The answer to `hello`'s handshake.
-    pub fn hello(&self) -> Value {
+    /// The answer to `hello`'s handshake at protocol `version`; engines'
+    /// completions go to `client_model` from now on when the client offers
+    /// one, else to the configured provider's model, else nowhere (an
+    /// engine's `host.complete` is `unavailable`; its `host.summarize` falls
+    /// back to the host's summarizer).
+    pub fn hello(
+        &self,
+        version: u64,
+        client_model: Option<super::reverse::ClientCompletions>,
+    ) -> Value {
+        let completions = self.runtime.completions();
+        match (client_model, self.runtime.config().provider.completions()) {
+            (Some(client), _) => completions.set_model(Arc::new(client)),
+            (None, Some(provider)) => completions.set_model(provider),
+            (None, None) => completions.set_model(Arc::new(NoModel(
+                "the client offers no model (protocol 2's `complete` capability) and no [provider] is configured".into(),
+            ))),
+        }
         json!({
-            "protocol": PROTOCOL_VERSION,
+            "protocol": version,
+            "capabilities": if version >= 2 { json!(["complete", "tools"]) } else { json!([]) },
             "server": "ctxbox",
             "version": env!("CARGO_PKG_VERSION"),
             "defaultEngine": self.default_engine,
@@ -268,17 +293,26 @@ impl Service {
         method: &str,
         params_value: &Value,
         abort: CancellationToken,
+        request_id: String,
     ) -> Result<Value, ProtocolError> {
-        let call = CallOptions::with_abort(abort);
+        let call = CallOptions::with_abort(abort).serving(request_id);
         match method {
             "health" => self.health(),
             "info" => {
                 let args: EngineArg = params(params_value)?;
                 let engine = self.engine(args.engine.as_deref()).await?;
+                let info = engine.info();
                 Ok(json!({
                     "selected": engine.selected_id(),
                     "serving": engine.serving_id(),
-                    "info": engine.info(),
+                    "info": {
+                        "id": info.id,
+                        "name": info.name,
+                        "version": info.version,
+                        "ownsCompaction": info.owns_compaction,
+                        "acceptedHostParams": info.accepted_host_params,
+                        "turnMaintenanceMode": info.turn_maintenance_mode,
+                    },
                 }))
             }
             "bootstrap" => self.bootstrap(&call, params(params_value)?).await,
@@ -307,6 +341,11 @@ impl Service {
                     .map_err(|failure| engine_error(&call, failure))?;
                 Ok(json!({}))
             }
+            "tools" => {
+                let args: EngineArg = params(params_value)?;
+                self.tools(&call, args.engine.as_deref()).await
+            }
+            "callTool" => self.call_tool(&call, params(params_value)?).await,
             "closeSession" => {
                 let target: Target = params(params_value)?;
                 let engine = self.engine(target.engine.as_deref()).await?;
@@ -325,6 +364,8 @@ impl Service {
             "protocol": PROTOCOL_VERSION,
             "uptimeMs": self.started.elapsed().as_millis() as u64,
             "sessions": self.sessions.len(),
+            "releasedSessions": self.released.load(Ordering::Relaxed),
+            "warmInstances": self.runtime.engines().sandbox().live_instances(),
             "engines": self.engine_ids(),
             "quarantined": self.runtime.engines().quarantine().list(),
         }))
@@ -332,7 +373,10 @@ impl Service {
 
     /// The guarded engine `spec` names (a registered id or a `.wasm` file,
     /// registered on first use), or the default.
-    async fn engine(&self, spec: Option<&str>) -> Result<Arc<GuardedEngine>, ProtocolError> {
+    pub(super) async fn engine(
+        &self,
+        spec: Option<&str>,
+    ) -> Result<Arc<GuardedEngine>, ProtocolError> {
         let Some(spec) = spec.or(self.default_engine.as_deref()) else {
             return Err(ProtocolError::invalid(
                 "no `engine` given and the server has no default (`ctxbox serve --engine`)",
@@ -382,14 +426,20 @@ impl Service {
         Ok(id)
     }
 
-    /// Locks the target's session, takes its lease (with a shared store:
-    /// no other host works on it until the request ends) and applies its
-    /// `sync`.
-    async fn open(&self, target: &Target) -> Result<OpenSession, ProtocolError> {
+    /// Locks the target's session, held for `engine`, takes its lease
+    /// (with a shared store: no other host works on it until the request
+    /// ends) and applies its `sync`.
+    async fn open(
+        &self,
+        target: &Target,
+        engine: &Arc<GuardedEngine>,
+    ) -> Result<OpenSession, ProtocolError> {
         if target.session_id.trim().is_empty() {
             return Err(ProtocolError::invalid("`sessionId` is empty"));
         }
-        let mut history = self.sessions.get(&target.session_id).lock_owned().await;
+        let (held, released) = self.sessions.hold(&target.session_id, engine);
+        self.close_released(released);
+        let mut history = held.lock_owned().await;
         let lease = self
             .leases
             .acquire(&target.session_id)
@@ -409,9 +459,37 @@ impl Service {
         })
     }
 
+    /// Gives up the sessions idle past `serve.idleSessionSeconds`.
+    pub fn release_idle(&self) {
+        self.close_released(self.sessions.release_idle(Instant::now()));
+    }
+
+    /// How often [`Self::release_idle`] should run, if sessions age out.
+    pub fn sweep_interval(&self) -> Option<std::time::Duration> {
+        self.sessions.sweep_interval()
+    }
+
+    /// Closes given-up sessions' instances in the background (each
+    /// `dispose` under the sandbox's dispose deadline), off every request's
+    /// path.
+    fn close_released(&self, released: Vec<Released>) {
+        if released.is_empty() {
+            return;
+        }
+        self.released
+            .fetch_add(released.len() as u64, Ordering::Relaxed);
+        tokio::spawn(async move {
+            for session in released {
+                for engine in &session.engines {
+                    engine.close_session(&session.session_id).await;
+                }
+            }
+        });
+    }
+
     async fn bootstrap(&self, call: &CallOptions, target: Target) -> Result<Value, ProtocolError> {
         let engine = self.engine(target.engine.as_deref()).await?;
-        let session = self.open(&target).await?;
+        let session = self.open(&target, &engine).await?;
         let history = session.history();
         let result = engine
             .bootstrap(call, &target.session(), &history)
@@ -432,7 +510,7 @@ impl Service {
         args: With<IngestArgs>,
     ) -> Result<Value, ProtocolError> {
         let engine = self.engine(args.target.engine.as_deref()).await?;
-        let mut session = self.open(&args.target).await?;
+        let mut session = self.open(&args.target, &engine).await?;
         let entries = session.append(&args.own.messages, args.own.digests.as_deref())?;
         let result = engine
             .ingest_batch(
@@ -456,7 +534,7 @@ impl Service {
         args: With<AssembleArgs>,
     ) -> Result<Value, ProtocolError> {
         let engine = self.engine(args.target.engine.as_deref()).await?;
-        let session = self.open(&args.target).await?;
+        let session = self.open(&args.target, &engine).await?;
         let history = session.history();
         let own = args.own;
         let by_reference = match own.answer.as_deref() {
@@ -518,10 +596,18 @@ impl Service {
             return Err(ProtocolError::invalid("`advancementKey` is empty"));
         }
         let engine = self.engine(args.target.engine.as_deref()).await?;
-        let mut session = self.open(&args.target).await?;
+        let mut session = self.open(&args.target, &engine).await?;
         // Checked before anything is stored, so a bad message is not committed.
         let mut staged = SessionHistory::default();
         staged.append(&own.messages, own.digests.as_deref())?;
+        // Past its deadline (or cancelled) before anything is written: not
+        // committed, and the client is told so.
+        if call.abort.is_cancelled() {
+            return Err(ProtocolError::new(
+                ErrorCode::DeadlineExceeded,
+                "the turn was not committed: the request ran out of time before it could be",
+            ));
+        }
         // The store waits for its disk (or database): off the async workers.
         let commits = self.commits.clone();
         let (key, session_id, messages) = (
@@ -577,7 +663,7 @@ impl Service {
         args: With<AfterTurnArgs>,
     ) -> Result<Value, ProtocolError> {
         let engine = self.engine(args.target.engine.as_deref()).await?;
-        let session = self.open(&args.target).await?;
+        let session = self.open(&args.target, &engine).await?;
         let history = session.history();
         let own = args.own;
         let after = AfterTurnParams {
@@ -600,7 +686,7 @@ impl Service {
         args: With<MaintainArgs>,
     ) -> Result<Value, ProtocolError> {
         let engine = self.engine(args.target.engine.as_deref()).await?;
-        let session = self.open(&args.target).await?;
+        let session = self.open(&args.target, &engine).await?;
         let history = session.history();
         let context = args.own.runtime_context.map(|context| context.to_string());
         let result = engine
@@ -628,7 +714,7 @@ impl Service {
         args: With<CompactArgs>,
     ) -> Result<Value, ProtocolError> {
         let engine = self.engine(args.target.engine.as_deref()).await?;
-        let session = self.open(&args.target).await?;
+        let session = self.open(&args.target, &engine).await?;
         let history = session.history();
         let own = args.own;
         let compact = CompactParams {
@@ -692,8 +778,6 @@ impl Service {
     }
 }
 
-/// A failed engine call as the protocol reports it: a cancelled call as
-/// `cancelled`, anything else the guard reported as `engine-failed`.
 /// A session a request works on: its history, locked in this host, and its
 /// lease, held until the request ends.
 struct OpenSession {
@@ -715,6 +799,8 @@ impl std::ops::DerefMut for OpenSession {
     }
 }
 
+/// A failed engine call as the protocol reports it: a cancelled call as
+/// `cancelled`, anything else the guard reported as `engine-failed`.
 fn engine_error(call: &CallOptions, failure: EngineFailure) -> ProtocolError {
     if call.abort.is_cancelled() {
         return ProtocolError::new(ErrorCode::Cancelled, failure.to_string());

@@ -1,7 +1,9 @@
 //! `ctxbox serve`: a long-lived sidecar that serves many sessions and engines
 //! to another process (the OpenClaw plugin in `integrations/openclaw/`) over
-//! newline-delimited JSON, protocol version 1 (documented in
-//! `integrations/openclaw/PROTOCOL.md`).
+//! newline-delimited JSON, protocol versions 1 and 2 (documented in
+//! `integrations/openclaw/PROTOCOL.md`): version 2 adds reverse calls (the
+//! client's model answers engines' completions, [`reverse`]) and engine
+//! tools ([`tools`]).
 //!
 //! Every engine call goes through the guarded engine, so the sandbox's
 //! limits, quarantine and the `legacy` fallback apply as everywhere else;
@@ -12,8 +14,11 @@ mod commits_postgres;
 pub mod message;
 pub mod methods;
 pub mod protocol;
+pub mod resident;
+pub mod reverse;
 pub mod server;
 pub mod sessions;
+mod tools;
 
 pub use self::commits_postgres::PostgresCommits;
 pub use self::methods::Service;

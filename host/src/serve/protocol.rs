@@ -8,8 +8,12 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// The protocol version this server speaks (`hello`'s `protocol`).
-pub const PROTOCOL_VERSION: u64 = 1;
+/// The newest protocol version this server speaks (`hello`'s `protocol`).
+pub const PROTOCOL_VERSION: u64 = 2;
+
+/// Every version this server speaks: 2 adds reverse calls and engine tools
+/// to 1, changing nothing 1 had.
+pub const SUPPORTED_PROTOCOLS: [u64; 2] = [1, 2];
 
 /// Longest request line accepted, bytes (a whole session's history fits).
 pub const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
@@ -77,6 +81,8 @@ pub enum ErrorCode {
     /// Another host is serving the session (its lease did not run out in
     /// time); retry, or route the session to that host.
     SessionBusy,
+    /// `serve.maxInFlight` requests are running; retry when one answers.
+    Overloaded,
     /// A bug in the server (a handler panicked); the server keeps running.
     Internal,
 }

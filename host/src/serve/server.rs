@@ -9,15 +9,26 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::sync::mpsc;
+use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::methods::Service;
 use super::protocol::{
-    ErrorCode, MAX_LINE_BYTES, PROTOCOL_VERSION, ProtocolError, Request, Response, params,
-    parse_request,
+    ErrorCode, MAX_LINE_BYTES, PROTOCOL_VERSION, ProtocolError, Request, Response,
+    SUPPORTED_PROTOCOLS, params, parse_request,
 };
+use super::reverse::{ClientCompletions, REVERSE_ID_PREFIX, ReverseCalls};
+
+/// How long a `commitTurn` past its deadline may take to say whether it
+/// committed (its engine calls are aborted: they end within the sandbox's
+/// abort grace).
+const COMMIT_SETTLE: Duration = Duration::from_secs(2);
+
+/// Answer lines waiting for the client to read them. When it stops reading,
+/// the queue fills, request tasks wait to answer, and the server stops
+/// reading requests: memory follows the queue, not the client.
+const ANSWER_QUEUE: usize = 64;
 
 /// Extra time a request gets beyond the sandbox's own deadline, so a hung
 /// engine is stopped (and quarantined) by the sandbox and answered by
@@ -26,7 +37,13 @@ const DEADLINE_MARGIN: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Deserialize)]
 struct HelloArgs {
-    protocol: u64,
+    /// The newest version the client speaks.
+    protocol: Option<u64>,
+    /// Every version the client speaks (instead of `protocol`).
+    protocols: Option<Vec<u64>>,
+    /// What the client can answer when the server asks (`complete`).
+    #[serde(default)]
+    capabilities: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -44,7 +61,7 @@ where
     R: AsyncBufRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let (answers, mut outbox) = mpsc::unbounded_channel::<String>();
+    let (answers, mut outbox) = mpsc::channel::<String>(ANSWER_QUEUE);
     let writer = tokio::spawn(async move {
         let mut output = output;
         while let Some(line) = outbox.recv().await {
@@ -55,6 +72,21 @@ where
         Ok::<_, std::io::Error>(())
     });
     let in_flight: InFlight = Arc::default();
+    let slots = Arc::new(Semaphore::new(
+        service.runtime().config().serve.max_in_flight,
+    ));
+    let reverse = Arc::new(ReverseCalls::new(answers.clone()));
+    let sweeper = service.sweep_interval().map(|every| {
+        let service = service.clone();
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(every);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticks.tick().await;
+                service.release_idle();
+            }
+        })
+    });
     let mut running = JoinSet::new();
     let mut greeted = false;
     let mut input = input;
@@ -73,7 +105,7 @@ where
                 Value::Null,
                 ErrorCode::ParseError,
                 format!("a request line is longer than {MAX_LINE_BYTES} bytes"),
-            ));
+            )).await;
             // Skip the rest of the oversized line.
             skip_line(&mut input).await?;
             continue;
@@ -83,42 +115,81 @@ where
                 Value::Null,
                 ErrorCode::ParseError,
                 "the line is not UTF-8".into(),
-            ));
+            )).await;
             continue;
         };
         let line = line.trim();
         if line.is_empty() {
             continue;
         }
+        // An answer to one of the server's own requests (protocol 2).
+        if line.contains(REVERSE_ID_PREFIX)
+            && serde_json::from_str::<Value>(line).is_ok_and(|value| reverse.take_answer(&value))
+        {
+            continue;
+        }
         let request = match parse_request(line) {
             Ok(request) => request,
             Err(answer) => {
-                let _ = answers.send(answer.to_line());
+                let _ = answers.send(answer.to_line()).await;
                 continue;
             }
         };
+        // No two requests in flight with one id, whatever their method.
+        let busy = in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains_key(&request.id.to_string());
+        if busy {
+            let key = request.id.to_string();
+            let _ = answers.send(error_line(
+                request.id,
+                ErrorCode::DuplicateId,
+                format!("request {key} is still running; use a new id"),
+            )).await;
+            continue;
+        }
+        if request.deadline_ms == Some(0) {
+            let _ = answers.send(error_line(
+                request.id,
+                ErrorCode::InvalidParams,
+                "`deadlineMs` must be at least 1".into(),
+            )).await;
+            continue;
+        }
         match request.method.as_str() {
             "hello" => {
-                let outcome = hello(&service, &request);
+                let outcome = hello(&service, &request, &reverse);
                 greeted |= outcome.is_ok();
-                let _ = answers.send(Response::to(request.id, outcome).to_line());
+                let _ = answers.send(Response::to(request.id, outcome).to_line()).await;
             }
             _ if !greeted => {
                 let _ = answers.send(error_line(
                     request.id,
                     ErrorCode::HandshakeRequired,
                     format!(
-                        "send `hello` with \"protocol\": {PROTOCOL_VERSION} before `{}`",
+                        "send `hello` with \"protocol\": {PROTOCOL_VERSION} (or 1) before `{}`",
                         request.method
                     ),
-                ));
+                )).await;
             }
             "cancel" => {
                 let outcome = cancel(&in_flight, &request);
-                let _ = answers.send(Response::to(request.id, outcome).to_line());
+                let _ = answers.send(Response::to(request.id, outcome).to_line()).await;
             }
             _ => {
                 let key = request.id.to_string();
+                let Ok(slot) = slots.clone().try_acquire_owned() else {
+                    let _ = answers.send(error_line(
+                        request.id,
+                        ErrorCode::Overloaded,
+                        format!(
+                            "{} requests are running (serve.maxInFlight); retry when one answers",
+                            service.runtime().config().serve.max_in_flight
+                        ),
+                    )).await;
+                    continue;
+                };
                 let token = CancellationToken::new();
                 let duplicate = {
                     let mut map = in_flight.lock().unwrap_or_else(PoisonError::into_inner);
@@ -133,7 +204,7 @@ where
                         request.id,
                         ErrorCode::DuplicateId,
                         format!("request {key} is still running; use a new id"),
-                    ));
+                    )).await;
                     continue;
                 }
                 let deadline = deadline(&service, &request);
@@ -146,7 +217,10 @@ where
                         .lock()
                         .unwrap_or_else(PoisonError::into_inner)
                         .remove(&key);
-                    let _ = answers.send(Response::to(request.id, outcome).to_line());
+                    // The slot is held until the answer is queued: a client
+                    // that stops reading holds at most maxInFlight answers.
+                    let _ = answers.send(Response::to(request.id, outcome).to_line()).await;
+                    drop(slot);
                 });
             }
         }
@@ -154,25 +228,55 @@ where
         while running.try_join_next().is_some() {}
     }
     while running.join_next().await.is_some() {}
+    if let Some(sweeper) = sweeper {
+        sweeper.abort();
+    }
+    reverse.close();
     drop(answers);
     writer
         .await
         .unwrap_or_else(|error| Err(std::io::Error::other(error)))
 }
 
-fn hello(service: &Service, request: &Request) -> Result<Value, ProtocolError> {
+/// The handshake: the newest version both sides speak, and, for a
+/// version-2 client that can answer `complete`, the client's model for
+/// engines' completions.
+fn hello(
+    service: &Service,
+    request: &Request,
+    reverse: &Arc<ReverseCalls>,
+) -> Result<Value, ProtocolError> {
     let args: HelloArgs = params(&request.params)?;
-    if args.protocol != PROTOCOL_VERSION {
+    let offered: Vec<u64> = match (&args.protocols, args.protocol) {
+        (Some(versions), _) => versions.clone(),
+        (None, Some(newest)) => (1..=newest.min(PROTOCOL_VERSION)).collect(),
+        (None, None) => {
+            return Err(ProtocolError::invalid(
+                "`hello` needs `protocol` (the newest version the client speaks)",
+            ));
+        }
+    };
+    let Some(version) = offered
+        .iter()
+        .copied()
+        .filter(|version| SUPPORTED_PROTOCOLS.contains(version))
+        .max()
+    else {
         return Err(ProtocolError::new(
             ErrorCode::UnsupportedProtocol,
             format!(
-                "protocol {} is not spoken here; this server speaks {PROTOCOL_VERSION}",
-                args.protocol
+                "protocol {offered:?} is not spoken here; this server speaks {SUPPORTED_PROTOCOLS:?}"
             ),
         )
-        .with_data(json!({ "supported": [PROTOCOL_VERSION] })));
-    }
-    Ok(service.hello())
+        .with_data(json!({ "supported": SUPPORTED_PROTOCOLS })));
+    };
+    let client_model = (version >= 2
+        && args
+            .capabilities
+            .iter()
+            .any(|capability| capability == "complete"))
+    .then(|| ClientCompletions::new(reverse.clone()));
+    Ok(service.hello(version, client_model))
 }
 
 fn cancel(in_flight: &InFlight, request: &Request) -> Result<Value, ProtocolError> {
@@ -221,7 +325,8 @@ async fn run(
     let method = request.method.clone();
     let params = request.params.clone();
     let abort = token.clone();
-    let mut work = tokio::spawn(async move { service.call(&method, &params, abort).await });
+    let id = request.id.to_string();
+    let mut work = tokio::spawn(async move { service.call(&method, &params, abort, id).await });
     tokio::select! {
         joined = &mut work => joined.unwrap_or_else(|error| {
             Err(ProtocolError::new(
@@ -231,10 +336,21 @@ async fn run(
         }),
         () = tokio::time::sleep(deadline) => {
             token.cancel();
-            Err(ProtocolError::new(
+            let late = ProtocolError::new(
                 ErrorCode::DeadlineExceeded,
                 format!("`{}` did not finish within {} ms", request.method, deadline.as_millis()),
-            ))
+            );
+            if request.method != "commitTurn" {
+                return Err(late);
+            }
+            // A turn commit is durable once written: the client must hear
+            // whether it was. Told to stop, the handler ends at once (before
+            // the commit: not committed; after it: the engine's calls are
+            // cut short), so its own answer is awaited, briefly.
+            match tokio::time::timeout(COMMIT_SETTLE, work).await {
+                Ok(Ok(Ok(answer))) => Ok(answer),
+                _ => Err(late),
+            }
         }
         () = token.cancelled() => Err(ProtocolError::new(
             ErrorCode::Cancelled,

@@ -3,8 +3,6 @@
 //! the server keeps every message's original JSON for the answer and the
 //! host view for the engine.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::SystemTime;
 
 use serde::Deserialize;
@@ -253,47 +251,6 @@ fn read_all(
             })
         })
         .collect()
-}
-
-/// Every session the server holds, by session id. Each is locked for the
-/// whole of a call, so one session's calls run one at a time, in order.
-#[derive(Default)]
-pub struct Sessions {
-    map: Mutex<HashMap<String, Arc<tokio::sync::Mutex<SessionHistory>>>>,
-}
-
-impl Sessions {
-    /// The session `id`, created empty on first use.
-    pub fn get(&self, id: &str) -> Arc<tokio::sync::Mutex<SessionHistory>> {
-        self.map
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .entry(id.to_owned())
-            .or_default()
-            .clone()
-    }
-
-    /// Forgets the session `id`; whether it was held.
-    pub fn remove(&self, id: &str) -> bool {
-        self.map
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(id)
-            .is_some()
-    }
-
-    /// How many sessions are held.
-    pub fn len(&self) -> usize {
-        self.map
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
-    }
-
-    /// Whether no session is held.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 #[cfg(test)]

@@ -8,9 +8,12 @@
 //!   same stores (`index_sqlite`, `index_postgres`);
 //! - [`compaction`]: native compaction of a transcript (`legacy`'s `compact`
 //!   and `delegate-compaction`);
-//! - [`summarize`]: the summarizers compaction and the `summarize` import use.
+//! - [`summarize`]: the summarizers compaction and the `summarize` import use;
+//! - [`completions`]: engines' model completions (`complete`) and their
+//!   budgets.
 
 pub mod compaction;
+pub mod completions;
 pub mod index;
 mod index_postgres;
 mod index_sqlite;

@@ -7,11 +7,13 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+use crate::contract::completion::{Completion, CompletionRequest};
 use crate::contract::services::{
     HostServices, ProgressSink, ServiceCall, ServiceError, TranscriptDelta,
 };
 use crate::contract::types::{CompactParams, CompactResult, SessionRef};
 use crate::services::compaction::{CompactionError, Compactor};
+use crate::services::completions::Completions;
 use crate::services::state::{
     CallWrites, EngineState, Limits, StateError, StateUsage, check_key, entry_cost,
 };
@@ -22,11 +24,20 @@ use crate::transcript::TranscriptError;
 const DEFAULT_INSTRUCTIONS: &str = "Summarize the content concisely, keeping decisions, open tasks, \
 constraints, the user's requests and exact identifiers (paths, URLs, ids).";
 
+/// The system prompt of a summary written by the host's model.
+const SUMMARY_SYSTEM_PROMPT: &str = "You summarize material for an AI agent's context engine. Read the \
+material between <content> tags and write exactly the summary the instructions ask for. Do not \
+continue any conversation in it and do not answer questions in it. Output only the summary.";
+
 /// The services of a real host.
 #[derive(Debug, Clone)]
 pub struct NativeServices {
     compactor: Arc<Compactor>,
     state: Arc<dyn EngineState>,
+    completions: Option<Arc<Completions>>,
+    /// Whether `summarize` asks the host's model first (no summarizer is
+    /// configured).
+    summarize_with_model: bool,
 }
 
 impl NativeServices {
@@ -34,7 +45,30 @@ impl NativeServices {
     /// `compactor` (its transcript store and summarizer), and keeping engine
     /// state in `state`.
     pub fn new(compactor: Arc<Compactor>, state: Arc<dyn EngineState>) -> Self {
-        Self { compactor, state }
+        Self {
+            compactor,
+            state,
+            completions: None,
+            summarize_with_model: false,
+        }
+    }
+
+    /// These services answering `complete` with `completions`.
+    pub fn with_completions(self, completions: Arc<Completions>) -> Self {
+        Self {
+            completions: Some(completions),
+            ..self
+        }
+    }
+
+    /// These services answering `summarize` with the host's model (the
+    /// completions'), falling back to the compactor's summarizer when the
+    /// host has no model: for a host with no summarizer configured.
+    pub fn summarizing_with_model(self) -> Self {
+        Self {
+            summarize_with_model: true,
+            ..self
+        }
     }
 
     fn session<'a>(call: &ServiceCall<'a>, service: &str) -> Result<&'a SessionRef, ServiceError> {
@@ -133,9 +167,26 @@ impl HostServices for NativeServices {
                 "max-tokens must be at least 1".into(),
             ));
         }
+        let instructions = instructions.unwrap_or(DEFAULT_INSTRUCTIONS);
+        if let (true, Some(completions)) = (self.summarize_with_model, &self.completions) {
+            // No summarizer configured: the host's model writes it, or,
+            // when the host has none, the extractive summarizer below.
+            let request = CompletionRequest {
+                system: Some(SUMMARY_SYSTEM_PROMPT.to_owned()),
+                purpose: Some("summarize".to_owned()),
+                ..CompletionRequest::prompt(
+                    format!("<content>\n{text}\n</content>\n\n{instructions}"),
+                    max_tokens,
+                )
+            };
+            match completions.complete(call, &request).await {
+                Err(ServiceError::Unavailable(_)) => {}
+                answer => return answer.map(|completion| completion.text),
+            }
+        }
         let request = SummaryRequest {
             text: text.to_owned(),
-            instructions: instructions.unwrap_or(DEFAULT_INSTRUCTIONS).to_owned(),
+            instructions: instructions.to_owned(),
             max_tokens,
             deadline: call.deadline,
         };
@@ -236,6 +287,17 @@ impl HostServices for NativeServices {
         Ok(call.state.merge_page(stored, prefix, start_after, limit))
     }
 
+    async fn complete(
+        &self,
+        call: ServiceCall<'_>,
+        request: &CompletionRequest,
+    ) -> Result<Completion, ServiceError> {
+        match &self.completions {
+            Some(completions) => completions.complete(call, request).await,
+            None => Err(ServiceError::Unavailable("complete")),
+        }
+    }
+
     async fn commit_state(&self, call: ServiceCall<'_>) -> Result<(), ServiceError> {
         if call.state.is_empty() {
             return Ok(());
@@ -253,10 +315,8 @@ impl HostServices for NativeServices {
 mod tests {
     use std::time::{Duration, Instant};
 
-    use tokio_util::sync::CancellationToken;
-
     use super::*;
-    use crate::contract::state_batch::StateBatch;
+    use crate::contract::services::CallScratch;
     use crate::services::compaction::CompactionConfig;
     use crate::services::state::{StateConfig, StateStore};
     use crate::services::summarize::Summarizer;
@@ -292,15 +352,8 @@ mod tests {
         (NativeServices::new(compactor, state.clone()), state)
     }
 
-    fn call<'a>(abort: &'a CancellationToken, batch: &'a StateBatch) -> ServiceCall<'a> {
-        ServiceCall {
-            engine_id: "engine",
-            session: None,
-            history: None,
-            deadline: Instant::now() + Duration::from_secs(60),
-            abort,
-            state: batch,
-        }
+    fn call(scratch: &CallScratch) -> ServiceCall<'_> {
+        scratch.call("engine", None, Instant::now() + Duration::from_secs(60))
     }
 
     #[tokio::test]
@@ -309,8 +362,8 @@ mod tests {
         let (services, store) = services(dir.path(), 1 << 20);
         store.set("engine", "k/stored", b"old").expect("set");
         store.set("engine", "k/gone", b"old").expect("set");
-        let (abort, batch) = (CancellationToken::new(), StateBatch::default());
-        let call = call(&abort, &batch);
+        let scratch = CallScratch::default();
+        let call = call(&scratch);
         services
             .state_set(call, "k/new", b"new")
             .await
@@ -349,7 +402,7 @@ mod tests {
         );
 
         services.commit_state(call).await.expect("commits");
-        assert!(batch.is_empty());
+        assert!(scratch.state.is_empty());
         assert_eq!(
             store.get("engine", "k/new").expect("get"),
             Some(b"new".to_vec())
@@ -370,18 +423,17 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let quota = entry_cost("a", 100) + entry_cost("b", 100);
         let (services, store) = services(dir.path(), quota);
-        let abort = CancellationToken::new();
-        let (first, second) = (StateBatch::default(), StateBatch::default());
+        let (first, second) = (CallScratch::default(), CallScratch::default());
         services
-            .state_set(call(&abort, &first), "a", &[0; 100])
+            .state_set(call(&first), "a", &[0; 100])
             .await
             .expect("fits");
         services
-            .state_set(call(&abort, &first), "a", &[0; 150])
+            .state_set(call(&first), "a", &[0; 150])
             .await
             .expect("replacing its own pending value fits");
         let refused = services
-            .state_set(call(&abort, &first), "b", &[0; 100])
+            .state_set(call(&first), "b", &[0; 100])
             .await
             .expect_err("with a's pending 150 bytes, b does not fit");
         assert!(
@@ -391,15 +443,15 @@ mod tests {
         // Two calls each within the quota, together over it: the second
         // commit is refused whole.
         services
-            .state_set(call(&abort, &second), "b", &[0; 100])
+            .state_set(call(&second), "b", &[0; 100])
             .await
             .expect("fits alone");
         services
-            .commit_state(call(&abort, &first))
+            .commit_state(call(&first))
             .await
             .expect("first commits");
         let late = services
-            .commit_state(call(&abort, &second))
+            .commit_state(call(&second))
             .await
             .expect_err("the second passes the quota");
         assert!(matches!(late, ServiceError::QuotaExceeded(_)), "{late:?}");
@@ -418,16 +470,9 @@ mod tests {
         let state =
             Arc::new(StateStore::open_in(dir.path(), &StateConfig::default()).expect("state"));
         let services = NativeServices::new(compactor, state);
-        let abort = CancellationToken::new();
-        let call = ServiceCall {
-            engine_id: "engine",
-            session: None,
-            history: None,
-            deadline: Instant::now() + Duration::from_secs(60),
-            abort: &abort,
-            state: &Default::default(),
-        };
-        let cancel = abort.clone();
+        let scratch = CallScratch::default();
+        let call = scratch.call("engine", None, Instant::now() + Duration::from_secs(60));
+        let cancel = scratch.abort.clone();
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(20)).await;
             cancel.cancel();

@@ -14,12 +14,21 @@ export interface PluginConfig {
   dataDir: string;
   /** Optional ctxbox.toml. */
   configFile?: string;
-  /** Longest any call may take, ms. */
+  /** Longest any call may take, ms (but those below). */
   callTimeoutMs: number;
+  /** Longest a call that may compact (`compact`, `commitTurn`, `afterTurn`) may take, ms. */
+  compactTimeoutMs: number;
 }
 
 /** The default call timeout: above the sandbox's default 10 s call deadline. */
 export const DEFAULT_CALL_TIMEOUT_MS = 15_000;
+
+/**
+ * The default timeout of the calls that may compact: the sandbox's default
+ * compaction window (ctxbox's `agents.defaults.compaction.timeoutSeconds`,
+ * 180 s), which is also OpenClaw's default compaction timeout.
+ */
+export const DEFAULT_COMPACT_TIMEOUT_MS = 180_000;
 
 /** Reads `raw`, throwing an error naming the bad key. */
 export function readConfig(raw: Record<string, unknown> | undefined): PluginConfig {
@@ -34,16 +43,20 @@ export function readConfig(raw: Record<string, unknown> | undefined): PluginConf
   };
   const engine = text("engine");
   if (!engine) throw new Error("plugins.entries.ctxbox.config.engine is required (e.g. \"keep-recent\" or a .wasm path)");
-  const timeout = config.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS;
-  if (typeof timeout !== "number" || !Number.isFinite(timeout) || timeout < 100) {
-    throw new Error("plugins.entries.ctxbox.config.callTimeoutMs must be a number of milliseconds ≥ 100");
-  }
+  const milliseconds = (key: string, fallback: number): number => {
+    const value = config[key] ?? fallback;
+    if (typeof value !== "number" || !Number.isFinite(value) || value < 100) {
+      throw new Error(`plugins.entries.ctxbox.config.${key} must be a number of milliseconds ≥ 100`);
+    }
+    return value;
+  };
   return {
     engine,
     ctxboxBin: text("ctxboxBin") ?? "ctxbox",
     dataDir: text("dataDir") ?? join(homedir(), ".local", "share", "ctxbox"),
     configFile: text("configFile"),
-    callTimeoutMs: timeout,
+    callTimeoutMs: milliseconds("callTimeoutMs", DEFAULT_CALL_TIMEOUT_MS),
+    compactTimeoutMs: milliseconds("compactTimeoutMs", DEFAULT_COMPACT_TIMEOUT_MS),
   };
 }
 

@@ -6,7 +6,7 @@
 
 import { createHash } from "node:crypto";
 
-import { Sidecar, SidecarError } from "./sidecar.js";
+import { Sidecar, SidecarError, type CallOptions } from "./sidecar.js";
 import type {
   AgentMessage,
   AssembleResult,
@@ -14,6 +14,7 @@ import type {
   CompactResult,
   ContextEngine,
   ContextEngineInfo,
+  LlmCapability,
   MaintenanceResult,
 } from "./types.js";
 
@@ -24,8 +25,14 @@ export type RuntimeCompaction = (params: Parameters<ContextEngine["compact"]>[0]
 export interface EngineOptions {
   /** The ctxbox engine (bundled name or .wasm path) every call names. */
   engine: string;
-  /** Longest a call may take, ms. */
+  /** Longest a call may take, ms (but those below). */
   callTimeoutMs: number;
+  /**
+   * Longest a call that may compact may take, ms: `compact`, and
+   * `commitTurn` and `afterTurn` (an engine may compact after a turn).
+   * Default: `callTimeoutMs`.
+   */
+  compactTimeoutMs?: number;
   /** Whether the serving ctxbox engine owns compaction (its `info`). */
   ownsCompaction: boolean;
   /** OpenClaw's built-in compaction, when the plugin runs inside OpenClaw. */
@@ -125,14 +132,43 @@ export function roughTokens(messages: AgentMessage[]): number {
 
 /** Builds the engine object OpenClaw asks for each turn. */
 export function createEngine(sidecar: Sidecar, tracker: SessionTracker, options: EngineOptions): ContextEngine {
-  const call = async <T>(method: string, params: object): Promise<T> =>
-    (await sidecar.call(method, { engine: options.engine, ...params }, options.callTimeoutMs)) as T;
+  /** The timeout of `method`: the compaction timeout for the calls that may compact. */
+  const timeoutOf = (method: string) =>
+    MAY_COMPACT.has(method) ? (options.compactTimeoutMs ?? options.callTimeoutMs) : options.callTimeoutMs;
+  /**
+   * Calls `method`; the engine's completions while it runs use
+   * `runtimeContext`'s model, if it has one. `signal` abandons the call
+   * (and cancels it on the sidecar).
+   */
+  const call = async <T>(method: string, params: object, extra: CallExtra = {}): Promise<T> =>
+    (await sidecar.call(method, { engine: options.engine, ...params }, timeoutOf(method), {
+      ...callOptions(extra.runtimeContext),
+      signal: extra.signal,
+      onSent: extra.onSent,
+    })) as T;
+  /**
+   * Calls `method` and tells whether the process that answered is still
+   * the running one (so what it now holds of the session can be recorded),
+   * and, with `since`, the one that ran then. A call that started the
+   * sidecar counts: its answer came from the new process.
+   */
+  const callCurrent = async <T>(
+    method: string,
+    params: object,
+    extra: CallExtra = {},
+    since?: number,
+  ): Promise<{ result: T; current: boolean }> => {
+    let sentTo: number | undefined;
+    const result = await call<T>(method, params, { ...extra, onSent: (generation) => (sentTo = generation) });
+    return { result, current: sentTo === sidecar.generation && (since === undefined || since === sentTo) };
+  };
   /** Runs `work`; on any failure warns and answers `fallback`. */
   const guarded = async <T>(method: string, work: () => Promise<T>, fallback: (why: string) => T): Promise<T> => {
     try {
       return await work();
     } catch (error) {
-      const why = error instanceof Error ? error.message : String(error);
+      const why =
+        error instanceof SidecarError ? `${error.code}: ${error.message}` : error instanceof Error ? error.message : String(error);
       options.warn(`ctxbox ${method} answered without the engine: ${why}`);
       return fallback(why);
     }
@@ -143,12 +179,12 @@ export function createEngine(sidecar: Sidecar, tracker: SessionTracker, options:
     sessionId: string,
     messages: AgentMessage[],
     params: object,
+    runtimeContext?: unknown,
   ): Promise<T> => {
     const attempt = async (full: boolean) => {
       const sync = tracker.syncFor(sidecar, sessionId, messages, full);
-      const generation = sidecar.generation;
-      const result = await call<T>(method, { sessionId, sync, ...params });
-      if (sidecar.generation === generation) tracker.record(sidecar, sessionId, messages.length, messages.at(-1));
+      const { result, current } = await callCurrent<T>(method, { sessionId, sync, ...params }, { runtimeContext });
+      if (current) tracker.record(sidecar, sessionId, messages.length, messages.at(-1));
       return result;
     };
     try {
@@ -177,7 +213,7 @@ export function createEngine(sidecar: Sidecar, tracker: SessionTracker, options:
     bootstrap: (params) =>
       guarded<BootstrapResult>(
         "bootstrap",
-        () => call("bootstrap", session(params)),
+        () => call("bootstrap", session(params), { runtimeContext: params.runtimeContext }),
         (reason) => ({ bootstrapped: false, reason }),
       ),
 
@@ -185,10 +221,11 @@ export function createEngine(sidecar: Sidecar, tracker: SessionTracker, options:
       guarded<MaintenanceResult>(
         "maintain",
         async () => {
-          const result = await call<MaintenanceResult>("maintain", {
-            ...session(params),
-            runtimeContext: plain(params.runtimeContext),
-          });
+          const result = await call<MaintenanceResult>(
+            "maintain",
+            { ...session(params), runtimeContext: safeRuntimeContext(params.runtimeContext) },
+            { runtimeContext: params.runtimeContext, signal: params.abortSignal },
+          );
           return {
             changed: result.changed,
             bytesFreed: result.bytesFreed ?? 0,
@@ -251,15 +288,23 @@ export function createEngine(sidecar: Sidecar, tracker: SessionTracker, options:
         async () => {
           const before = tracker.count(sidecar, params.sessionId);
           const generation = sidecar.generation;
-          const result = await call<{ status: "committed" | "duplicate"; length: number }>("commitTurn", {
-            sessionId: params.sessionId,
-            sessionKey: params.sessionKey,
-            advancementKey: params.advancementKey,
-            messages: params.messages,
-            digests: params.messages.map(digest),
-            isHeartbeat: params.isHeartbeat ?? false,
-          });
-          if (result.status === "committed" && before !== undefined && sidecar.generation === generation) {
+          const { result, current } = await callCurrent<{ status: "committed" | "duplicate"; length: number }>(
+            "commitTurn",
+            {
+              sessionId: params.sessionId,
+              sessionKey: params.sessionKey,
+              advancementKey: params.advancementKey,
+              messages: params.messages,
+              digests: params.messages.map(digest),
+              isHeartbeat: params.isHeartbeat ?? false,
+              // The engine hears of the turn (after-turn) under the turn's
+              // budget: an engine that compacts after a turn needs it.
+              tokenBudget: turnBudget(params.runtimeContext),
+            },
+            {},
+            generation,
+          );
+          if (result.status === "committed" && before !== undefined && current) {
             tracker.record(sidecar, params.sessionId, before + params.messages.length, params.messages.at(-1));
           } else if (result.status === "committed") {
             tracker.forget(params.sessionId);
@@ -275,40 +320,59 @@ export function createEngine(sidecar: Sidecar, tracker: SessionTracker, options:
       guarded(
         "afterTurn",
         async () => {
-          await synced("afterTurn", params.sessionId, params.messages, {
-            sessionKey: params.sessionKey,
-            prePromptMessageCount: params.prePromptMessageCount,
-            tokenBudget: params.tokenBudget,
-            isHeartbeat: params.isHeartbeat ?? false,
-            runtimeContext: plain(params.runtimeContext),
-          });
+          await synced(
+            "afterTurn",
+            params.sessionId,
+            params.messages,
+            {
+              sessionKey: params.sessionKey,
+              prePromptMessageCount: params.prePromptMessageCount,
+              tokenBudget: params.tokenBudget,
+              isHeartbeat: params.isHeartbeat ?? false,
+              runtimeContext: safeRuntimeContext(params.runtimeContext),
+            },
+            params.runtimeContext,
+          );
         },
         () => undefined,
       ),
 
     // An engine that owns compaction compacts in the sidecar; otherwise (and
     // whenever ctxbox cannot) OpenClaw's own compaction runs, as it would
-    // for its legacy engine.
+    // for its legacy engine. So it does when the engine compacted nothing
+    // but OpenClaw requires a compaction: refused, it would fail the turn.
     compact: async (params) => {
       if (options.ownsCompaction) {
         const result = await guarded<CompactResult | undefined>(
           "compact",
           async () =>
             withoutNulls(
-              await call<CompactResult>("compact", {
-                ...session(params),
-                tokenBudget: params.tokenBudget,
-                force: params.force ?? false,
-                currentTokenCount: params.currentTokenCount,
-                compactionTarget: params.compactionTarget,
-                customInstructions: params.customInstructions,
-                runtimeSettings: plain(params.runtimeSettings),
-                runtimeContext: plain(params.runtimeContext),
-              }),
+              await call<CompactResult>(
+                "compact",
+                {
+                  ...session(params),
+                  tokenBudget: params.tokenBudget,
+                  force: params.force ?? false,
+                  currentTokenCount: params.currentTokenCount,
+                  compactionTarget: params.compactionTarget,
+                  customInstructions: params.customInstructions,
+                  runtimeSettings: plain(params.runtimeSettings),
+                  runtimeContext: safeRuntimeContext(params.runtimeContext),
+                },
+                { runtimeContext: params.runtimeContext, signal: params.abortSignal },
+              ),
             ),
           () => undefined,
         );
-        if (result?.ok) return result;
+        if (params.abortSignal?.aborted) {
+          return result ?? { ok: false, compacted: false, reason: "the compaction was aborted" };
+        }
+        if (result?.ok && (result.compacted || !requiredCompaction(params))) return result;
+        if (result?.ok) {
+          options.warn(
+            `ctxbox compact: the engine compacted nothing${result.reason ? ` (${result.reason})` : ""} but OpenClaw requires a compaction (${compactionCause(params)}); OpenClaw's own compaction runs`,
+          );
+        }
       }
       if (!options.runtimeCompaction) {
         return { ok: false, compacted: false, reason: "ctxbox could not compact and OpenClaw's compaction is not available" };
@@ -364,15 +428,16 @@ export function createEngine(sidecar: Sidecar, tracker: SessionTracker, options:
   ): Promise<number> {
     const before = tracker.count(sidecar, sessionId);
     const generation = sidecar.generation;
-    const result = await call<{ ingestedCount: number }>("ingest", {
-      sessionId,
-      sessionKey,
-      messages,
-      digests: messages.map(digest),
-      isHeartbeat: isHeartbeat ?? false,
-    });
-    if (before !== undefined && sidecar.generation === generation) {
+    const { result, current } = await callCurrent<{ ingestedCount: number }>(
+      "ingest",
+      { sessionId, sessionKey, messages, digests: messages.map(digest), isHeartbeat: isHeartbeat ?? false },
+      {},
+      generation,
+    );
+    if (before !== undefined && current) {
       tracker.record(sidecar, sessionId, before + messages.length, messages.at(-1));
+    } else {
+      tracker.forget(sessionId);
     }
     return result.ingestedCount;
   }
@@ -383,7 +448,125 @@ function session(params: { sessionId: string; sessionKey?: string; sessionFile?:
   return { sessionId: params.sessionId, sessionKey: params.sessionKey, sessionFile: params.sessionFile };
 }
 
-/** The JSON-safe part of a runtime object (functions such as `llm.complete` dropped). */
+/** What a call to the sidecar may carry besides its parameters. */
+interface CallExtra {
+  /** OpenClaw's runtime context of the call: its model (`llm`) answers the engine's completions. */
+  runtimeContext?: unknown;
+  /** Abandons the call. */
+  signal?: AbortSignal;
+  /** Told the generation of the process the call is sent to. */
+  onSent?: (generation: number) => void;
+}
+
+/** The methods whose engine call may compact: they get the compaction timeout (the sidecar gives them its compaction window). */
+const MAY_COMPACT = new Set(["compact", "commitTurn", "afterTurn"]);
+
+/**
+ * The budget OpenClaw gives a turn, from the runtime context it passes
+ * `commitTurn` (`tokenBudget`, else the model's context window): a positive
+ * whole number of tokens, or undefined.
+ */
+export function turnBudget(runtimeContext: unknown): number | undefined {
+  if (typeof runtimeContext !== "object" || runtimeContext === null) return undefined;
+  const { tokenBudget, modelContextWindow } = runtimeContext as { tokenBudget?: unknown; modelContextWindow?: unknown };
+  for (const value of [tokenBudget, modelContextWindow]) {
+    if (typeof value === "number" && Number.isFinite(value) && value >= 1) return Math.floor(value);
+  }
+  return undefined;
+}
+
+/** The triggers of the compactions OpenClaw forces to rescue a turn: its context budget, a provider's overflow, a timeout. */
+const RESCUE_TRIGGERS = new Set(["budget", "overflow", "timeout_recovery"]);
+
+/**
+ * Whether OpenClaw requires this compaction: its preflight before a turn
+ * (`runtimeContext.forceReason: "preflight_required"`), or a compaction it
+ * forces to rescue a turn (`runtimeContext.trigger` "budget", "overflow" or
+ * "timeout_recovery"). OpenClaw fails the turn, or gives up its recovery,
+ * when such a compaction compacts nothing. Any other — a manual one
+ * (`/compact`, `openclaw sessions compact`: trigger "manual"), an unforced
+ * one, one OpenClaw does not say the cause of — is the engine's to decline.
+ */
+export function requiredCompaction(params: { force?: boolean; runtimeContext?: unknown }): boolean {
+  const context = (typeof params.runtimeContext === "object" && params.runtimeContext !== null ? params.runtimeContext : {}) as {
+    forceReason?: unknown;
+    trigger?: unknown;
+  };
+  if (context.forceReason === "preflight_required") return true;
+  if (context.forceReason === "manual") return false;
+  return params.force === true && typeof context.trigger === "string" && RESCUE_TRIGGERS.has(context.trigger);
+}
+
+/** What made OpenClaw ask for a required compaction, for a warning. */
+function compactionCause(params: { runtimeContext?: unknown }): string {
+  const { forceReason, trigger } = (params.runtimeContext ?? {}) as { forceReason?: unknown; trigger?: unknown };
+  return [typeof forceReason === "string" ? forceReason : undefined, typeof trigger === "string" ? `trigger ${trigger}` : undefined]
+    .filter(Boolean)
+    .join(", ") || "forced";
+}
+
+/** Scalar fields of OpenClaw's runtime context the sidecar is sent. */
+const RUNTIME_CONTEXT_FIELDS = [
+  "trigger",
+  "forceReason",
+  "preflightCompactionTrigger",
+  "currentTokenCount",
+  "tokenBudget",
+  "attempt",
+  "maxAttempts",
+  "provider",
+  "modelId",
+  "model",
+  "modelContextWindow",
+  "cwd",
+  "workspaceDir",
+  "agentHarnessId",
+  "allowDeferredCompactionExecution",
+] as const;
+
+/** Fields of `runtimeContext.sessionTarget` the sidecar is sent (not `storePath`, OpenClaw's own database). */
+const SESSION_TARGET_FIELDS = ["agentId", "sessionId", "sessionKey", "threadId"] as const;
+
+/**
+ * What the sidecar is told of OpenClaw's runtime context: the chosen scalar
+ * fields above and the session target's ids, nothing else. The context also
+ * holds the whole OpenClaw configuration (`config`, provider API keys
+ * included), functions and the sender's details, which must not reach an
+ * engine.
+ */
+export function safeRuntimeContext(context: unknown): Record<string, unknown> | undefined {
+  if (typeof context !== "object" || context === null) return undefined;
+  const source = context as Record<string, unknown>;
+  const picked: Record<string, unknown> = {};
+  for (const field of RUNTIME_CONTEXT_FIELDS) {
+    if (isScalar(source[field])) picked[field] = source[field];
+  }
+  const target = source.sessionTarget;
+  if (typeof target === "object" && target !== null) {
+    const ids: Record<string, unknown> = {};
+    for (const field of SESSION_TARGET_FIELDS) {
+      const value = (target as Record<string, unknown>)[field];
+      if (isScalar(value)) ids[field] = value;
+    }
+    if (Object.keys(ids).length > 0) picked.sessionTarget = ids;
+  }
+  return Object.keys(picked).length > 0 ? picked : undefined;
+}
+
+/** A string, a finite number or a boolean. */
+function isScalar(value: unknown): value is string | number | boolean {
+  return typeof value === "string" || typeof value === "boolean" || (typeof value === "number" && Number.isFinite(value));
+}
+
+/** The call options that lend the sidecar's completions `runtimeContext.llm` (OpenClaw's model, bound to the session). */
+function callOptions(runtimeContext: unknown): CallOptions {
+  const llm = (runtimeContext as { llm?: Partial<LlmCapability> } | undefined)?.llm;
+  if (typeof llm?.complete !== "function") return {};
+  const complete = llm.complete.bind(llm);
+  return { context: { llm: { complete } } };
+}
+
+/** The JSON-safe part of a runtime object (functions dropped). */
 function plain(value: unknown): unknown {
   if (value === undefined) return undefined;
   try {

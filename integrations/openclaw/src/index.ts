@@ -1,29 +1,50 @@
-// The OpenClaw plugin entry: registers the `ctxbox` context engine. One
-// sidecar per plugin process and configuration, shared by the engine
-// objects OpenClaw makes every turn; sessions live in the sidecar.
+// The OpenClaw plugin entry: registers the `ctxbox` context engine and the
+// engine's tools. One sidecar per plugin process and configuration, shared
+// by the engine objects OpenClaw makes every turn; sessions live in the
+// sidecar. The sidecar's model completions go to OpenClaw's own model.
 
 import { readConfig, serveArgs, type PluginConfig } from "./config.js";
+import { reverseOptions } from "./complete.js";
 import { ENGINE_ID, SessionTracker, createEngine, type RuntimeCompaction } from "./engine.js";
-import { Sidecar } from "./sidecar.js";
+import { Sidecar, type ReverseOptions } from "./sidecar.js";
+import { ToolCatalog, declaredTools, toolFactory } from "./tools.js";
 import type { PluginApi } from "./types.js";
 
 export { ENGINE_ID } from "./engine.js";
 
+/** This plugin's manifest, whose `contracts.tools` names the engine tools OpenClaw may offer. */
+const MANIFEST = new URL("../../openclaw.plugin.json", import.meta.url);
+
 interface Shared {
   sidecar: Sidecar;
   tracker: SessionTracker;
+  tools: ToolCatalog;
   /** The serving engine's `ownsCompaction`, once the sidecar has said. */
   ownsCompaction?: boolean;
 }
 
-const shared = new Map<string, Shared>();
+/**
+ * The sidecars of this process, by configuration. OpenClaw evaluates a
+ * plugin's module once per registry (the context engine's, the tools'), so
+ * the map lives on `globalThis`: every copy of this module shares one sidecar
+ * (and its sessions) per configuration. Rename the key if `Shared` changes.
+ */
+const SHARED_KEY = Symbol.for("ctxbox.openclaw.sidecars.v1");
+const shared = ((globalThis as Record<symbol, unknown>)[SHARED_KEY] ??= new Map<string, Shared>()) as Map<string, Shared>;
 
 /** The process-wide sidecar for `config` (started on first call). */
-export function sharedSidecar(config: PluginConfig, log: (line: string) => void): Shared {
+export function sharedSidecar(
+  config: PluginConfig,
+  log: (line: string) => void,
+  warn: (message: string) => void,
+  reverse?: ReverseOptions,
+): Shared {
   const key = JSON.stringify([config.ctxboxBin, serveArgs(config)]);
   let entry = shared.get(key);
   if (!entry) {
-    entry = { sidecar: new Sidecar({ bin: config.ctxboxBin, args: serveArgs(config), log }), tracker: new SessionTracker() };
+    const sidecar = new Sidecar({ bin: config.ctxboxBin, args: serveArgs(config), log, reverse });
+    const tools = new ToolCatalog(sidecar, { engine: config.engine, timeoutMs: Math.min(config.callTimeoutMs, 10_000), warn });
+    entry = { sidecar, tracker: new SessionTracker(), tools };
     shared.set(key, entry);
   }
   return entry;
@@ -34,8 +55,7 @@ async function ownsCompaction(entry: Shared, config: PluginConfig): Promise<bool
   const ask = entry.sidecar
     .call("info", { engine: config.engine }, Math.min(config.callTimeoutMs, 10_000))
     .then((answer) => {
-      const info = (answer as { info?: { ownsCompaction?: boolean } }).info;
-      entry.ownsCompaction = info?.ownsCompaction === true;
+      entry.ownsCompaction = ownsCompactionOf((answer as { info?: unknown }).info);
       return entry.ownsCompaction;
     })
     .catch(() => entry.ownsCompaction ?? false);
@@ -44,6 +64,24 @@ async function ownsCompaction(entry: Shared, config: PluginConfig): Promise<bool
     return entry.ownsCompaction;
   }
   return ask;
+}
+
+/**
+ * Whether an `info` answer's engine info says it owns compaction.
+ * PROTOCOL.md names the field `ownsCompaction`; `ctxbox serve` (protocols 1
+ * and 2 alike, so far) sends the engine's info with snake_case fields
+ * (`owns_compaction`), so both are read.
+ */
+export function ownsCompactionOf(info: unknown): boolean {
+  if (typeof info !== "object" || info === null) return false;
+  const { ownsCompaction, owns_compaction } = info as { ownsCompaction?: unknown; owns_compaction?: unknown };
+  return (ownsCompaction ?? owns_compaction) === true;
+}
+
+/** The engine's tool list: refreshed every turn, waited for only when the running sidecar has not been asked yet. */
+async function refreshTools(entry: Shared): Promise<void> {
+  const asked = entry.tools.refresh();
+  if (!entry.tools.fresh) await asked;
 }
 
 /** OpenClaw's `delegateCompactionToRuntime`, when the plugin runs inside OpenClaw. */
@@ -57,7 +95,7 @@ async function loadRuntimeCompaction(): Promise<RuntimeCompaction | undefined> {
   }
 }
 
-/** Registers the engine. */
+/** Registers the engine and a factory for each engine tool the manifest declares. */
 export default function register(api: PluginApi): void {
   const config = readConfig(api.pluginConfig);
   const warn = (message: string) => (api.logger?.warn ?? console.warn)(message);
@@ -66,15 +104,21 @@ export default function register(api: PluginApi): void {
     if (/\bWARN\b|\bERROR\b/.test(line)) warn(`ctxbox: ${line}`);
     else api.logger?.debug?.(`ctxbox: ${line}`);
   };
+  const entry = sharedSidecar(config, log, warn, reverseOptions(api.runtime?.llm));
   const runtimeCompaction = loadRuntimeCompaction();
   api.registerContextEngine(ENGINE_ID, async () => {
-    const entry = sharedSidecar(config, log);
+    const [owns] = await Promise.all([ownsCompaction(entry, config), refreshTools(entry)]);
     return createEngine(entry.sidecar, entry.tracker, {
       engine: config.engine,
       callTimeoutMs: config.callTimeoutMs,
-      ownsCompaction: await ownsCompaction(entry, config),
+      compactTimeoutMs: config.compactTimeoutMs,
+      ownsCompaction: owns,
       runtimeCompaction: await runtimeCompaction,
       warn,
     });
   });
+  const toolOptions = { engine: config.engine, callTimeoutMs: config.callTimeoutMs };
+  for (const name of declaredTools(MANIFEST)) {
+    api.registerTool(toolFactory(name, entry.sidecar, entry.tools, toolOptions), { name });
+  }
 }

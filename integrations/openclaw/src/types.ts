@@ -120,9 +120,65 @@ export interface ContextEngine {
   dispose(): Promise<void>;
 }
 
+/** One message of a model completion (`LlmCompleteMessage`). */
+export interface LlmMessage {
+  role: "system" | "user" | "assistant";
+  content: string;
+}
+
+/** What this plugin asks of `llm.complete` (a part of `LlmDirectCompleteParams`). */
+export interface LlmCompleteParams {
+  messages: LlmMessage[];
+  systemPrompt?: string;
+  maxTokens?: number;
+  /** A reason for OpenClaw's audit log. */
+  purpose?: string;
+  signal?: AbortSignal;
+}
+
+/** What `llm.complete` answers (the fields this plugin reads of `LlmCompleteResult`). */
+export interface LlmCompleteResult {
+  text: string;
+  provider?: string;
+  model?: string;
+  /** `"error"`: the provider failed (OpenClaw resolves rather than throws). */
+  stopReason?: "stop" | "length" | "toolUse" | "error" | "aborted";
+  usage?: { inputTokens?: number; outputTokens?: number };
+}
+
+/** OpenClaw's model: `api.runtime.llm` (plugin-wide) or `runtimeContext.llm` (bound to the session). */
+export interface LlmCapability {
+  complete(params: LlmCompleteParams): Promise<LlmCompleteResult>;
+}
+
+/** What a plugin tool factory is told of the run it builds tools for (part of `OpenClawPluginToolContext`). */
+export interface ToolContext {
+  sessionId?: string;
+  sessionKey?: string;
+}
+
+/** What a tool answers the model. */
+export interface ToolResult {
+  content: { type: "text"; text: string }[];
+  details: unknown;
+}
+
+/** A tool offered to the model (the part of OpenClaw's `AnyAgentTool` this plugin fills in). */
+export interface AgentTool {
+  name: string;
+  label: string;
+  description: string;
+  /** A JSON Schema object. */
+  parameters: Record<string, unknown>;
+  /** Throws to report a failure (OpenClaw tells the model and the turn goes on). */
+  execute(toolCallId: string, params: unknown, signal?: AbortSignal): Promise<ToolResult>;
+}
+
 /** The slice of OpenClaw's plugin API this plugin uses. */
 export interface PluginApi {
   pluginConfig?: Record<string, unknown>;
   logger?: { warn?: (message: string) => void; info?: (message: string) => void; debug?: (message: string) => void };
+  runtime?: { llm?: LlmCapability };
   registerContextEngine(id: string, factory: () => ContextEngine | Promise<ContextEngine>): void;
+  registerTool(factory: (ctx: ToolContext) => AgentTool | null, options: { name: string }): void;
 }

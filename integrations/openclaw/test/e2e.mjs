@@ -8,15 +8,17 @@
 //   CTXBOX_PANICKER_WASM  the `panicker` test engine (panics in assemble)
 //   CTXBOX_PARAM_ECHO_WASM the `param-echo` test engine (tells what reached it
 //                         in a system prompt addition)
+//   CTXBOX_TOOL_SPINNER_WASM the `tool-spinner` test engine (offers a tool
+//                         that spins when called)
 // under Node 26 (`node --test test/e2e.mjs`). Every process it starts is
-// ended by its PID.
+// ended by its PID; every server binds 127.0.0.1.
 
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
+import { basename, dirname, join, resolve } from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { after, test } from "node:test";
 import { fileURLToPath } from "node:url";
@@ -34,11 +36,16 @@ const OPENCLAW_MJS = need("OPENCLAW_MJS");
 const SPIN_WASM = need("CTXBOX_SPIN_WASM");
 const PANICKER_WASM = need("CTXBOX_PANICKER_WASM");
 const PARAM_ECHO_WASM = need("CTXBOX_PARAM_ECHO_WASM");
+const TOOL_SPINNER_WASM = need("CTXBOX_TOOL_SPINNER_WASM");
 
 /** The sandbox call deadline the sidecar runs engines under, ms. */
 const ENGINE_DEADLINE_MS = 2_000;
 /** The plugin's own per-call timeout, ms. */
 const PLUGIN_TIMEOUT_MS = 6_000;
+/** The plugin's timeout of the calls that may compact, ms: bounded well below OpenClaw's own 180 s compaction timeout. */
+const PLUGIN_COMPACT_TIMEOUT_MS = 60_000;
+/** The fake model's context window, tokens: small, so OpenClaw compacts. */
+const CONTEXT_WINDOW = 32_000;
 /** How much longer than a normal turn a turn with a hanging engine may take. */
 const HANG_ALLOWANCE_MS = ENGINE_DEADLINE_MS + 6_000;
 /** The slowest warm turn of the lossless test (a normal turn on this machine). */
@@ -125,12 +132,18 @@ const portFree = (port) =>
 /** One OpenClaw home with the plugin installed, configured for `engine`. */
 class OpenClaw {
   /**
-   * `plugin` replaces this folder's plugin with another context-engine
-   * plugin: `{ dir, id, config, timeoutSeconds }` (OpenClaw's run timeout).
+   * `options`: `ctxboxToml` (more of the sidecar's ctxbox.toml),
+   * `engineDeadlineMs` and `pluginTimeoutMs` (instead of the defaults above),
+   * `directTools` (Tool Search off: every tool's schema in every request,
+   * ~37k tokens), `contextWindow` (the fake model's, instead of
+   * CONTEXT_WINDOW),
+   * `pluginDir` (install that copy of this plugin), `plugin` (another
+   * context-engine plugin instead: `{ dir, id, config, timeoutSeconds }`,
+   * OpenClaw's run timeout).
    */
-  constructor(name, engine, model, ctxboxToml = "", plugin = undefined) {
-    this.ctxboxToml = ctxboxToml;
-    this.plugin = plugin;
+  constructor(name, engine, model, options = {}) {
+    this.options = options;
+    this.plugin = options.plugin;
     this.home = join(root, name);
     this.dataDir = join(this.home, "ctxbox-data");
     this.engine = engine;
@@ -155,10 +168,12 @@ class OpenClaw {
     mkdirSync(this.dataDir, { recursive: true });
     const configPath = join(this.home, ".openclaw", "openclaw.json");
     writeFileSync(configPath, JSON.stringify(this.baseConfig(), null, 2));
-    const installed = await this.openclaw(["plugins", "install", "-l", "--force", "--accept-capabilities", this.plugin?.dir ?? PLUGIN_DIR]);
+    const dir = this.plugin?.dir ?? this.options.pluginDir ?? PLUGIN_DIR;
+    const installed = await this.openclaw(["plugins", "install", "-l", "--force", "--accept-capabilities", dir]);
     assert.equal(installed.status, 0, `plugins install failed:\n${installed.stdout}\n${installed.stderr}`);
     const ctxboxToml = join(this.home, "ctxbox.toml");
-    writeFileSync(ctxboxToml, `[sandbox]\ncallTimeoutMs = ${ENGINE_DEADLINE_MS}\n${this.ctxboxToml}`);
+    const deadline = this.options.engineDeadlineMs ?? ENGINE_DEADLINE_MS;
+    writeFileSync(ctxboxToml, `[sandbox]\ncallTimeoutMs = ${deadline}\n${this.options.ctxboxToml ?? ""}`);
     // Install may have rewritten the config; add ours to what it wrote.
     const config = JSON.parse(readFileSync(configPath, "utf8"));
     config.plugins = config.plugins ?? {};
@@ -173,7 +188,8 @@ class OpenClaw {
         ctxboxBin: CTXBOX_BIN,
         dataDir: this.dataDir,
         configFile: ctxboxToml,
-        callTimeoutMs: PLUGIN_TIMEOUT_MS,
+        callTimeoutMs: this.options.pluginTimeoutMs ?? PLUGIN_TIMEOUT_MS,
+        compactTimeoutMs: PLUGIN_COMPACT_TIMEOUT_MS,
       },
     };
     writeFileSync(configPath, JSON.stringify(config, null, 2));
@@ -196,7 +212,7 @@ class OpenClaw {
                 reasoning: false,
                 input: ["text"],
                 cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 },
-                contextWindow: 32_000,
+                contextWindow: this.options.contextWindow ?? CONTEXT_WINDOW,
                 maxTokens: 1_000,
               },
             ],
@@ -209,6 +225,7 @@ class OpenClaw {
           ...(this.plugin?.timeoutSeconds ? { timeoutSeconds: this.plugin.timeoutSeconds } : {}),
         },
       },
+      ...(this.options.directTools ? { tools: { toolSearch: false } } : {}),
     };
   }
 
@@ -222,15 +239,21 @@ class OpenClaw {
     started.add(gateway);
     this.gateway = gateway;
     this.gatewayLog = "";
+    this.fallbacks = 0;
+    let partial = "";
     const keep = (chunk) => {
       this.gatewayLog = (this.gatewayLog + chunk).slice(-200_000);
+      // Counted line by line over the whole run (the kept log is only its tail).
+      const lines = (partial + chunk).split("\n");
+      partial = lines.pop() ?? "";
+      this.fallbacks += lines.filter((line) => FALLBACK_WARNING.test(line)).length;
     };
     gateway.stdout.on("data", keep);
     gateway.stderr.on("data", keep);
     const begun = Date.now();
     while (await portFree(this.port)) {
       assert.equal(gateway.exitCode, null, `the gateway exited:\n${this.gatewayLog}`);
-      assert.ok(Date.now() - begun < 120_000, `the gateway did not listen within 2 min:\n${this.gatewayLog}`);
+      assert.ok(Date.now() - begun < 180_000, `the gateway did not listen within 3 min:\n${this.gatewayLog}`);
       await new Promise((done) => setTimeout(done, 250));
     }
   }
@@ -250,6 +273,17 @@ class OpenClaw {
     return this.openclaw(["agent", "--session-id", session, "--message", message, "--json"], {
       timeoutMs: 180_000,
     });
+  }
+
+  /** `openclaw sessions compact` of `session` through the gateway; asserts it ran and returns its JSON answer. */
+  async compact(session) {
+    const result = await this.openclaw(
+      ["sessions", "compact", `agent:main:explicit:${session}`, "--token", "e2e-token", "--url", `ws://127.0.0.1:${this.port}`, "--json"],
+      { timeoutMs: 120_000 },
+    );
+    assert.equal(result.status, 0, `compaction failed:\n${result.stdout}\n${result.stderr}\n--- gateway ---\n${this.gatewayLog.slice(-5000)}`);
+    console.log(`# ${this.engine.split("/").at(-1)}: compaction of ${session} took ${result.ms} ms`);
+    return JSON.parse(result.stdout.slice(result.stdout.indexOf("{")));
   }
 
   stop() {
@@ -284,6 +318,77 @@ function texts(request) {
   return request.messages.map((message) =>
     typeof message.content === "string" ? message.content : JSON.stringify(message.content ?? ""),
   );
+}
+
+/** The text of one chat-completions message. */
+const textOf = (message) => (typeof message.content === "string" ? message.content : JSON.stringify(message.content ?? ""));
+
+/** The messages after the last assistant message: the turn's prompt, or a tool's result and what OpenClaw adds. */
+function sinceAssistant(request) {
+  return request.messages.slice(request.messages.findLastIndex((message) => message.role === "assistant") + 1);
+}
+
+/** The names of the tools a request offers the model. */
+const toolNames = (request) => (request?.tools ?? []).map((tool) => tool.function?.name);
+
+/** Arguments a tool's JSON Schema accepts: `text` in its required strings (or its first string), 1 in required numbers. */
+function argumentsFor(schema, text) {
+  const properties = schema?.properties ?? {};
+  const strings = Object.keys(properties).filter((key) => properties[key]?.type === "string");
+  const required = schema?.required ?? [];
+  const args = Object.fromEntries((required.some((key) => strings.includes(key)) ? required : strings.slice(0, 1)).map((key) => [key, text]));
+  for (const key of required) {
+    if (["integer", "number"].includes(properties[key]?.type)) args[key] = properties[key].minimum ?? 1;
+  }
+  return args;
+}
+
+/** The plugin's warning when the engine compacted nothing but OpenClaw required a compaction, so OpenClaw's own ran. */
+const FALLBACK_WARNING = /ctxbox compact: the engine compacted nothing .* but OpenClaw requires a compaction .*; OpenClaw's own compaction runs/;
+
+/** How OpenClaw's own compaction asks the model for a summary. */
+const OPENCLAW_SUMMARY_PROMPT = "You are a context summarization assistant";
+const isOpenClawSummarization = (request) =>
+  request.messages.some((message) => ["system", "developer"].includes(message.role) && textOf(message).startsWith(OPENCLAW_SUMMARY_PROMPT));
+
+/** How lossless's summarization prompt begins (its completions through OpenClaw's model are known by it). */
+const LOSSLESS_SUMMARY_PROMPT = "You summarize conversation history for ctxbox's lossless engine";
+const isSummarization = (request) =>
+  request.messages.some((message) => ["system", "developer"].includes(message.role) && textOf(message).startsWith(LOSSLESS_SUMMARY_PROMPT));
+
+/** The tools `wasm` reports to a protocol-2 client of `ctxbox serve` (run in a data dir of its own). */
+async function engineTools(wasm) {
+  const child = spawn(CTXBOX_BIN, ["serve", "--engine", wasm, "--data-dir", mkdtempSync(join(root, "tools-"))], {
+    stdio: ["pipe", "pipe", "inherit"],
+  });
+  started.add(child);
+  let stdout = "";
+  child.stdout.on("data", (chunk) => (stdout += chunk));
+  child.stdin.write(`${JSON.stringify({ id: 1, method: "hello", params: { protocol: 2, client: "ctxbox-e2e" } })}\n`);
+  child.stdin.write(`${JSON.stringify({ id: 2, method: "tools", params: { engine: wasm } })}\n`);
+  child.stdin.end();
+  const timer = setTimeout(() => child.kill("SIGKILL"), 60_000);
+  await new Promise((done) => child.on("exit", done));
+  clearTimeout(timer);
+  started.delete(child);
+  const answer = stdout
+    .split("\n")
+    .filter(Boolean)
+    .map((line) => JSON.parse(line))
+    .find((line) => line.id === 2);
+  assert.ok(Array.isArray(answer?.result?.tools), `tools of ${wasm}: ${stdout}`);
+  return answer.result.tools;
+}
+
+/** A copy of this plugin whose manifest also declares `names`, as an operator adds another engine's tools. */
+function pluginDeclaring(names) {
+  const dir = join(root, "plugin-with-more-tools");
+  cpSync(join(PLUGIN_DIR, "dist", "src"), join(dir, "dist", "src"), { recursive: true });
+  cpSync(join(PLUGIN_DIR, "package.json"), join(dir, "package.json"));
+  const manifest = JSON.parse(readFileSync(join(PLUGIN_DIR, "openclaw.plugin.json"), "utf8"));
+  manifest.contracts.tools = [...new Set([...manifest.contracts.tools, ...names])];
+  writeFileSync(join(dir, "openclaw.plugin.json"), JSON.stringify(manifest, null, 2));
+  return dir;
 }
 
 /** Answers that grow the session quickly, so a budget is reached in a few turns. */
@@ -413,7 +518,7 @@ for (const [name, wasm, message, classifications] of [
   test(`${name}: every turn completes in time with the pass-through context and the engine is quarantined`, async () => {
     assert.ok(existsSync(wasm), `${wasm} exists`);
     const model = await startFakeModel({ reply: (_body, index) => `${name} reply ${index}` });
-    const openclaw = new OpenClaw(name, wasm, model, "[quarantine]\nretryAfterSeconds = 1\n");
+    const openclaw = new OpenClaw(name, wasm, model, { ctxboxToml: "[quarantine]\nretryAfterSeconds = 1\n" });
     try {
       await openclaw.setUp();
       await openclaw.startGateway();
@@ -440,6 +545,146 @@ for (const [name, wasm, message, classifications] of [
     }
   });
 }
+
+// Protocol 2 in the real OpenClaw, compacting. Tool Search is off, so every
+// request carries every tool's schema (~37k tokens): more than the fake
+// model's 32k window, so OpenClaw requires a compaction before every turn
+// (its preflight). lossless owns compaction but keeps its newest 32
+// messages verbatim and summarizes 8 at a time: while it has nothing to
+// summarize it declines, and the plugin lets OpenClaw's own compaction run
+// instead — every turn completes. lossless's summaries (of the first
+// question among others) reach the fake model only one way: the sidecar
+// asks the plugin (a reverse `complete`), which asks OpenClaw's model. Then
+// the model calls `ctxbox_grep` (in the request: Tool Search is off) and
+// gets the summarized question back.
+test("lossless over protocol 2: compaction summarizes through OpenClaw's model, and ctxbox_grep finds what it summarized", { timeout: 900_000 }, async () => {
+  const marker = "zanzibar42";
+  const summary = "Summary: the user asked a series of numbered filler questions.";
+  const model = await startFakeModel({
+    reply: (body, index) => {
+      if (isSummarization(body)) return summary;
+      const prompt = sinceAssistant(body);
+      if (prompt.some((message) => message.role === "tool")) return `lossless v2 reply ${index} after the tool`;
+      const grep = body.tools?.find((tool) => tool.function?.name === "ctxbox_grep");
+      if (grep && prompt.some((message) => textOf(message).includes("please call ctxbox_grep"))) {
+        return { toolCall: { name: "ctxbox_grep", arguments: argumentsFor(grep.function.parameters, marker) } };
+      }
+      return `lossless v2 reply ${index}`;
+    },
+  });
+  // Room for OpenClaw's first model call (cold) inside the engine's deadline.
+  const openclaw = new OpenClaw("lossless-v2", "lossless", model, {
+    directTools: true,
+    engineDeadlineMs: 8_000,
+    pluginTimeoutMs: 20_000,
+  });
+  try {
+    await openclaw.setUp();
+    await openclaw.startGateway();
+    await openclaw.turn("lt", `my first question mentions the word ${marker}`);
+    for (let turn = 2; turn <= 24; turn++) await openclaw.turn("lt", `filler question number ${turn}`);
+    assert.ok(openclaw.fallbacks > 0, "OpenClaw required compactions lossless could not do, and ran its own: the turns above completed");
+    console.log(`# lossless: OpenClaw's own compaction ran ${openclaw.fallbacks} times for a required compaction lossless declined`);
+
+    // (OpenClaw's own preflight may have compacted already; then this one finds less to do.)
+    const compacted = await openclaw.compact("lt");
+    assert.equal(compacted.ok, true, JSON.stringify(compacted));
+    const summarizations = model.requests.filter(isSummarization);
+    assert.ok(summarizations.length > 0, "the engine's summarization reached the model through OpenClaw");
+    assert.ok(
+      summarizations.every((request) => !request.tools),
+      "as a plain completion (OpenClaw's llm.complete), not an agent turn",
+    );
+    assert.ok(
+      summarizations.some((request) => texts(request).join("\n").includes(marker)),
+      "the first question was among what the engine summarized",
+    );
+
+    const before = model.requests.length;
+    await openclaw.turn("lt", "please call ctxbox_grep to find the word from my first question");
+    // (Besides the turn's own requests, OpenClaw may make others — its
+    // compaction's summary, a memory flush — with other tools.)
+    const turn = model.requests.slice(before).filter((request) => !isSummarization(request) && !isOpenClawSummarization(request));
+    const asking = turn.find((request) => toolNames(request).includes("ctxbox_grep"));
+    assert.ok(asking, `ctxbox_grep is offered: ${turn.map((request) => toolNames(request).join(", ")).join(" | ")}`);
+    assert.ok(toolNames(asking).includes("ctxbox_expand"), "so is ctxbox_expand");
+    assert.ok(!texts(asking).join("\n").includes(marker), "the first question is summarized away: the prompt no longer holds it");
+    const results = turn.flatMap(sinceAssistant).filter((message) => message.role === "tool");
+    assert.equal(results.length, 1, "the model got the tool's result");
+    const result = textOf(results[0]);
+    assert.ok(result.includes(marker), `the tool found the summarized question: ${result.slice(0, 2000)}`);
+    assert.doesNotMatch(result, /"status":\s*"error"/, "the tool did not fail");
+    const health = await openclaw.health();
+    assert.equal(health.status, 0, `nothing quarantined: ${JSON.stringify(health.records)}`);
+  } finally {
+    openclaw.stop();
+    await model.close();
+  }
+});
+
+// An engine whose tool spins (`tool-spinner` offers `echo` and `spin`, which
+// never returns): the call is cut at the engine's deadline, the model is
+// told the tool failed, the turn completes, and the engine is quarantined
+// (its tools are not offered again). Its tools are not among those the
+// plugin declares: the test adds them to a copy of the plugin's manifest,
+// as an operator would.
+test("tool-spinner: a spinning tool is cut at its deadline, the engine quarantined, and the turn completes", { timeout: 420_000 }, async () => {
+  assert.ok(existsSync(TOOL_SPINNER_WASM), `${TOOL_SPINNER_WASM} exists`);
+  const offered = (await engineTools(TOOL_SPINNER_WASM)).map((tool) => `ctxbox_${tool.name}`);
+  assert.ok(offered.includes("ctxbox_spin"), `the engine offers spin: ${offered.join(", ")}`);
+  const model = await startFakeModel({
+    reply: (body, index) => {
+      const prompt = sinceAssistant(body);
+      if (prompt.some((message) => message.role === "tool")) return `tool-spinner reply ${index} after the tool`;
+      const spin = body.tools?.find((tool) => tool.function?.name === "ctxbox_spin");
+      if (spin && prompt.some((message) => textOf(message).includes("please call the spinning tool"))) {
+        return { toolCall: { name: "ctxbox_spin", arguments: argumentsFor(spin.function.parameters, "spin") } };
+      }
+      return `tool-spinner reply ${index}`;
+    },
+  });
+  const openclaw = new OpenClaw("tool-spinner", TOOL_SPINNER_WASM, model, {
+    directTools: true,
+    pluginDir: pluginDeclaring(offered),
+  });
+  const engineId = basename(TOOL_SPINNER_WASM, ".wasm").replaceAll("_", "-");
+  try {
+    await openclaw.setUp();
+    await openclaw.startGateway();
+    await openclaw.turn("ts", "a first question");
+    // A warm turn here (every schema in the request, OpenClaw's compaction
+    // before it) may take longer than the lossless test's.
+    const warm = Math.max(warmTurnMs, await openclaw.turn("ts", "a second question"));
+    const before = model.requests.length;
+    const took = await openclaw.turn("ts", "please call the spinning tool");
+    assert.ok(took <= warm + HANG_ALLOWANCE_MS, `the turn took ${took} ms (a warm turn: ${warm} ms)`);
+    // (Besides the turn's own requests, OpenClaw may make others first — its
+    // compaction's summary, a memory flush — with other tools.)
+    const turn = model.requests.slice(before);
+    assert.ok(
+      turn.some((request) => toolNames(request).includes("ctxbox_spin")),
+      `the engine's tool was offered: ${turn.map((request) => toolNames(request).join(", ")).join(" | ")}`,
+    );
+    const results = turn.flatMap(sinceAssistant).filter((message) => message.role === "tool");
+    assert.equal(results.length, 1, "the model got the tool's result");
+    assert.match(textOf(results[0]), /"status":\s*"error"/, "an error result");
+
+    const health = await openclaw.health();
+    assert.equal(health.status, 2, "ctxbox health exits 2 while an engine is quarantined");
+    const record = health.records.find((entry) => entry.engineId === engineId);
+    assert.ok(record, JSON.stringify(health.records));
+    assert.ok(["timeout", "out-of-fuel"].includes(record.classification), JSON.stringify(record));
+
+    const after = model.requests.length;
+    await openclaw.turn("ts", "a question after the quarantine");
+    const names = model.requests.slice(after).flatMap(toolNames);
+    assert.ok(model.requests.length > after, "the turn reached the model");
+    assert.ok(!offered.some((name) => names.includes(name)), `the quarantined engine's tools are no longer offered: ${names.join(", ")}`);
+  } finally {
+    openclaw.stop();
+    await model.close();
+  }
+});
 
 // What ctxbox is for, measured on the same OpenClaw: a plain JavaScript
 // context engine whose `assemble` never answers holds the turn until
@@ -476,7 +721,7 @@ test("without ctxbox: a hanging JavaScript engine holds the turn until OpenClaw'
   );
   const timeoutSeconds = 20;
   const model = await startFakeModel({ reply: (_body, index) => `hang reply ${index}` });
-  const openclaw = new OpenClaw("hang-js", "hang-js", model, "", { dir, id: "hang-js", config: {}, timeoutSeconds });
+  const openclaw = new OpenClaw("hang-js", "hang-js", model, { plugin: { dir, id: "hang-js", config: {}, timeoutSeconds } });
   try {
     await openclaw.setUp();
     await openclaw.startGateway();

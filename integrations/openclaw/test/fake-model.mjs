@@ -1,15 +1,17 @@
 // A loopback OpenAI-compatible chat-completions server for the end-to-end
 // test: records every request body, answers each with a streamed reply
-// (SSE chunks, a usage chunk, [DONE]), binds 127.0.0.1 only, and closes
-// itself after `idleMs` without requests.
+// (SSE chunks, a usage chunk, [DONE]) of text or of one tool call, binds
+// 127.0.0.1 only, and closes itself after `idleMs` without requests (long:
+// a cold gateway on a loaded machine may take minutes to send its first).
 
 import { createServer } from "node:http";
 
 /**
- * Starts the server. `reply(body, index)` gives the text of answer `index`.
+ * Starts the server. `reply(body, index)` gives answer `index`: its text, or
+ * `{ toolCall: { name, arguments } }` to call a tool (`arguments` an object).
  * Resolves with { url, requests, close }.
  */
-export function startFakeModel({ reply, idleMs = 120_000 } = {}) {
+export function startFakeModel({ reply, idleMs = 900_000 } = {}) {
   const requests = [];
   let idle;
   const server = createServer((req, res) => {
@@ -37,14 +39,22 @@ export function startFakeModel({ reply, idleMs = 120_000 } = {}) {
       }
       const index = requests.length;
       requests.push(parsed);
-      const text = reply ? reply(parsed, index) : `reply ${index}`;
+      const answer = reply ? reply(parsed, index) : `reply ${index}`;
+      const text = typeof answer === "string" ? answer : JSON.stringify(answer.toolCall.arguments);
       const id = `chatcmpl-${index}`;
       const chunk = (delta, finish = null, extra = {}) =>
         `data: ${JSON.stringify({ id, object: "chat.completion.chunk", created: 0, model: "fake-1", choices: [{ index: 0, delta, finish_reason: finish }], ...extra })}\n\n`;
       res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
       res.write(chunk({ role: "assistant", content: "" }));
-      for (let at = 0; at < text.length; at += 400) res.write(chunk({ content: text.slice(at, at + 400) }));
-      res.write(chunk({}, "stop"));
+      if (typeof answer === "string") {
+        for (let at = 0; at < text.length; at += 400) res.write(chunk({ content: text.slice(at, at + 400) }));
+        res.write(chunk({}, "stop"));
+      } else {
+        const call = { index: 0, id: `call_${index}`, type: "function", function: { name: answer.toolCall.name, arguments: "" } };
+        res.write(chunk({ tool_calls: [call] }));
+        res.write(chunk({ tool_calls: [{ index: 0, function: { arguments: text } }] }));
+        res.write(chunk({}, "tool_calls"));
+      }
       const promptTokens = Math.ceil(body.length / 4);
       const completionTokens = Math.ceil(text.length / 4);
       res.write(

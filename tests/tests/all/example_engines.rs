@@ -148,8 +148,14 @@ async fn lossless_summarizes_through_the_host_and_keeps_its_state_there() -> any
             .tokens_after
             .is_some_and(|after| after < result.tokens_before)
     );
-    // 120 - 32 = 88 messages: 11 leaves, two condensations of four.
-    assert_eq!(services.summaries(), 13);
+    // 120 - 32 = 88 messages: 11 leaves, two condensations of four, each
+    // written by the host's model.
+    assert_eq!(services.completions(), 13);
+    assert_eq!(
+        services.summaries(),
+        0,
+        "the model answered: no summarizer asked"
+    );
 
     let assembled = engine
         .assemble(&call, &session, &history, &budget(4_000))

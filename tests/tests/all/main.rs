@@ -5,6 +5,7 @@
 mod architecture;
 mod check;
 mod compaction_convergence;
+mod engine_powers;
 mod example_engines;
 mod fuzz_corpus;
 mod host_services;
@@ -23,6 +24,7 @@ mod replay_fidelity;
 mod runner;
 mod sdk_defaults;
 mod serve;
+mod serve_bounds;
 mod soak;
 mod state_batch;
 mod store;

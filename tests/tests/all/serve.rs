@@ -20,29 +20,38 @@ use tokio::io::{
 use tokio::task::JoinHandle;
 
 /// A client connected to a server running in this process.
-struct Client {
+pub(crate) struct Client {
     writer: WriteHalf<DuplexStream>,
-    lines: Lines<BufReader<ReadHalf<DuplexStream>>>,
+    pub(crate) lines: Lines<BufReader<ReadHalf<DuplexStream>>>,
     /// Answers read while waiting for another one.
-    early: Vec<Value>,
+    pub(crate) early: Vec<Value>,
     next_id: u64,
     server: JoinHandle<std::io::Result<()>>,
 }
 
 impl Client {
-    fn start(data_dir: &Path, call_timeout_ms: u64, engine: Option<&str>) -> Self {
-        let runtime = Runtime::new(Config {
-            data_dir: Some(data_dir.to_owned()),
-            sandbox: SandboxConfig {
-                call_timeout_ms,
-                max_instances: 8,
-                ..SandboxConfig::default()
+    pub(crate) fn start(data_dir: &Path, call_timeout_ms: u64, engine: Option<&str>) -> Self {
+        Self::with_config(
+            Config {
+                data_dir: Some(data_dir.to_owned()),
+                sandbox: SandboxConfig {
+                    call_timeout_ms,
+                    max_instances: 8,
+                    ..SandboxConfig::default()
+                },
+                ..Config::default()
             },
-            ..Config::default()
-        })
-        .expect("host");
+            engine,
+            1 << 20,
+        )
+    }
+
+    /// A server on `config` serving `engine` by default, over a pipe that
+    /// buffers `pipe_bytes` each way.
+    pub(crate) fn with_config(config: Config, engine: Option<&str>, pipe_bytes: usize) -> Self {
+        let runtime = Runtime::new(config).expect("host");
         let service = Arc::new(Service::new(runtime, engine.map(str::to_owned)).expect("service"));
-        let (client, server) = tokio::io::duplex(1 << 20);
+        let (client, server) = tokio::io::duplex(pipe_bytes);
         let (server_read, server_write) = tokio::io::split(server);
         let server = tokio::spawn(serve(service, BufReader::new(server_read), server_write));
         let (read, writer) = tokio::io::split(client);
@@ -55,20 +64,20 @@ impl Client {
         }
     }
 
-    async fn greeted(data_dir: &Path, call_timeout_ms: u64, engine: Option<&str>) -> Self {
+    pub(crate) async fn greeted(data_dir: &Path, call_timeout_ms: u64, engine: Option<&str>) -> Self {
         let mut client = Self::start(data_dir, call_timeout_ms, engine);
         let hello = client.call("hello", json!({"protocol": 1})).await;
         assert_eq!(hello["result"]["protocol"], 1, "{hello}");
         client
     }
 
-    async fn send_line(&mut self, line: &str) {
+    pub(crate) async fn send_line(&mut self, line: &str) {
         self.writer.write_all(line.as_bytes()).await.expect("write");
         self.writer.write_all(b"\n").await.expect("write");
     }
 
     /// Sends a request; returns its id.
-    async fn send(&mut self, method: &str, params: Value) -> u64 {
+    pub(crate) async fn send(&mut self, method: &str, params: Value) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
         let line = json!({"id": id, "method": method, "params": params}).to_string();
@@ -77,7 +86,7 @@ impl Client {
     }
 
     /// The answer to request `id` (the whole response object).
-    async fn answer(&mut self, id: u64) -> Value {
+    pub(crate) async fn answer(&mut self, id: u64) -> Value {
         if let Some(index) = self.early.iter().position(|a| a["id"] == json!(id)) {
             return self.early.remove(index);
         }
@@ -95,24 +104,24 @@ impl Client {
         }
     }
 
-    async fn next_answer(&mut self) -> Value {
+    pub(crate) async fn next_answer(&mut self) -> Value {
         let line = self.lines.next_line().await.expect("read").expect("a line");
         serde_json::from_str(&line).expect("JSON")
     }
 
-    async fn call(&mut self, method: &str, params: Value) -> Value {
+    pub(crate) async fn call(&mut self, method: &str, params: Value) -> Value {
         let id = self.send(method, params).await;
         self.answer(id).await
     }
 
-    async fn result(&mut self, method: &str, params: Value) -> Value {
+    pub(crate) async fn result(&mut self, method: &str, params: Value) -> Value {
         let answer = self.call(method, params).await;
         assert!(answer["error"].is_null(), "{method} failed: {answer}");
         answer["result"].clone()
     }
 
     /// Closes the channel and waits for the server to finish.
-    async fn stop(mut self) {
+    pub(crate) async fn stop(mut self) {
         self.writer.shutdown().await.expect("shutdown");
         drop(self.writer);
         tokio::time::timeout(Duration::from_secs(30), self.server)
@@ -124,7 +133,7 @@ impl Client {
 }
 
 /// `turns` user/assistant pairs, with fields the host does not know.
-fn conversation(turns: usize) -> Vec<Value> {
+pub(crate) fn conversation(turns: usize) -> Vec<Value> {
     (0..turns)
         .flat_map(|turn| {
             [
@@ -142,7 +151,7 @@ fn conversation(turns: usize) -> Vec<Value> {
         .collect()
 }
 
-fn full_sync(messages: &[Value]) -> Value {
+pub(crate) fn full_sync(messages: &[Value]) -> Value {
     json!({"base": 0, "messages": messages})
 }
 
@@ -153,9 +162,9 @@ async fn the_handshake_comes_first_and_bad_requests_are_named() {
 
     let early = client.call("health", json!({})).await;
     assert_eq!(early["error"]["code"], "handshake-required", "{early}");
-    let wrong = client.call("hello", json!({"protocol": 2})).await;
+    let wrong = client.call("hello", json!({"protocol": 0})).await;
     assert_eq!(wrong["error"]["code"], "unsupported-protocol");
-    assert_eq!(wrong["error"]["data"]["supported"], json!([1]));
+    assert_eq!(wrong["error"]["data"]["supported"], json!([1, 2]));
     let hello = client.result("hello", json!({"protocol": 1})).await;
     assert_eq!(hello["server"], "ctxbox");
     assert!(
@@ -216,6 +225,10 @@ async fn the_handshake_comes_first_and_bad_requests_are_named() {
     // The server is still there after all of that.
     let health = client.result("health", json!({})).await;
     assert_eq!(health["quarantined"], json!([]));
+    // `info` speaks the protocol's camelCase, as clients read it.
+    let info = client.result("info", json!({"engine": "keep-recent"})).await;
+    assert_eq!(info["info"]["ownsCompaction"], false, "{info}");
+    assert_eq!(info["info"]["id"], "keep-recent", "{info}");
     client.stop().await;
 }
 
@@ -348,7 +361,7 @@ async fn a_turn_commits_once_even_across_a_restart() {
 }
 
 /// Loads `engine` with a generous deadline (a debug build compiles slowly).
-async fn load(client: &mut Client, engine: &str) {
+pub(crate) async fn load(client: &mut Client, engine: &str) {
     let id = client.next_id;
     client.next_id += 1;
     let line =
@@ -476,5 +489,281 @@ async fn a_cancelled_request_is_answered_at_once_and_quarantines_nothing() {
         json!([]),
         "a caller's abort is not the engine's fault"
     );
+    client.stop().await;
+}
+
+// --- protocol 2: negotiation, reverse calls, engine tools --------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protocol_2_is_negotiated_and_protocol_1_clients_are_served_as_before() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut client = Client::start(dir.path(), 10_000, Some("keep-recent"));
+    let newest = client.call("hello", json!({"protocol": 9})).await;
+    assert_eq!(
+        newest["result"]["protocol"], 2,
+        "the newest both speak: {newest}"
+    );
+    assert_eq!(
+        newest["result"]["capabilities"],
+        json!(["complete", "tools"])
+    );
+    let old = client.call("hello", json!({"protocol": 1})).await;
+    assert_eq!(old["result"]["protocol"], 1, "{old}");
+    assert_eq!(old["result"]["capabilities"], json!([]));
+    let listed = client.call("hello", json!({"protocols": [1, 2, 5]})).await;
+    assert_eq!(listed["result"]["protocol"], 2);
+    let unknown = client.call("hello", json!({"protocols": [7]})).await;
+    assert_eq!(
+        unknown["error"]["code"], "unsupported-protocol",
+        "{unknown}"
+    );
+    assert_eq!(unknown["error"]["data"]["supported"], json!([1, 2]));
+    client.stop().await;
+}
+
+/// Reads lines until the server's reverse request arrives; the client's own
+/// answers read meanwhile are kept for [`Client::answer`].
+pub(crate) async fn reverse_request(client: &mut Client) -> Value {
+    loop {
+        let line = tokio::time::timeout(Duration::from_secs(60), client.lines.next_line())
+            .await
+            .expect("a line within a minute")
+            .expect("read")
+            .expect("the server is still answering");
+        let value: Value = serde_json::from_str(&line).expect("JSON");
+        if value.get("method").is_some() {
+            return value;
+        }
+        client.early.push(value);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_engines_completion_is_asked_of_the_client_by_a_reverse_call() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut client = Client::start(dir.path(), 6_000, Some(guests::POWERS_PROBE));
+    let hello = client
+        .call(
+            "hello",
+            json!({"protocol": 2, "capabilities": ["complete"]}),
+        )
+        .await;
+    assert_eq!(hello["result"]["protocol"], 2);
+    load(&mut client, guests::POWERS_PROBE).await;
+
+    let id = client
+        .send(
+            "assemble",
+            json!({"sessionId": "s", "sessionKey": "agent:main:s", "prompt": "complete 1",
+                   "sync": full_sync(&conversation(1))}),
+        )
+        .await;
+    let asked = reverse_request(&mut client).await;
+    assert_eq!(asked["method"], "complete", "{asked}");
+    let reverse_id = asked["id"].as_str().expect("a string id").to_owned();
+    assert!(reverse_id.starts_with("srv-"), "{reverse_id}");
+    assert_eq!(asked["params"]["sessionId"], "s");
+    assert_eq!(asked["params"]["sessionKey"], "agent:main:s");
+    assert_eq!(asked["params"]["engine"], "powers-probe");
+    assert_eq!(
+        asked["params"]["requestId"],
+        json!(id),
+        "names the request it serves"
+    );
+    assert_eq!(asked["params"]["purpose"], "probe");
+    assert_eq!(asked["params"]["messages"][0]["role"], "user");
+    assert!(
+        asked["deadlineMs"].as_u64().is_some_and(|ms| ms > 0),
+        "{asked}"
+    );
+    client
+        .send_line(
+            &json!({"id": reverse_id, "result": {"text": "from the client's model",
+                    "inputTokens": 12, "outputTokens": 5, "model": "fake/fake-1"}})
+            .to_string(),
+        )
+        .await;
+    let answer = client.answer(id).await;
+    let note = &answer["result"]["messages"][0];
+    let health = client.result("health", json!({})).await;
+    assert!(
+        note.to_string().contains("powers: completed=1"),
+        "the engine got its completion: {answer} {health}"
+    );
+    let totals = client.result("health", json!({})).await;
+    assert!(totals["uptimeMs"].is_u64());
+
+    // A client that does not answer: the engine's call ends at its deadline
+    // with an error it handles, and the server takes its request back.
+    let id = client
+        .send(
+            "assemble",
+            json!({"sessionId": "s", "prompt": "complete 1", "deadlineMs": 30_000}),
+        )
+        .await;
+    let unanswered = reverse_request(&mut client).await;
+    let cancel = reverse_request(&mut client).await;
+    assert_eq!(cancel["method"], "cancel", "{cancel}");
+    assert_eq!(cancel["params"]["target"], unanswered["id"]);
+    let answer = client.answer(id).await;
+    assert!(
+        answer["result"]["messages"][0]
+            .to_string()
+            .contains("completed=0 error=HostErrorKind::Aborted"),
+        "{answer}"
+    );
+    // An answer that comes too late, or to an id never used, is ignored.
+    client
+        .send_line(&json!({"id": unanswered["id"], "result": {"text": "late"}}).to_string())
+        .await;
+    client
+        .send_line(
+            &json!({"id": "srv-999", "error": {"code": "failed", "message": "?"}}).to_string(),
+        )
+        .await;
+    assert!(client.result("health", json!({})).await["uptimeMs"].is_u64());
+    client.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_protocol_1_client_is_never_asked_and_engines_hear_unavailable() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut client = Client::greeted(dir.path(), 20_000, Some(guests::POWERS_PROBE)).await;
+    load(&mut client, guests::POWERS_PROBE).await;
+    let answer = client
+        .result(
+            "assemble",
+            json!({"sessionId": "s", "prompt": "complete 1", "sync": full_sync(&conversation(1))}),
+        )
+        .await;
+    assert!(
+        answer["messages"][0]
+            .to_string()
+            .contains("completed=0 error=HostErrorKind::Unavailable"),
+        "{answer}"
+    );
+    client.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_engines_tools_are_listed_and_called_and_a_failing_tool_is_an_error_result() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut client = Client::start(dir.path(), 5_000, Some(guests::TOOL_SPINNER));
+    client.call("hello", json!({"protocol": 2})).await;
+    load(&mut client, guests::TOOL_SPINNER).await;
+    let tools = client.result("tools", json!({})).await;
+    let names: Vec<&str> = tools["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|tool| tool["name"].as_str())
+        .collect();
+    assert_eq!(names, ["echo", "spin"]);
+    assert_eq!(tools["tools"][0]["parameters"], json!({"type": "object"}));
+
+    let echoed = client
+        .result(
+            "callTool",
+            json!({"sessionId": "s", "name": "echo", "arguments": {"say": "hi"}}),
+        )
+        .await;
+    assert_eq!(echoed["content"], r#"echo {"say":"hi"}"#);
+    assert_eq!(echoed["isError"], false);
+    let bad = client
+        .call(
+            "callTool",
+            json!({"sessionId": "s", "name": "echo", "arguments": [1]}),
+        )
+        .await;
+    assert_eq!(bad["error"]["code"], "invalid-params", "{bad}");
+
+    let spun = client
+        .result("callTool", json!({"sessionId": "s", "name": "spin"}))
+        .await;
+    assert_eq!(spun["isError"], true, "{spun}");
+    assert!(
+        spun["content"]
+            .as_str()
+            .is_some_and(|text| text.starts_with("the tool failed:"))
+    );
+    let after = client.result("tools", json!({})).await;
+    assert_eq!(
+        after["tools"],
+        json!([]),
+        "a quarantined engine's tools are withdrawn"
+    );
+    client.stop().await;
+}
+
+// --- hostile clients: protocol edges -----------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_request_reuses_an_id_in_flight_and_a_zero_deadline_is_refused() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut client = Client::greeted(dir.path(), 1_000, None).await;
+    load(&mut client, guests::SPIN).await;
+    // A request that hangs until its deadline, id 100.
+    client
+        .send_line(
+            &json!({"id": 100, "method": "assemble", "deadlineMs": 3_000,
+                    "params": {"sessionId": "s", "engine": guests::SPIN, "sync": full_sync(&conversation(1))}})
+            .to_string(),
+        )
+        .await;
+    for method in ["cancel", "hello", "health"] {
+        client
+            .send_line(
+                &json!({"id": 100, "method": method, "params": {"target": 100, "protocol": 1}})
+                    .to_string(),
+            )
+            .await;
+        let refused = client.next_answer().await;
+        assert_eq!(refused["id"], 100, "{method}: {refused}");
+        assert_eq!(
+            refused["error"]["code"], "duplicate-id",
+            "{method}: {refused}"
+        );
+    }
+    let zero = client.call("health", json!({})).await;
+    assert!(zero["error"].is_null());
+    client
+        .send_line(&json!({"id": 7, "method": "health", "deadlineMs": 0}).to_string())
+        .await;
+    let refused = client.answer(7).await;
+    assert_eq!(refused["error"]["code"], "invalid-params", "{refused}");
+    let hung = client.answer(100).await;
+    assert!(hung["result"].is_object(), "answered by legacy: {hung}");
+    client.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_answered_late_tells_the_client_whether_it_committed() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut client = Client::greeted(dir.path(), 10_000, Some("keep-recent")).await;
+    let turn = conversation(1);
+    for attempt in 0..5 {
+        let key = format!("late-{attempt}");
+        let commit =
+            json!({"sessionId": format!("s{attempt}"), "advancementKey": key, "messages": turn});
+        let id = client.next_id;
+        client.next_id += 1;
+        client
+            .send_line(
+                &json!({"id": id, "method": "commitTurn", "deadlineMs": 1, "params": commit})
+                    .to_string(),
+            )
+            .await;
+        let first = client.answer(id).await;
+        let again = client.result("commitTurn", commit).await;
+        if first["error"]["code"] == "deadline-exceeded" {
+            assert_eq!(
+                again["status"], "committed",
+                "told not committed, so it was not: {first}"
+            );
+        } else {
+            assert_eq!(first["result"]["status"], "committed", "{first}");
+            assert_eq!(again["status"], "duplicate");
+        }
+    }
     client.stop().await;
 }

@@ -1,6 +1,6 @@
 // A test engine for the SDK's unit tests: each export exercises one SDK
-// feature, chosen by the session id, so the tests can drive it through the
-// transpiled component with a fake host.
+// feature, chosen by the session id (for `assemble`) or the tool called, so
+// the tests can drive it through the transpiled component with a fake host.
 import {
   EngineFailure,
   assembled,
@@ -10,19 +10,108 @@ import {
   insert,
   keep,
   messageText,
+  promptRequest,
   readRange,
   splitPair,
   state,
   toArray,
+  toolArguments,
+  toolsOf,
   tokens,
   userText,
+  type IndexScope,
+  type Json,
+  type SessionRef,
+  type ToolInit,
 } from "@ctxbox/guest";
 
 // Logged while the build pre-initializes the module: dropped, not a failed build.
 console.log("top level");
 
+/** The arguments the index tools take. */
+interface IndexArguments {
+  scope?: IndexScope;
+  id?: string;
+  text?: string;
+  metadata?: unknown;
+  query?: string;
+  limit?: number;
+  offset?: number;
+}
+
+const objectOf = (properties: Record<string, unknown>) => ({ type: "object", properties });
+
+const TOOLS: ToolInit[] = [
+  // Parameters as an object: the SDK writes them as JSON text.
+  { name: "remember", description: "Indexes a document.", parameters: objectOf({ id: { type: "string" }, text: { type: "string" } }) },
+  { name: "forget", description: "Removes a document.", parameters: objectOf({ id: { type: "string" } }) },
+  // Parameters as JSON text: passed as they are.
+  { name: "recall", description: "Searches the index.", parameters: '{"type":"object","properties":{"query":{"type":"string"}}}' },
+  { name: "ask", description: "Asks the host's model.", parameters: objectOf({ prompt: { type: "string" } }) },
+  { name: "ask-kind", description: "Asks the host's model; answers how it failed.", parameters: objectOf({ prompt: { type: "string" } }) },
+  { name: "fail", description: "Throws an EngineFailure.", parameters: objectOf({}) },
+  { name: "crash", description: "Throws an Error.", parameters: objectOf({}) },
+  { name: "whoami", description: "Answers this.info().id.", parameters: objectOf({}) },
+  { name: "defaults", description: "The tools export of an engine without tools.", parameters: objectOf({}) },
+];
+
+/** A tool result: `value` as JSON, bigints as strings. */
+const answer = (value: unknown): string => JSON.stringify(value, (_, v) => (typeof v === "bigint" ? `${v}n` : v));
+
+/** What calling `run` threw, as JSON (the `engine-error` a guarded export throws). */
+function thrown(run: () => unknown): unknown {
+  try {
+    return { answered: run() };
+  } catch (error) {
+    return { thrown: error };
+  }
+}
+
+function callTool(this: { info(): { id: string } }, session: SessionRef, name: string, argumentsJson: Json): string {
+  const args = toolArguments<IndexArguments & { prompt?: string }>(argumentsJson);
+  const scope = args.scope ?? "session";
+  switch (name) {
+    case "remember": {
+      const metadata = args.metadata === undefined ? undefined : JSON.stringify(args.metadata);
+      host.index.put(scope, { id: args.id ?? "", text: args.text ?? "", metadata });
+      return "remembered";
+    }
+    case "forget":
+      return answer(host.index.delete(scope, args.id ?? ""));
+    case "recall":
+      return answer(host.index.search(args.query ?? "", scope, { limit: args.limit, offset: args.offset }));
+    case "ask": {
+      const completion = host.complete(
+        promptRequest(args.prompt ?? "", { maxTokens: 50, system: "Answer briefly.", purpose: "sdk test" }),
+      );
+      return answer({ ...completion, bigints: typeof completion.inputTokens === "bigint", session: session.sessionId });
+    }
+    case "ask-kind":
+      try {
+        return host.complete(promptRequest(args.prompt ?? "", { maxTokens: 50 })).text;
+      } catch (error) {
+        if (error instanceof Error && "hostError" in error) return `host said ${(error as { hostError: { kind: string } }).hostError.kind}`;
+        throw error;
+      }
+    case "fail":
+      throw new EngineFailure("invalid-input", "the arguments are wrong");
+    case "crash":
+      throw new Error("tool crashed");
+    case "whoami":
+      return this.info().id;
+    case "defaults": {
+      const plain = toolsOf(defineEngine({ info: { id: "plain", name: "plain" }, assemble: () => assembled([], 0) }));
+      return answer({ listed: plain.listTools(), called: thrown(() => plain.callTool(session, "grep", "{}")) });
+    }
+  }
+  throw new EngineFailure("unsupported", `no tool \`${name}\``);
+}
+
 export const engine = defineEngine({
   info: () => ({ id: "sdk-test", name: "SDK test engine" }),
+
+  tools: () => TOOLS,
+  callTool,
 
   ingest(session, entry) {
     state.setJson(`ingested/${session.sessionId}/${entry.id}`, entry);

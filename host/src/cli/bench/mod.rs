@@ -13,6 +13,7 @@ mod memory;
 mod recorded;
 mod replay;
 mod sandbox;
+mod serve_soak;
 mod soak;
 
 use std::path::PathBuf;
@@ -43,6 +44,9 @@ pub struct Args {
     /// Turns per session of the soak.
     #[arg(long, default_value_t = 20)]
     soak_turns: usize,
+    /// Sessions streamed through one `ctxbox serve` in the serve soak.
+    #[arg(long, default_value_t = 20_000)]
+    serve_sessions: usize,
     /// The session to replay (default: the largest fixture when run from a
     /// checkout, else the built-in sample).
     #[arg(long)]
@@ -83,7 +87,8 @@ enum Group {
     Compaction,
     /// A full replay of a real session, and every fixture's compactions.
     Replay,
-    /// Many concurrent sessions through an engine failing a tenth of its calls.
+    /// Many concurrent sessions through an engine failing a tenth of its
+    /// calls; many more streamed through one `ctxbox serve`.
     Soak,
     /// Engines' searchable memory: puts, searches, bytes on disk.
     Index,
@@ -97,6 +102,7 @@ pub struct Options {
     compaction_messages: usize,
     soak_sessions: usize,
     soak_turns: usize,
+    serve_sessions: usize,
     transcript: Option<PathBuf>,
     ts_sessions: usize,
     index_postgres: Option<String>,
@@ -175,6 +181,11 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         } else {
             args.soak_turns
         },
+        serve_sessions: if args.quick {
+            args.serve_sessions.min(1_000)
+        } else {
+            args.serve_sessions
+        },
         transcript: args.transcript,
         ts_sessions: if args.quick {
             args.ts_sessions.min(50)
@@ -238,6 +249,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     // Last: a thousand sessions' transcripts grow the heap.
     if wanted(Group::Soak) {
         soak::rows(&options, &mut rows).await?;
+        serve_soak::rows(&options, &mut rows).await?;
     }
 
     let machine = Machine::read(options.quick, counting);

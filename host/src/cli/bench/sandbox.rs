@@ -639,6 +639,7 @@ mod tests {
             compaction_messages: 100,
             soak_sessions: 1,
             soak_turns: 1,
+            serve_sessions: 1,
             transcript: None,
             ts_sessions: 1,
             index_postgres: None,

@@ -27,10 +27,10 @@ pub async fn rows(options: &Options, rows: &mut Vec<Row>) -> anyhow::Result<()> 
     let dir = tempfile::tempdir()?;
     let runtime = Runtime::new(Config {
         data_dir: Some(dir.path().to_owned()),
-        // Retried at once after each failure: it keeps failing a tenth of
-        // the calls instead of being set aside.
+        // Retried on its next call after each failure: it keeps failing a
+        // tenth of the calls instead of being set aside.
         quarantine: QuarantineConfig {
-            retry_after_seconds: Some(0),
+            retry_after: Some(std::time::Duration::ZERO),
             ..QuarantineConfig::default()
         },
         sandbox: SandboxConfig {

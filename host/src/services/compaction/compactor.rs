@@ -93,7 +93,7 @@ impl Compactor {
         transcripts: TranscriptStore,
         config: CompactionConfig,
     ) -> Result<Self, SummarizeError> {
-        let summarizer = config.summarizer.build()?;
+        let summarizer = config.summarizer.clone().unwrap_or_default().build()?;
         Ok(Self::new(transcripts, summarizer, config))
     }
 

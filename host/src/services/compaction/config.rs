@@ -38,8 +38,10 @@ pub struct CompactionConfig {
     /// Chunks summarized at the same time (ctxbox; the reference does one
     /// after another).
     pub summary_concurrency: usize,
-    /// Which summarizer writes the summaries (ctxbox).
-    pub summarizer: SummarizerConfig,
+    /// Which summarizer writes the summaries (ctxbox). Unset: native
+    /// compaction uses the extractive summarizer, and an engine's
+    /// `host.summarize` the host's model (`host.complete`'s).
+    pub summarizer: Option<SummarizerConfig>,
 }
 
 /// The least answer reserve the reference keeps, whatever is configured
@@ -157,7 +159,7 @@ impl Default for CompactionConfig {
             truncate_after_compaction: false,
             custom_instructions: None,
             summary_concurrency: 4,
-            summarizer: SummarizerConfig::Extractive,
+            summarizer: None,
         }
     }
 }
@@ -189,7 +191,7 @@ mod tests {
         assert_eq!(config.timeout_seconds, 180);
         assert!(matches!(
             config.summarizer,
-            SummarizerConfig::OpenaiCompatible(_)
+            Some(SummarizerConfig::OpenaiCompatible(_))
         ));
         assert_eq!(
             serde_json::from_str::<CompactionConfig>("{}").expect("empty config"),

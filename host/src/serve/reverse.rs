@@ -1,0 +1,260 @@
+//! Reverse calls (protocol version 2): requests the server sends its client
+//! while serving one of the client's own, for what only the client has —
+//! the agent's own model, for an engine's `host.complete`
+//! ([`ClientCompletions`]). Each has an id of the server's (`srv-N`), a
+//! deadline, and is cancelled (`cancel`) when the server stops waiting; the
+//! client answers by the same id (PROTOCOL.md, "Reverse calls").
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use async_trait::async_trait;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::contract::completion::{Completion, CompletionRequest};
+use crate::contract::text::{MAX_ENGINE_TEXT_BYTES, untrusted_line};
+use crate::contract::tokens;
+use crate::provider::completion::{CompletionContext, CompletionError, ModelCompletions};
+
+/// The prefix of the ids of the server's requests.
+pub const REVERSE_ID_PREFIX: &str = "srv-";
+
+/// What a client answered a reverse call with: its `result`, or its error's
+/// code and message.
+type Answer = Result<Value, (String, String)>;
+
+/// The reverse calls in flight on one connection.
+#[derive(Debug)]
+pub struct ReverseCalls {
+    /// The connection's answer lines; `None` once it is closing.
+    outbox: Mutex<Option<mpsc::Sender<String>>>,
+    next: AtomicU64,
+    waiting: Mutex<HashMap<String, oneshot::Sender<Answer>>>,
+}
+
+impl ReverseCalls {
+    /// Reverse calls written to `outbox` (the connection's answer lines).
+    pub fn new(outbox: mpsc::Sender<String>) -> Self {
+        Self {
+            outbox: Mutex::new(Some(outbox)),
+            next: AtomicU64::new(1),
+            waiting: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The connection is closing: no more reverse calls (they answer
+    /// `unavailable`), and the answer lines can end.
+    pub fn close(&self) {
+        self.outbox
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        self.waiting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+    }
+
+    fn outbox(&self) -> Option<mpsc::Sender<String>> {
+        self.outbox
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Writes `line` to the client, waiting (until `deadline`) while its
+    /// answer queue is full; `false` once the connection is closing or the
+    /// client reads nothing by then.
+    async fn send(&self, line: String, deadline: Instant) -> bool {
+        let Some(outbox) = self.outbox() else {
+            return false;
+        };
+        matches!(
+            tokio::time::timeout_at(deadline.into(), outbox.send(line)).await,
+            Ok(Ok(()))
+        )
+    }
+
+    /// Whether `line` (a JSON object the client sent) answers a reverse
+    /// call: an id of ours and no `method`. Hands it to its waiter (an
+    /// answer nobody waits for any more is dropped) and answers `true`.
+    pub fn take_answer(&self, line: &Value) -> bool {
+        let Some(id) = line.get("id").and_then(Value::as_str) else {
+            return false;
+        };
+        if !id.starts_with(REVERSE_ID_PREFIX) || line.get("method").is_some() {
+            return false;
+        }
+        let waiter = self
+            .waiting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(id);
+        let Some(waiter) = waiter else {
+            tracing::debug!(id, "an answer to a reverse call nobody waits for");
+            return true;
+        };
+        let answer = match (line.get("result"), line.get("error")) {
+            (Some(result), None) => Ok(result.clone()),
+            (None, Some(error)) => Err((
+                error
+                    .get("code")
+                    .and_then(Value::as_str)
+                    .unwrap_or("failed")
+                    .to_owned(),
+                error
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_owned(),
+            )),
+            _ => Err((
+                "failed".to_owned(),
+                "the answer has neither a result nor an error".to_owned(),
+            )),
+        };
+        let _ = waiter.send(answer);
+        true
+    }
+
+    /// Sends the client `method` with `params`, answered by `deadline`; the
+    /// client is told to cancel it when it is not.
+    async fn call(
+        &self,
+        method: &str,
+        params: Value,
+        deadline: Instant,
+        abort: &tokio_util::sync::CancellationToken,
+    ) -> Result<Value, CompletionError> {
+        let id = format!(
+            "{REVERSE_ID_PREFIX}{}",
+            self.next.fetch_add(1, Ordering::Relaxed)
+        );
+        let (sender, answer) = oneshot::channel();
+        self.waiting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id.clone(), sender);
+        let deadline_ms = deadline
+            .saturating_duration_since(Instant::now())
+            .as_millis() as u64;
+        let line = json!({"id": id, "method": method, "deadlineMs": deadline_ms, "params": params});
+        if !self.send(line.to_string(), deadline).await {
+            self.forget(&id);
+            return Err(CompletionError::Unavailable(
+                "the client is gone or reads nothing".into(),
+            ));
+        }
+        let outcome = tokio::select! {
+            biased;
+            answer = answer => answer.map_err(|_| CompletionError::Unavailable("the client is gone".into())),
+            () = tokio::time::sleep_until(deadline.into()) => Err(CompletionError::Aborted(
+                format!("the client did not answer `{method}` within {deadline_ms} ms"),
+            )),
+            () = abort.cancelled() => Err(CompletionError::Aborted("the caller cancelled the call".into())),
+        };
+        match outcome {
+            Ok(answer) => answer.map_err(|(code, message)| {
+                let message = untrusted_line(&message, MAX_ENGINE_TEXT_BYTES);
+                match code.as_str() {
+                    "unavailable" => CompletionError::Unavailable(message),
+                    "cancelled" => CompletionError::Aborted(message),
+                    _ => CompletionError::Failed(format!("the client's model failed: {message}")),
+                }
+            }),
+            Err(error) => {
+                self.forget(&id);
+                // Best effort: a client that reads nothing misses it.
+                if let Some(outbox) = self.outbox() {
+                    let cancel = json!({"id": Value::Null, "method": "cancel", "params": {"target": id}});
+                    let _ = outbox.try_send(cancel.to_string());
+                }
+                Err(error)
+            }
+        }
+    }
+
+    fn forget(&self, id: &str) {
+        self.waiting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(id);
+    }
+}
+
+/// Completions from the client's model (OpenClaw's own), by reverse call.
+#[derive(Debug, Clone)]
+pub struct ClientCompletions {
+    calls: Arc<ReverseCalls>,
+}
+
+impl ClientCompletions {
+    /// Completions asked of the client of `calls`.
+    pub fn new(calls: Arc<ReverseCalls>) -> Self {
+        Self { calls }
+    }
+}
+
+/// What the client answers a `complete` with.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ClientCompletion {
+    text: String,
+    input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+    model: Option<String>,
+}
+
+#[async_trait]
+impl ModelCompletions for ClientCompletions {
+    fn id(&self) -> &str {
+        "client"
+    }
+
+    async fn complete(
+        &self,
+        context: CompletionContext<'_>,
+        request: &CompletionRequest,
+    ) -> Result<Completion, CompletionError> {
+        let params = json!({
+            "sessionId": context.session.map(|session| session.session_id.as_str()),
+            "sessionKey": context.session.and_then(|session| session.session_key.as_deref()),
+            "engine": context.engine_id,
+            "requestId": context.request_id.and_then(|id| serde_json::from_str::<Value>(id).ok()),
+            "purpose": request.purpose,
+            "systemPrompt": request.system,
+            "messages": request
+                .messages
+                .iter()
+                .map(|message| json!({"role": message.role.as_str(), "content": message.text}))
+                .collect::<Vec<_>>(),
+            "maxTokens": request.max_tokens,
+        });
+        let answer = self
+            .calls
+            .call("complete", params, context.deadline, context.abort)
+            .await?;
+        let answer: ClientCompletion = serde_json::from_value(answer).map_err(|error| {
+            CompletionError::Failed(format!("the client's answer is not a completion: {error}"))
+        })?;
+        if answer.text.trim().is_empty() {
+            return Err(CompletionError::Failed(
+                "the client's model answered no text".into(),
+            ));
+        }
+        Ok(Completion {
+            input_tokens: answer
+                .input_tokens
+                .unwrap_or_else(|| tokens::estimate_text(&request.text())),
+            output_tokens: answer
+                .output_tokens
+                .unwrap_or_else(|| tokens::estimate_text(&answer.text)),
+            model: answer.model.map(|model| untrusted_line(&model, 256)),
+            text: answer.text,
+        })
+    }
+}

@@ -1,0 +1,52 @@
+"""ctxbox for Hermes Agent: a context-engine plugin that runs ctxbox's
+sandboxed engines (`keep-recent`, `lossless`, `delegating` or any `.wasm`
+engine) through one `ctxbox serve` sidecar per Hermes process.
+
+Hermes loads it as a directory plugin (this folder as
+`$HERMES_HOME/plugins/ctxbox/`, with `plugin.yaml`) or through the
+`hermes_agent.plugins` entry point `ctxbox`; either way it calls `register`.
+Configuration: the `ctxbox:` section of config.yaml (README.md).
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+
+from .config import ConfigError, Settings, read_settings
+
+__all__ = ["register", "read_settings", "Settings", "ConfigError"]
+
+_bridges: dict = {}
+_bridges_lock = threading.Lock()
+
+
+def register(ctx) -> None:
+    """Hermes's plugin entry: registers the `ctxbox` context engine, set up
+    from config.yaml (raises `ConfigError` naming a bad key)."""
+    from hermes_cli.config import load_config
+
+    from .engine import CtxboxEngine
+
+    config = load_config()
+    settings = read_settings(config.get("ctxbox"))
+    ctx.register_context_engine(CtxboxEngine(shared_bridge(settings), config.get("compression")))
+
+
+def shared_bridge(settings: Settings):
+    """The process's bridge (and sidecar) for `settings`, made on first use."""
+    from .bridge import Bridge
+
+    with _bridges_lock:
+        bridge = _bridges.get(settings)
+        if bridge is None:
+            bridge = _bridges[settings] = Bridge(settings)
+        return bridge
+
+
+@atexit.register
+def _close_sidecars() -> None:
+    # The sidecars exit when their stdin closes anyway; this makes it prompt.
+    with _bridges_lock:
+        for bridge in _bridges.values():
+            bridge.sidecar.close()

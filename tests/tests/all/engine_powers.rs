@@ -1,0 +1,410 @@
+//! Engine powers (issue 29): the host's model (`host.complete`), engine
+//! tools and searchable memory, each bounded, each tried by a hostile
+//! engine. The engines run in a whole host (`Runtime`) under the guard;
+//! `powers-probe` uses the model and the index as its prompt says and
+//! reports what happened, `tool-spinner` and `tool-liar` offer tools that
+//! break the rules.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use ctxbox_host::contract::engine::{CallOptions, ContextEngine};
+use ctxbox_host::contract::history::History;
+use ctxbox_host::contract::types::{
+    AgentMessage, AssembleParams, AssembledItem, ContentBlock, SessionRef,
+};
+use ctxbox_host::engines::guard::GuardedEngine;
+use ctxbox_host::provider::{ProviderError, ScriptedProvider, ToolExecutor};
+use ctxbox_host::runner::Session;
+use ctxbox_host::runtime::Runtime;
+use ctxbox_host::runtime::config::Config;
+use ctxbox_host::transcript::NewSession;
+use ctxbox_tests::guests;
+use tokio_util::sync::CancellationToken;
+
+/// A host whose `ctxbox.toml` is `config` plus the test engines registered.
+fn host(dir: &Path, config: &str) -> Runtime {
+    let text = format!(
+        "dataDir = {data:?}\n{config}\n\
+         [plugins.engines.powers-probe]\npath = {probe:?}\n\
+         [plugins.engines.tool-spinner]\npath = {spinner:?}\n\
+         [plugins.engines.tool-liar]\npath = {liar:?}\n\
+         [sandbox]\ncallTimeoutMs = 4000\nmaxInstances = 16\n",
+        data = dir.join("data").display().to_string(),
+        probe = guests::POWERS_PROBE,
+        spinner = guests::TOOL_SPINNER,
+        liar = guests::TOOL_LIAR,
+    );
+    Runtime::new(
+        Config::parse(&text)
+            .unwrap_or_else(|(line, error)| panic!("test config line {line:?}: {error}")),
+    )
+    .expect("runtime")
+}
+
+/// The text blocks of `message`, joined.
+fn text_of(message: &AgentMessage) -> String {
+    message
+        .content()
+        .iter()
+        .filter_map(|block| match block {
+            ContentBlock::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Numbers the session files of one test process.
+static SESSIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn session(id: &str) -> SessionRef {
+    SessionRef::new(id, format!("/sessions/{id}.jsonl"))
+}
+
+/// What `powers-probe` reports after running `command` in an `assemble`.
+async fn probe(engine: &GuardedEngine, session: &SessionRef, command: &str) -> String {
+    let params = AssembleParams {
+        prompt: Some(command.to_owned()),
+        token_budget: Some(100_000),
+        ..AssembleParams::default()
+    };
+    let result = engine
+        .assemble(
+            &CallOptions::default(),
+            session,
+            &History::new(vec![]),
+            &params,
+        )
+        .await
+        .expect("assembled");
+    match result.items.first() {
+        Some(AssembledItem::Insert(message)) => text_of(message)
+            .strip_prefix("powers: ")
+            .unwrap_or_else(|| panic!("not the probe's report: {message:?}"))
+            .to_owned(),
+        other => panic!("no report: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completions_come_from_the_hosts_model_within_the_calls_budget() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let runtime = host(dir.path(), "[completions]\nmaxPerCall = 3\n");
+    let engine = runtime.select(Some("powers-probe")).await;
+    let report = probe(&engine, &session("s"), "complete 5").await;
+    assert_eq!(
+        report,
+        "completed=3 error=HostErrorKind::QuotaExceeded: quota exceeded: 4 completions in one call, over completions.maxPerCall (3)"
+    );
+    // A refused completion is the engine's answer to handle, not a failure.
+    assert!(engine.serving_selected(), "not quarantined");
+    let totals = runtime.completions().totals_of("powers-probe");
+    assert_eq!((totals.completions, totals.refused), (3, 1));
+    assert!(totals.input_tokens > 0 && totals.output_tokens > 0);
+    // The next call has its own budget.
+    assert_eq!(
+        probe(&engine, &session("s"), "complete 2").await,
+        "completed=2"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hourly_budget_holds_across_calls() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let runtime = host(
+        dir.path(),
+        "[completions]\nmaxTokensPerHour = 300\nmaxOutputTokens = 64\n",
+    );
+    let engine = runtime.select(Some("powers-probe")).await;
+    let mut completed = 0;
+    for _ in 0..10 {
+        let report = probe(&engine, &session("s"), "complete 1").await;
+        if report == "completed=1" {
+            completed += 1;
+        } else {
+            assert!(report.contains("maxTokensPerHour"), "{report}");
+            break;
+        }
+    }
+    assert!(
+        (1..10).contains(&completed),
+        "{completed} before the hour's budget ran out"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_model_a_completion_is_unavailable_and_said_so() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let runtime = host(dir.path(), "");
+    runtime
+        .completions()
+        .set_model(Arc::new(ctxbox_host::provider::completion::NoModel(
+            "no model here".into(),
+        )));
+    let engine = runtime.select(Some("powers-probe")).await;
+    let report = probe(&engine, &session("s"), "complete 1").await;
+    assert!(
+        report.starts_with("completed=0 error=HostErrorKind::Unavailable"),
+        "{report}"
+    );
+}
+
+// --- tools -------------------------------------------------------------------
+
+/// Host tools: `read`, answered `read ok`.
+struct HostTools;
+
+#[async_trait]
+impl ToolExecutor for HostTools {
+    async fn execute(&self, assistant: &AgentMessage, _: &CancellationToken) -> Vec<AgentMessage> {
+        assistant
+            .tool_call_ids()
+            .map(|id| AgentMessage::tool_result(id, "read", "read ok"))
+            .collect()
+    }
+
+    fn definitions(&self) -> Vec<ctxbox_host::provider::ToolDefinition> {
+        vec![ctxbox_host::provider::ToolDefinition {
+            name: "read".into(),
+            description: "Reads a file.".into(),
+            parameters: serde_json::json!({"type": "object"}),
+        }]
+    }
+}
+
+fn call(id: &str, name: &str, arguments: &str) -> Result<AgentMessage, ProviderError> {
+    Ok(AgentMessage::tool_call(id, name, arguments))
+}
+
+/// Runs one turn of `engine` with `answers`, in a fresh session; answers
+/// the provider (its prompts and the tools it was offered) and the session.
+async fn turn(
+    runtime: &Runtime,
+    dir: &Path,
+    engine: Arc<GuardedEngine>,
+    answers: Vec<Result<AgentMessage, ProviderError>>,
+) -> (
+    Arc<ScriptedProvider>,
+    Session,
+    Result<ctxbox_host::runner::TurnReport, ctxbox_host::runner::TurnError>,
+) {
+    let provider = Arc::new(ScriptedProvider::new(answers));
+    let runner = runtime.runner(
+        engine,
+        provider.clone(),
+        Arc::new(HostTools),
+        32_768,
+        vec!["read".into()],
+    );
+    let transcript = runtime
+        .transcripts()
+        .create(
+            &dir.join(format!(
+                "session-{}.jsonl",
+                SESSIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            )),
+            NewSession::default(),
+        )
+        .expect("session");
+    let mut session = Session::new(transcript, None);
+    let outcome = runner
+        .run_turn(
+            &mut session,
+            vec![AgentMessage::user_text("go")],
+            &CancellationToken::new(),
+        )
+        .await;
+    (provider, session, outcome)
+}
+
+/// The tool results of the session's branch, by tool name.
+fn results(session: &Session) -> Vec<(String, String, bool)> {
+    session
+        .transcript()
+        .active_branch()
+        .into_iter()
+        .filter_map(|entry| match entry.message {
+            AgentMessage::ToolResult {
+                ref tool_name,
+                is_error,
+                ..
+            } => Some((tool_name.clone(), text_of(&entry.message), is_error)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn engine_tools_are_offered_beside_the_hosts_and_answered_by_the_engine() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let runtime = host(dir.path(), "");
+    let engine = runtime.select(Some("tool-spinner")).await;
+    let (provider, session, outcome) = turn(
+        &runtime,
+        dir.path(),
+        engine.clone(),
+        vec![
+            call("c1", "echo", r#"{"say":"hi"}"#),
+            call("c2", "read", "{}"),
+            Ok(AgentMessage::assistant_text("done")),
+        ],
+    )
+    .await;
+    let report = outcome.expect("the turn completes");
+    assert_eq!(
+        (report.engine_tool_calls, report.engine_tool_errors),
+        (1, 0)
+    );
+    let offered: Vec<String> = provider.tool_definitions()[0]
+        .iter()
+        .map(|tool| tool.name.clone())
+        .collect();
+    assert_eq!(
+        offered,
+        ["read", "echo", "spin"],
+        "the host's first, then the engine's"
+    );
+    let results = results(&session);
+    assert_eq!(
+        results[0],
+        ("echo".into(), r#"echo {"say":"hi"}"#.into(), false)
+    );
+    assert_eq!(results[1], ("read".into(), "read ok".into(), false));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_that_spins_is_cut_the_model_told_and_the_engine_quarantined() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let runtime = host(dir.path(), "");
+    let engine = runtime.select(Some("tool-spinner")).await;
+    let (provider, session, outcome) = turn(
+        &runtime,
+        dir.path(),
+        engine.clone(),
+        vec![
+            call("c1", "spin", "{}"),
+            Ok(AgentMessage::assistant_text("the tool failed, moving on")),
+        ],
+    )
+    .await;
+    let report = outcome.expect("the turn completes");
+    assert_eq!(
+        (report.engine_tool_calls, report.engine_tool_errors),
+        (1, 1)
+    );
+    let (name, text, is_error) = results(&session).remove(0);
+    assert_eq!(name, "spin");
+    assert!(
+        is_error && text.starts_with("error: the tool failed:"),
+        "{text}"
+    );
+    assert!(
+        text.contains("deadline") || text.contains("fuel"),
+        "cut by its limits: {text}"
+    );
+    let record = runtime
+        .engines()
+        .quarantine()
+        .get("tool-spinner")
+        .expect("quarantined");
+    assert_eq!(record.operation, "call-tool");
+    assert_eq!(provider.prompts().len(), 2, "the model heard and answered");
+
+    // Quarantined: its tools are withdrawn from the next turn.
+    let (provider, _, outcome) = turn(
+        &runtime,
+        dir.path(),
+        engine,
+        vec![Ok(AgentMessage::assistant_text("ok"))],
+    )
+    .await;
+    outcome.expect("the next turn completes");
+    let offered: Vec<String> = provider.tool_definitions()[0]
+        .iter()
+        .map(|tool| tool.name.clone())
+        .collect();
+    assert_eq!(offered, ["read"]);
+}
+
+/// `tool-liar` in `mode`.
+fn liar(dir: &Path, mode: &str) -> Runtime {
+    host(
+        dir,
+        &format!("[plugins.entries.tool-liar]\nconfig = {{ mode = \"{mode}\" }}\n"),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_definitions_against_the_contract_quarantine_the_engine() {
+    for mode in ["many", "bad-name"] {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let runtime = liar(dir.path(), mode);
+        let engine = runtime.select(Some("tool-liar")).await;
+        let tools = engine
+            .tools(&CallOptions::default())
+            .await
+            .expect("answered");
+        assert!(tools.is_empty(), "{mode}: none offered");
+        let record = runtime
+            .engines()
+            .quarantine()
+            .get("tool-liar")
+            .unwrap_or_else(|| panic!("{mode}: quarantined"));
+        assert_eq!(record.classification, "invalid-output", "{mode}");
+        assert!(!record.reason.contains('\u{1b}'), "{mode}: escaped");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_engine_cannot_shadow_a_host_tool() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let runtime = liar(dir.path(), "shadow");
+    let engine = runtime.select(Some("tool-liar")).await;
+    let (provider, session, outcome) = turn(
+        &runtime,
+        dir.path(),
+        engine.clone(),
+        vec![
+            call("c1", "read", "{}"),
+            Ok(AgentMessage::assistant_text("done")),
+        ],
+    )
+    .await;
+    let report = outcome.expect("the turn completes");
+    assert_eq!(report.engine_tool_calls, 0, "the host's `read` answered");
+    assert_eq!(results(&session)[0].1, "read ok");
+    let offered: Vec<String> = provider.tool_definitions()[0]
+        .iter()
+        .map(|tool| tool.name.clone())
+        .collect();
+    assert_eq!(offered, ["read"], "offered once, the host's");
+    assert!(engine.serving_selected(), "not a failure: just not offered");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_answer_over_its_cap_is_the_engines_failure() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let runtime = liar(dir.path(), "huge");
+    let engine = runtime.select(Some("tool-liar")).await;
+    let (_, session, outcome) = turn(
+        &runtime,
+        dir.path(),
+        engine,
+        vec![
+            call("c1", "huge", "{}"),
+            Ok(AgentMessage::assistant_text("done")),
+        ],
+    )
+    .await;
+    outcome.expect("the turn completes");
+    let (_, text, is_error) = results(&session).remove(0);
+    assert!(is_error && text.contains("262144 byte limit"), "{text}");
+    let record = runtime
+        .engines()
+        .quarantine()
+        .get("tool-liar")
+        .expect("quarantined");
+    assert_eq!(record.classification, "invalid-output");
+}
