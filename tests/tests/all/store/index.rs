@@ -9,9 +9,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use ctxbox_host::contract::guest_view::guest_message;
-use ctxbox_host::contract::index::{
-    IndexDocument, IndexHit, IndexOp, IndexPage, IndexQuery, IndexScope,
-};
+use ctxbox_host::contract::index::{IndexDocument, IndexOp, IndexPage, IndexQuery, IndexScope};
 use ctxbox_host::services::PostgresState;
 use ctxbox_host::services::index::document_cost;
 use ctxbox_host::services::state::{CallWrites, EngineState, StateConfig, StateError};
