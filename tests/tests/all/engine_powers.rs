@@ -23,6 +23,8 @@ use ctxbox_host::transcript::NewSession;
 use ctxbox_tests::guests;
 use tokio_util::sync::CancellationToken;
 
+use crate::pg_cluster;
+
 /// A host whose `ctxbox.toml` is `config` plus the test engines registered
 /// (`powers-probe` twice: as itself and as `powers-twin`, a second engine
 /// with a store of its own).
@@ -155,13 +157,35 @@ async fn without_a_model_a_completion_is_unavailable_and_said_so() {
 }
 
 // --- searchable memory --------------------------------------------------------
+//
+// Each test runs on the embedded store and, when a PostgreSQL test server
+// is available, on a shared one (`[store] kind = "postgres"`).
+
+/// `(name, [store] config)` of each store the index tests run on.
+fn stores(test: &str) -> Vec<(&'static str, String)> {
+    let mut stores = vec![("embedded", String::new())];
+    if let Some(url) = pg_cluster::database(test) {
+        stores.push((
+            "postgres",
+            format!("[store]\nkind = \"postgres\"\nurl = {url:?}\n"),
+        ));
+    }
+    stores
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn documents_are_searchable_after_their_call_and_survive_a_restart() {
+    for (backend, store) in stores("documents_are_searchable_after") {
+        eprintln!("documents_are_searchable_after_their_call_and_survive_a_restart: {backend}");
+        documents_are_searchable_after_their_call_and_survive_a_restart_on(&store).await;
+    }
+}
+
+async fn documents_are_searchable_after_their_call_and_survive_a_restart_on(store: &str) {
     let dir = tempfile::tempdir().expect("temp dir");
     let (s1, s2) = (session("s1"), session("s2"));
     {
-        let runtime = host(dir.path(), "");
+        let runtime = host(dir.path(), store);
         let engine = runtime.select(Some("powers-probe")).await;
         assert_eq!(
             probe(
@@ -192,7 +216,7 @@ async fn documents_are_searchable_after_their_call_and_survive_a_restart() {
         );
     }
     // A new host on the same data directory: the store is reopened.
-    let runtime = host(dir.path(), "");
+    let runtime = host(dir.path(), store);
     let engine = runtime.select(Some("powers-probe")).await;
     assert_eq!(
         probe(&engine, &s1, "search session deploy key").await,
@@ -238,8 +262,15 @@ fn sorted(report: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_calls_documents_are_dropped() {
+    for (backend, store) in stores("a_failed_calls_documents_are_d") {
+        eprintln!("a_failed_calls_documents_are_dropped: {backend}");
+        a_failed_calls_documents_are_dropped_on(&store).await;
+    }
+}
+
+async fn a_failed_calls_documents_are_dropped_on(store: &str) {
     let dir = tempfile::tempdir().expect("temp dir");
-    let runtime = host(dir.path(), "");
+    let runtime = host(dir.path(), store);
     let engine = runtime.select(Some("powers-probe")).await;
     let s = session("s");
     assert_eq!(
@@ -283,13 +314,18 @@ async fn a_failed_calls_documents_are_dropped() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flood_of_documents_stops_at_the_quota_and_the_next_turn_works() {
+    for (backend, store) in stores("a_flood_of_documents_stops_at_") {
+        eprintln!("a_flood_of_documents_stops_at_the_quota_and_the_next_turn_works: {backend}");
+        a_flood_of_documents_stops_at_the_quota_and_the_next_turn_works_on(&store).await;
+    }
+}
+
+async fn a_flood_of_documents_stops_at_the_quota_and_the_next_turn_works_on(store: &str) {
     let dir = tempfile::tempdir().expect("temp dir");
     // About 60 documents of 4 KiB (each counts its text four times).
     let runtime = host(
         dir.path(),
-        "[state]
-quotaBytes = 1048576
-",
+        &format!("{store}[state]\nquotaBytes = 1048576\n"),
     );
     let engine = runtime.select(Some("powers-probe")).await;
     let s = session("s");
@@ -324,8 +360,15 @@ quotaBytes = 1048576
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn index_arguments_out_of_their_rules_are_refused_by_name() {
+    for (backend, store) in stores("index_arguments_out_of_their_r") {
+        eprintln!("index_arguments_out_of_their_rules_are_refused_by_name: {backend}");
+        index_arguments_out_of_their_rules_are_refused_by_name_on(&store).await;
+    }
+}
+
+async fn index_arguments_out_of_their_rules_are_refused_by_name_on(store: &str) {
     let dir = tempfile::tempdir().expect("temp dir");
-    let runtime = host(dir.path(), "");
+    let runtime = host(dir.path(), store);
     let engine = runtime.select(Some("powers-probe")).await;
     let s = session("s");
     for (command, named) in [
