@@ -10,6 +10,7 @@
 //! the engine's own, stored as the empty session id ([`scope_key`]).
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 
 use crate::contract::index::{IndexDocument, IndexHit, IndexOp, IndexPage, IndexQuery, check_id};
 
@@ -21,7 +22,8 @@ use super::state::{ENTRY_OVERHEAD_BYTES, Limits, StateError, StateUsage};
 /// embedded store's FTS5 trigram index takes 2.32 bytes per byte of text
 /// and the whole database file 3.77 (with the rows, their unique index and
 /// the pages FTS5's merges left free): 3 makes what the quota counts 1.08×
-/// the file. PostgreSQL's `pg_trgm` index takes less (`BENCHMARKS-index.md`).
+/// the file. PostgreSQL's `pg_trgm` index takes less (BENCHMARKS.md, "Engines'
+/// searchable memory").
 pub const INDEX_BYTES_PER_TEXT_BYTE: u64 = 3;
 
 /// Words shorter than this (in characters) cannot use a trigram index.
@@ -127,12 +129,14 @@ pub(crate) fn net_writes<'a, E>(
             IndexOp::Delete { session_id, id } => (session_id, id.as_str()),
         };
         let key = (scope_key(session.as_deref()), id);
-        if !standing.contains_key(&key) {
-            let cost = stored(key.0, key.1)?;
-            order.push(key);
-            standing.insert(key, (cost, Standing::Stored(cost)));
-        }
-        let (_, now) = standing.get_mut(&key).expect("inserted above");
+        let (_, now) = match standing.entry(key) {
+            Entry::Occupied(entry) => entry.into_mut(),
+            Entry::Vacant(entry) => {
+                let cost = stored(key.0, key.1)?;
+                order.push(key);
+                entry.insert((cost, Standing::Stored(cost)))
+            }
+        };
         let current = match now {
             Standing::Stored(cost) => *cost,
             Standing::Put(_, cost) => Some(*cost),

@@ -179,7 +179,7 @@ pub(super) fn search(
          ORDER BY hits.score DESC, hits.number"
     );
     let mut statement = connection.prepare_cached(&sql)?;
-    let found = statement
+    statement
         .query_map(params_from_iter(values), |row| {
             Ok(Found {
                 scope: row.get(0)?,
@@ -189,8 +189,7 @@ pub(super) fn search(
                 score: row.get(4)?,
             })
         })?
-        .collect();
-    found
+        .collect()
 }
 
 /// Adds `value` to the statement's parameters; answers its number.
@@ -330,22 +329,20 @@ mod tests {
         let store = StateStore::open_in(dir.path(), &config).expect("open");
         let session = Some("0b1c9f9e-6c4a-4d0e-9a51-3b1f5f0c2e77".to_owned());
         let mut stored = 0u64;
-        'fill: loop {
-            for n in stored..stored + 100 {
-                let document = IndexDocument {
-                    id: format!("{n:x}"),
-                    text: text(n),
-                    metadata: None,
-                };
-                let op = IndexOp::Put {
-                    session_id: session.clone(),
-                    document,
-                };
-                if store.commit("e", index(vec![op])).is_err() {
-                    break 'fill;
-                }
-                stored += 1;
+        loop {
+            let document = IndexDocument {
+                id: format!("{stored:x}"),
+                text: text(stored),
+                metadata: None,
+            };
+            let op = IndexOp::Put {
+                session_id: session.clone(),
+                document,
+            };
+            if store.commit("e", index(vec![op])).is_err() {
+                break;
             }
+            stored += 1;
         }
         drop(store);
         let on_disk = std::fs::read_dir(dir.path())
