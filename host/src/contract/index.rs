@@ -233,6 +233,28 @@ impl IndexBatch {
         })
     }
 
+    /// What the call's own last write of document `id` in its scope counts
+    /// for, by `cost` (`Some(None)`: deleted by the call, `None`: not
+    /// written by it).
+    pub fn pending_cost(
+        &self,
+        session_id: Option<&str>,
+        id: &str,
+        cost: impl Fn(&IndexDocument) -> u64,
+    ) -> Option<Option<u64>> {
+        self.ops().iter().rev().find_map(|op| match op {
+            IndexOp::Put {
+                session_id: scope,
+                document,
+            } if scope.as_deref() == session_id && document.id == id => Some(Some(cost(document))),
+            IndexOp::Delete {
+                session_id: scope,
+                id: deleted,
+            } if scope.as_deref() == session_id && deleted == id => Some(None),
+            _ => None,
+        })
+    }
+
     /// The writes in order, leaving the batch empty.
     pub fn take(&self) -> Vec<IndexOp> {
         std::mem::take(&mut *self.ops())

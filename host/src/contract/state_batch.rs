@@ -66,8 +66,8 @@ impl StateBatch {
             .map(|value| value.as_ref().map(Vec::len))
     }
 
-    /// What the store counts with the call's writes applied, once the call
-    /// has written.
+    /// What the store counts with the call's writes applied (state and
+    /// index writes: they share one quota), once the call has written.
     pub fn usage(&self) -> Option<StateUsage> {
         self.pending_writes().usage
     }
@@ -78,6 +78,12 @@ impl StateBatch {
         let mut pending = self.pending_writes();
         pending.writes.insert(key.to_owned(), value);
         pending.usage = Some(usage);
+    }
+
+    /// Records that another write of the call (an index write, which
+    /// shares the engine's quota) leaves the store counting `usage`.
+    pub fn record_usage(&self, usage: StateUsage) {
+        self.pending_writes().usage = Some(usage);
     }
 
     /// The writes in key order, leaving the batch empty.

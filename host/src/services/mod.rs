@@ -4,6 +4,8 @@
 //! - [`native`]: [`NativeServices`], the [`HostServices`](crate::contract::HostServices)
 //!   implementation every production engine gets;
 //! - [`state`]: the durable per-engine key-value store behind `state-*`;
+//! - [`index`]: the engines' searchable memory behind `index-*`, kept by the
+//!   same stores (`index_sqlite`, `index_postgres`);
 //! - [`compaction`]: native compaction of a transcript (`legacy`'s `compact`
 //!   and `delegate-compaction`);
 //! - [`summarize`]: the summarizers compaction and the `summarize` import use;
@@ -12,6 +14,9 @@
 
 pub mod compaction;
 pub mod completions;
+pub mod index;
+mod index_postgres;
+mod index_sqlite;
 pub mod native;
 pub mod state;
 mod state_postgres;

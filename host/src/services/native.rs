@@ -1,6 +1,7 @@
 //! [`NativeServices`]: the host services a wasm engine reaches through its
 //! imports, backed by the transcript store, native compaction, the configured
-//! summarizer and the engine state store.
+//! summarizer and the engine state store (which also keeps the engines'
+//! searchable documents).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -8,13 +9,17 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use crate::contract::completion::{Completion, CompletionRequest};
+use crate::contract::index::{IndexDocument, IndexOp, IndexPage, IndexQuery, IndexScope};
 use crate::contract::services::{
     HostServices, ProgressSink, ServiceCall, ServiceError, TranscriptDelta,
 };
 use crate::contract::types::{CompactParams, CompactResult, SessionRef};
 use crate::services::compaction::{CompactionError, Compactor};
 use crate::services::completions::Completions;
-use crate::services::state::{EngineState, Limits, StateError, StateUsage, check_key, entry_cost};
+use crate::services::index::{check_op, document_cost};
+use crate::services::state::{
+    CallWrites, EngineState, Limits, StateError, StateUsage, check_key, entry_cost,
+};
 use crate::services::summarize::{SummarizeError, SummaryRequest};
 use crate::transcript::TranscriptError;
 
@@ -112,6 +117,31 @@ impl NativeServices {
             pending.unwrap_or(stored.entry),
         ))
     }
+
+    /// What the engine's store counts with the call's writes so far, and
+    /// what the call sees document `id` of `session`'s scope (`None`: the
+    /// engine's own) counting for: the store is read only for what the
+    /// call's batches do not know yet.
+    async fn index_footprint(
+        &self,
+        call: &ServiceCall<'_>,
+        session: Option<&str>,
+        id: &str,
+    ) -> Result<(StateUsage, Option<u64>), ServiceError> {
+        let pending = call.index.pending_cost(session, id, document_cost);
+        if let (Some(usage), Some(entry)) = (call.state.usage(), pending) {
+            return Ok((usage, entry));
+        }
+        let engine = call.engine_id.to_owned();
+        let (owned_session, owned_id) = (session.map(str::to_owned), id.to_owned());
+        let stored = self
+            .state(move |store| store.index_footprint(&engine, owned_session.as_deref(), &owned_id))
+            .await?;
+        Ok((
+            call.state.usage().unwrap_or(stored.usage),
+            pending.unwrap_or(stored.entry),
+        ))
+    }
 }
 
 /// A state store's error as the engine sees it.
@@ -120,7 +150,9 @@ fn service_error(error: StateError) -> ServiceError {
         StateError::QuotaExceeded { .. } | StateError::TooManyKeys { .. } => {
             ServiceError::QuotaExceeded(error.to_string())
         }
-        StateError::BadKey { .. } => ServiceError::InvalidArgument(error.to_string()),
+        StateError::BadKey { .. }
+        | StateError::BadDocument { .. }
+        | StateError::BadQuery { .. } => ServiceError::InvalidArgument(error.to_string()),
         StateError::Sqlite { .. } | StateError::Store(_) | StateError::DataDir { .. } => {
             ServiceError::Failed(error.to_string())
         }
@@ -294,11 +326,78 @@ impl HostServices for NativeServices {
         }
     }
 
+    // Index writes wait in `call.index` like state writes, and count
+    // against the same quota: the call's running usage is kept in
+    // `call.state` for both. Searches read the committed store only: a
+    // call's own puts become searchable when it commits (`index-search`).
+    async fn index_put(
+        &self,
+        call: ServiceCall<'_>,
+        scope: IndexScope,
+        document: IndexDocument,
+    ) -> Result<(), ServiceError> {
+        let session = call.index_owner(scope)?;
+        let op = IndexOp::Put {
+            session_id: session.map(str::to_owned),
+            document,
+        };
+        check_op(&op).map_err(service_error)?;
+        let IndexOp::Put { document, .. } = &op else {
+            unreachable!("built as a put above");
+        };
+        let (used, old) = self.index_footprint(&call, session, &document.id).await?;
+        let after = self
+            .state
+            .limits()
+            .after_set(call.engine_id, used, old, document_cost(document))
+            .map_err(service_error)?;
+        call.index.record(op);
+        call.state.record_usage(after);
+        Ok(())
+    }
+
+    async fn index_delete(
+        &self,
+        call: ServiceCall<'_>,
+        scope: IndexScope,
+        id: &str,
+    ) -> Result<bool, ServiceError> {
+        let session = call.index_owner(scope)?;
+        let op = IndexOp::Delete {
+            session_id: session.map(str::to_owned),
+            id: id.to_owned(),
+        };
+        check_op(&op).map_err(service_error)?;
+        let (used, old) = self.index_footprint(&call, session, id).await?;
+        let Some(old) = old else {
+            return Ok(false);
+        };
+        call.index.record(op);
+        call.state.record_usage(Limits::after_delete(used, old));
+        Ok(true)
+    }
+
+    async fn index_search(
+        &self,
+        call: ServiceCall<'_>,
+        query: &IndexQuery,
+    ) -> Result<IndexPage, ServiceError> {
+        query.check().map_err(ServiceError::InvalidArgument)?;
+        let session = call.index_owner(query.scope)?.map(str::to_owned);
+        let (engine, query) = (call.engine_id.to_owned(), query.clone());
+        self.state(move |store| store.search(&engine, session.as_deref(), &query))
+            .await
+    }
+
     async fn commit_state(&self, call: ServiceCall<'_>) -> Result<(), ServiceError> {
-        if call.state.is_empty() {
+        if call.state.is_empty() && call.index.is_empty() {
             return Ok(());
         }
-        let (engine, writes) = (call.engine_id.to_owned(), call.state.take());
+        let writes = CallWrites {
+            state: call.state.take(),
+            index: call.index.take(),
+        };
+        let engine = call.engine_id.to_owned();
         self.state(move |store| store.commit(&engine, writes)).await
     }
 }
@@ -449,6 +548,218 @@ mod tests {
         assert!(matches!(late, ServiceError::QuotaExceeded(_)), "{late:?}");
         assert_eq!(store.get("engine", "b").expect("get"), None);
         assert_eq!(store.usage("engine").expect("usage"), entry_cost("a", 150));
+    }
+
+    fn document(id: &str, text: &str) -> IndexDocument {
+        IndexDocument {
+            id: id.into(),
+            text: text.into(),
+            metadata: None,
+        }
+    }
+
+    fn query(text: &str, scope: IndexScope) -> IndexQuery {
+        IndexQuery {
+            text: text.into(),
+            scope,
+            limit: 10,
+            offset: 0,
+        }
+    }
+
+    fn session(id: &str) -> SessionRef {
+        SessionRef {
+            session_id: id.into(),
+            session_key: None,
+            session_file: format!("/tmp/{id}.jsonl"),
+        }
+    }
+
+    #[tokio::test]
+    async fn index_writes_wait_for_the_commit_and_searches_see_the_committed_store() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (services, store) = services(dir.path(), 1 << 20);
+        let first = session("s1");
+        let scratch = CallScratch::default();
+        let call = scratch.call(
+            "engine",
+            Some(&first),
+            Instant::now() + Duration::from_secs(60),
+        );
+        services
+            .index_put(
+                call,
+                IndexScope::Session,
+                document("m1", "the blue whale sings"),
+            )
+            .await
+            .expect("put");
+        services
+            .index_put(
+                call,
+                IndexScope::Engine,
+                document("note", "whales are mammals"),
+            )
+            .await
+            .expect("put");
+        let before = services
+            .index_search(call, &query("whale", IndexScope::Engine))
+            .await
+            .expect("search");
+        assert!(
+            before.hits.is_empty(),
+            "pending puts are not searchable: {before:?}"
+        );
+        assert!(
+            services
+                .index_delete(call, IndexScope::Engine, "note")
+                .await
+                .expect("delete"),
+            "the call's own pending put exists"
+        );
+        assert!(
+            !services
+                .index_delete(call, IndexScope::Engine, "note")
+                .await
+                .expect("delete"),
+            "deleted by the call"
+        );
+        assert!(
+            !services
+                .index_delete(call, IndexScope::Session, "never")
+                .await
+                .expect("delete")
+        );
+        services.commit_state(call).await.expect("commits");
+        assert!(scratch.index.is_empty());
+        assert_eq!(
+            store.usage("engine").expect("usage"),
+            document_cost(&document("m1", "the blue whale sings"))
+        );
+
+        let later = CallScratch::default();
+        let other = session("s2");
+        let call = later.call(
+            "engine",
+            Some(&other),
+            Instant::now() + Duration::from_secs(60),
+        );
+        let page = services
+            .index_search(call, &query("WHALE sings", IndexScope::Engine))
+            .await
+            .expect("search");
+        assert_eq!(page.hits.len(), 1, "{page:?}");
+        assert_eq!(page.hits[0].id, "m1");
+        assert_eq!(page.hits[0].session_id.as_deref(), Some("s1"));
+        let mine = services
+            .index_search(call, &query("whale", IndexScope::Session))
+            .await
+            .expect("search");
+        assert!(
+            mine.hits.is_empty(),
+            "another session's documents: {mine:?}"
+        );
+        assert!(
+            services
+                .index_delete(call, IndexScope::Engine, "m1")
+                .await
+                .is_ok_and(|existed| !existed),
+            "m1 is s1's, not the engine's own"
+        );
+    }
+
+    #[tokio::test]
+    async fn index_arguments_are_refused_by_name() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (services, _store) = services(dir.path(), 1 << 20);
+        let scratch = CallScratch::default();
+        let call = call(&scratch);
+        let refused = services
+            .index_put(call, IndexScope::Session, document("m1", "text"))
+            .await
+            .expect_err("no session");
+        assert!(
+            matches!(&refused, ServiceError::InvalidArgument(m) if m.contains("session")),
+            "{refused:?}"
+        );
+        let refused = services
+            .index_put(call, IndexScope::Engine, document("m1", "nul \0 inside"))
+            .await
+            .expect_err("NUL");
+        assert!(
+            matches!(&refused, ServiceError::InvalidArgument(m) if m.contains("NUL")),
+            "{refused:?}"
+        );
+        for (text, limit, named) in [(" ", 10, "words"), ("word", 0, "hits"), ("a\0b", 10, "NUL")] {
+            let refused = services
+                .index_search(
+                    call,
+                    &IndexQuery {
+                        limit,
+                        ..query(text, IndexScope::Engine)
+                    },
+                )
+                .await
+                .expect_err("refused");
+            assert!(
+                matches!(&refused, ServiceError::InvalidArgument(m) if m.contains(named)),
+                "{text:?}: {refused:?}"
+            );
+        }
+        assert!(scratch.index.is_empty());
+    }
+
+    #[tokio::test]
+    async fn state_and_index_writes_of_a_call_share_one_quota() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let doc = document("d", &"x".repeat(100));
+        let quota = entry_cost("k", 100) + document_cost(&doc);
+        let (services, store) = services(dir.path(), quota);
+        let scratch = CallScratch::default();
+        let call = call(&scratch);
+        services
+            .index_put(call, IndexScope::Engine, doc.clone())
+            .await
+            .expect("fits");
+        services
+            .index_put(call, IndexScope::Engine, doc.clone())
+            .await
+            .expect("replacing its own pending document fits");
+        services
+            .state_set(call, "k", &[0; 100])
+            .await
+            .expect("fits beside it");
+        let refused = services
+            .index_put(call, IndexScope::Engine, document("e", "y"))
+            .await
+            .expect_err("over the quota with the pending writes");
+        assert!(
+            matches!(refused, ServiceError::QuotaExceeded(_)),
+            "{refused:?}"
+        );
+        let refused = services
+            .state_set(call, "l", b"z")
+            .await
+            .expect_err("state sees the pending documents");
+        assert!(
+            matches!(refused, ServiceError::QuotaExceeded(_)),
+            "{refused:?}"
+        );
+        assert!(
+            services
+                .index_delete(call, IndexScope::Engine, "d")
+                .await
+                .expect("delete")
+        );
+        services
+            .state_set(call, "l", b"z")
+            .await
+            .expect("the delete made room");
+        services.commit_state(call).await.expect("commits");
+        assert_eq!(
+            store.usage("engine").expect("usage"),
+            entry_cost("k", 100) + entry_cost("l", 1)
+        );
     }
 
     #[tokio::test]

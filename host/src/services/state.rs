@@ -10,13 +10,23 @@
 //! write is one transaction: it happens entirely or not at all. An engine
 //! call's writes are one batch ([`EngineState::commit`]): one transaction and
 //! one sync per call, not per `state-set`.
+//!
+//! The same store keeps the engines' searchable memory (`host.index-*`):
+//! documents count against the same limits as entries
+//! ([`document_cost`](super::index::document_cost), one key each), a call's
+//! index writes commit in the same transaction as its state writes
+//! ([`CallWrites`]), and [`EngineState::search`] finds them (the embedded
+//! index is `index_sqlite`, searched on a read connection of its own so a
+//! long search never holds up writes).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use serde::{Deserialize, Serialize};
 
+use super::{index, index_sqlite};
+use crate::contract::index::{IndexOp, IndexPage, IndexQuery};
 pub use crate::contract::state_batch::{StateUsage, StateWrite};
 
 /// Longest key, in bytes.
@@ -30,9 +40,14 @@ pub const ENTRY_OVERHEAD_BYTES: u64 = 64;
 /// The size the write-ahead log is cut back to after a checkpoint.
 pub const WAL_LIMIT_BYTES: u64 = 4 * 1024 * 1024;
 
-/// The layout of the database, in `PRAGMA user_version`: 2 numbers the
-/// engines; 0 (before it) keyed every row by the engine's id text.
-const SCHEMA_VERSION: i64 = 2;
+/// The page cache of each connection to the database, KiB (`PRAGMA
+/// cache_size`).
+pub const PAGE_CACHE_KIB: i64 = 4 * 1024;
+
+/// The layout of the database, in `PRAGMA user_version`: 3 adds the
+/// engines' searchable memory; 2 numbers the engines; 0 (before it) keyed
+/// every row by the engine's id text.
+const SCHEMA_VERSION: i64 = 3;
 
 /// File name of the database in the data directory.
 pub const STATE_DB_FILE: &str = "state.sqlite3";
@@ -42,9 +57,10 @@ pub const STATE_DB_FILE: &str = "state.sqlite3";
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct StateConfig {
     /// Bytes one engine may store: keys plus values plus
-    /// [`ENTRY_OVERHEAD_BYTES`] per entry.
+    /// [`ENTRY_OVERHEAD_BYTES`] per entry, and its indexed documents
+    /// ([`document_cost`](super::index::document_cost)).
     pub quota_bytes: u64,
-    /// Keys one engine may store.
+    /// Keys one engine may store, counting each indexed document as one.
     pub max_keys: u64,
 }
 
@@ -107,6 +123,27 @@ pub enum StateError {
         /// The key (cut to 64 characters).
         key: String,
     },
+    /// An index write breaks the rules of documents.
+    #[error("cannot index the document: {reason}")]
+    BadDocument {
+        /// Which rule.
+        reason: String,
+    },
+    /// A search breaks the rules of queries.
+    #[error("cannot search the index: {reason}")]
+    BadQuery {
+        /// Which rule.
+        reason: String,
+    },
+}
+
+/// One engine call's writes, committed together ([`EngineState::commit`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CallWrites {
+    /// State writes, in order: a value, or `None` to delete.
+    pub state: Vec<StateWrite>,
+    /// Index writes, in order.
+    pub index: Vec<IndexOp>,
 }
 
 /// A durable key-value store with a private key space per engine id and
@@ -146,10 +183,33 @@ pub trait EngineState: Send + Sync + std::fmt::Debug {
     /// [`StateBatch`]: crate::contract::state_batch::StateBatch
     fn footprint(&self, engine: &str, key: &str) -> Result<Footprint, StateError>;
 
-    /// Applies one call's `writes` (a value, or `None` to delete) in one
-    /// durable transaction: all of them, or none if the batch would take
-    /// `engine` past a limit or the store fails.
-    fn commit(&self, engine: &str, writes: Vec<StateWrite>) -> Result<(), StateError>;
+    /// What `engine` stores now and what its document `id` in `session`'s
+    /// scope (`None`: the engine's own) counts for: what a call's pending
+    /// index writes are counted from, and whether the document exists.
+    fn index_footprint(
+        &self,
+        engine: &str,
+        session: Option<&str>,
+        id: &str,
+    ) -> Result<Footprint, StateError>;
+
+    /// Applies one call's state and index writes in one durable
+    /// transaction: all of them, or none if the batch would take `engine`
+    /// past a limit (judged where the whole batch ends), a write breaks a
+    /// rule or the store fails.
+    fn commit(&self, engine: &str, writes: CallWrites) -> Result<(), StateError>;
+
+    /// One page of `engine`'s documents containing every word of `query`
+    /// (case-insensitively, as substrings), best first, with snippets: in
+    /// `session`'s scope only, or (`None`) all of them, the engine's own and
+    /// every session's. `query.scope` is the caller's to turn into
+    /// `session`; the store reads the text, limit and offset.
+    fn search(
+        &self,
+        engine: &str,
+        session: Option<&str>,
+        query: &IndexQuery,
+    ) -> Result<IndexPage, StateError>;
 }
 
 /// The state database (share it behind an `Arc`).
@@ -159,6 +219,8 @@ pub struct StateStore {
     quota_bytes: u64,
     max_keys: u64,
     connection: Mutex<Connection>,
+    /// Read-only, for searches: in WAL mode they read while writes go on.
+    reader: Mutex<Connection>,
 }
 
 impl StateStore {
@@ -182,15 +244,26 @@ impl StateStore {
             .execute_batch(&format!(
                 "PRAGMA journal_mode = WAL;
                  PRAGMA synchronous = FULL;
-                 PRAGMA journal_size_limit = {WAL_LIMIT_BYTES};"
+                 PRAGMA journal_size_limit = {WAL_LIMIT_BYTES};
+                 PRAGMA cache_size = -{PAGE_CACHE_KIB};"
             ))
             .map_err(sqlite)?;
         migrate(&mut connection).map_err(sqlite)?;
+        let reader = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .and_then(|reader| {
+            reader.execute_batch(&format!("PRAGMA cache_size = -{PAGE_CACHE_KIB};"))?;
+            Ok(reader)
+        })
+        .map_err(sqlite)?;
         Ok(Self {
             path: path.to_owned(),
             quota_bytes: config.quota_bytes,
             max_keys: config.max_keys,
             connection: Mutex::new(connection),
+            reader: Mutex::new(reader),
         })
     }
 
@@ -202,6 +275,10 @@ impl StateStore {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
+    fn reader(&self) -> std::sync::MutexGuard<'_, Connection> {
+        self.reader.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn sqlite(&self, source: rusqlite::Error) -> StateError {
         StateError::Sqlite {
             path: self.path.clone(),
@@ -211,12 +288,20 @@ impl StateStore {
 }
 
 impl StateStore {
-    /// Applies `writes` in one transaction, all or none, refused past the
-    /// engine's limits ([`Limits::check_growth`] on the whole batch);
-    /// answers how many of the deleted keys existed.
-    fn apply(&self, engine: &str, writes: &[StateWrite]) -> Result<usize, StateError> {
+    /// Applies `writes`, then `index`, in one transaction, all or none,
+    /// refused past the engine's limits ([`Limits::check_growth`] on the
+    /// whole batch); answers how many of the deleted keys existed.
+    fn apply(
+        &self,
+        engine: &str,
+        writes: &[StateWrite],
+        index: &[IndexOp],
+    ) -> Result<usize, StateError> {
         for (key, _) in writes {
             check_key(key)?;
+        }
+        for op in index {
+            index::check_op(op)?;
         }
         let sqlite = |source| self.sqlite(source);
         let mut connection = self.connection();
@@ -251,6 +336,7 @@ impl StateStore {
                 }
             }
         }
+        let after = index_sqlite::apply(&transaction, number, index, after).map_err(sqlite)?;
         // Refused: the transaction is dropped, rolling every write back.
         self.limits().check_growth(engine, before, after)?;
         set_usage(&transaction, number, after)
@@ -278,13 +364,13 @@ impl EngineState for StateStore {
     /// Stores `value` under `key`, unless that takes `engine` past its quota
     /// (writes that shrink its usage always succeed).
     fn set(&self, engine: &str, key: &str, value: &[u8]) -> Result<(), StateError> {
-        self.apply(engine, &[(key.to_owned(), Some(value.to_vec()))])
+        self.apply(engine, &[(key.to_owned(), Some(value.to_vec()))], &[])
             .map(|_| ())
     }
 
     /// Deletes `key`; answers whether it existed.
     fn delete(&self, engine: &str, key: &str) -> Result<bool, StateError> {
-        self.apply(engine, &[(key.to_owned(), None)])
+        self.apply(engine, &[(key.to_owned(), None)], &[])
             .map(|removed| removed > 0)
     }
 
@@ -366,8 +452,31 @@ impl EngineState for StateStore {
             .map_err(|source| self.sqlite(source))
     }
 
-    fn commit(&self, engine: &str, writes: Vec<StateWrite>) -> Result<(), StateError> {
-        self.apply(engine, &writes).map(|_| ())
+    fn index_footprint(
+        &self,
+        engine: &str,
+        session: Option<&str>,
+        id: &str,
+    ) -> Result<Footprint, StateError> {
+        index_sqlite::footprint(&self.connection(), engine, session, id)
+            .map_err(|source| self.sqlite(source))
+    }
+
+    fn commit(&self, engine: &str, writes: CallWrites) -> Result<(), StateError> {
+        self.apply(engine, &writes.state, &writes.index).map(|_| ())
+    }
+
+    fn search(
+        &self,
+        engine: &str,
+        session: Option<&str>,
+        query: &IndexQuery,
+    ) -> Result<IndexPage, StateError> {
+        let words = index::check_search(session, query)?;
+        let found = index_sqlite::search(&self.reader(), engine, session, &words, query)
+            .map_err(|source| self.sqlite(source))?;
+        // Snippets are cut with the read connection free for others.
+        Ok(index::page(found, &words, query.limit))
     }
 }
 
@@ -455,6 +564,19 @@ fn migrate(connection: &mut Connection) -> rusqlite::Result<()> {
     if version >= SCHEMA_VERSION {
         return Ok(());
     }
+    if version < 2 {
+        numbered_engines(&transaction)?;
+    }
+    if version < 3 {
+        transaction.execute_batch(index_sqlite::SCHEMA)?;
+    }
+    transaction.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    transaction.commit()
+}
+
+/// Version 2: entries keyed by the engine's number, from a fresh database
+/// or one keyed by the engine's id text.
+fn numbered_engines(transaction: &Connection) -> rusqlite::Result<()> {
     transaction.execute_batch(
         "CREATE TABLE IF NOT EXISTS engines (
              number INTEGER PRIMARY KEY,
@@ -489,8 +611,7 @@ fn migrate(connection: &mut Connection) -> rusqlite::Result<()> {
                  keys = (SELECT count(*) FROM entries WHERE engine = number);"
         ))?;
     }
-    transaction.pragma_update(None, "user_version", SCHEMA_VERSION)?;
-    transaction.commit()
+    Ok(())
 }
 
 /// What the quota counts for an entry of `key` with a value of
@@ -639,15 +760,19 @@ mod tests {
         store.set("e", "z-big", &[0; 30]).expect("35 bytes fit");
         // Freeing z-big makes room for the rest, though `a` comes first in
         // key order: the batch is judged by where it ends.
+        let state = |writes: Vec<StateWrite>| CallWrites {
+            state: writes,
+            index: Vec::new(),
+        };
         store
             .commit(
                 "e",
-                vec![
+                state(vec![
                     ("a".to_owned(), Some(vec![1; 20])),
                     ("b".to_owned(), Some(vec![2; 10])),
                     ("z-big".to_owned(), None),
                     ("never-stored".to_owned(), None),
-                ],
+                ]),
             )
             .expect("within the quota once applied");
         assert_eq!(store.get("e", "a").expect("get"), Some(vec![1; 20]));
@@ -656,7 +781,10 @@ mod tests {
         let error = store
             .commit(
                 "e",
-                vec![("b".to_owned(), None), ("c".to_owned(), Some(vec![3; 30]))],
+                state(vec![
+                    ("b".to_owned(), None),
+                    ("c".to_owned(), Some(vec![3; 30])),
+                ]),
             )
             .expect_err("over the quota");
         assert!(matches!(error, StateError::QuotaExceeded { .. }), "{error}");
@@ -798,6 +926,106 @@ mod tests {
             store.get("e", &"k".repeat(MAX_KEY_BYTES + 1)),
             Err(StateError::BadKey { .. })
         ));
+    }
+
+    #[test]
+    fn a_search_does_not_wait_for_the_writer() {
+        use crate::contract::index::{IndexDocument, IndexScope};
+        let (_dir, store) = store(1 << 20);
+        let store = std::sync::Arc::new(store);
+        let document = IndexDocument {
+            id: "a".to_owned(),
+            text: "written before".to_owned(),
+            metadata: None,
+        };
+        let writes = CallWrites {
+            state: Vec::new(),
+            index: vec![IndexOp::Put {
+                session_id: None,
+                document,
+            }],
+        };
+        store.commit("e", writes).expect("puts");
+        let writer = store.connection();
+        let searcher = {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                let query = IndexQuery {
+                    text: "before".to_owned(),
+                    scope: IndexScope::Engine,
+                    limit: 10,
+                    offset: 0,
+                };
+                store.search("e", None, &query)
+            })
+        };
+        let started = std::time::Instant::now();
+        while !searcher.is_finished() {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(10),
+                "the search waits for the writer's connection"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        drop(writer);
+        let page = searcher.join().expect("joins").expect("searches");
+        assert_eq!(page.hits.len(), 1);
+    }
+
+    #[test]
+    fn a_database_of_version_2_gains_the_index() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join(STATE_DB_FILE);
+        {
+            let old = Connection::open(&path).expect("create");
+            old.execute_batch(
+                "CREATE TABLE engines (number INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE,
+                     bytes INTEGER NOT NULL DEFAULT 0, keys INTEGER NOT NULL DEFAULT 0);
+                 CREATE TABLE entries (engine INTEGER NOT NULL, key TEXT NOT NULL,
+                     value BLOB NOT NULL, PRIMARY KEY (engine, key)) WITHOUT ROWID;
+                 INSERT INTO engines (number, id, bytes, keys) VALUES (1, 'e', 66, 1);
+                 INSERT INTO entries VALUES (1, 'k', x'01');
+                 PRAGMA user_version = 2;",
+            )
+            .expect("version 2");
+        }
+        let store = StateStore::open(&path, &StateConfig::default()).expect("migrates");
+        assert_eq!(store.get("e", "k").expect("get"), Some(vec![1]));
+        let document = crate::contract::index::IndexDocument {
+            id: "d".to_owned(),
+            text: "indexed after the migration".to_owned(),
+            metadata: None,
+        };
+        let cost = index::document_cost(&document);
+        let writes = CallWrites {
+            state: Vec::new(),
+            index: vec![IndexOp::Put {
+                session_id: None,
+                document,
+            }],
+        };
+        store.commit("e", writes).expect("indexes");
+        assert_eq!(store.usage("e").expect("usage"), 66 + cost);
+        let query = IndexQuery {
+            text: "migration".to_owned(),
+            scope: crate::contract::index::IndexScope::Engine,
+            limit: 10,
+            offset: 0,
+        };
+        assert_eq!(
+            store
+                .search("e", None, &query)
+                .expect("searches")
+                .hits
+                .len(),
+            1
+        );
+        drop(store);
+        let version: i64 = Connection::open(&path)
+            .expect("opens")
+            .query_row("PRAGMA user_version", [], |row| row.get(0))
+            .expect("version");
+        assert_eq!(version, SCHEMA_VERSION);
     }
 
     #[test]

@@ -4,16 +4,19 @@
 //! so writes of one engine from many hosts are serialized and its quota and
 //! key limit hold across all of them. A call's batch of writes is one
 //! transaction: one commit flush, however many keys it writes. Keys compare bytewise (`COLLATE "C"`),
-//! as in SQLite.
+//! as in SQLite. The engines' documents (`index_postgres`) are written in
+//! the same transaction and counted in the same usage row.
 //!
 //! [`StateStore`]: super::state::StateStore
 
 use std::sync::Arc;
 
 use super::state::{
-    EngineState, Footprint, Limits, StateConfig, StateError, StateUsage, StateWrite, check_key,
-    entry_cost, prefix_end,
+    CallWrites, EngineState, Footprint, Limits, StateConfig, StateError, StateUsage, StateWrite,
+    check_key, entry_cost, prefix_end,
 };
+use super::{index, index_postgres};
+use crate::contract::index::{IndexOp, IndexPage, IndexQuery};
 use crate::store::Postgres;
 
 /// Engine state in PostgreSQL.
@@ -41,12 +44,20 @@ fn clamp(value: u64) -> i64 {
 }
 
 impl PostgresState {
-    /// Applies `writes` in one transaction, all or none, refused past the
-    /// engine's limits ([`Limits::check_growth`] on the whole batch);
-    /// answers how many of the deleted keys existed.
-    fn apply(&self, engine: &str, writes: Vec<StateWrite>) -> Result<usize, StateError> {
+    /// Applies `writes`, then `index`, in one transaction, all or none,
+    /// refused past the engine's limits ([`Limits::check_growth`] on the
+    /// whole batch); answers how many of the deleted keys existed.
+    fn apply(
+        &self,
+        engine: &str,
+        writes: Vec<StateWrite>,
+        index: Vec<IndexOp>,
+    ) -> Result<usize, StateError> {
         for (key, _) in &writes {
             check_key(key)?;
+        }
+        for op in &index {
+            index::check_op(op)?;
         }
         let engine = engine.to_owned();
         let (postgres, limits) = (self.postgres.clone(), self.limits);
@@ -96,6 +107,9 @@ impl PostgresState {
                     }
                 }
             }
+            let after = index_postgres::apply(&transaction, &engine, &index, after)
+                .await
+                .map_err(fail)?;
             // Refused: the transaction is dropped, rolling every write back.
             limits.check_growth(&engine, before, after)?;
             set_usage(&transaction, &engine, after).await.map_err(fail)?;
@@ -122,12 +136,16 @@ impl EngineState for PostgresState {
     }
 
     fn set(&self, engine: &str, key: &str, value: &[u8]) -> Result<(), StateError> {
-        self.apply(engine, vec![(key.to_owned(), Some(value.to_vec()))])
-            .map(|_| ())
+        self.apply(
+            engine,
+            vec![(key.to_owned(), Some(value.to_vec()))],
+            Vec::new(),
+        )
+        .map(|_| ())
     }
 
     fn delete(&self, engine: &str, key: &str) -> Result<bool, StateError> {
-        self.apply(engine, vec![(key.to_owned(), None)])
+        self.apply(engine, vec![(key.to_owned(), None)], Vec::new())
             .map(|removed| removed > 0)
     }
 
@@ -208,8 +226,47 @@ impl EngineState for PostgresState {
         })
     }
 
-    fn commit(&self, engine: &str, writes: Vec<StateWrite>) -> Result<(), StateError> {
-        self.apply(engine, writes).map(|_| ())
+    fn index_footprint(
+        &self,
+        engine: &str,
+        session: Option<&str>,
+        id: &str,
+    ) -> Result<Footprint, StateError> {
+        let (engine, id, postgres) = (engine.to_owned(), id.to_owned(), self.postgres.clone());
+        let session = session.map(str::to_owned);
+        self.postgres.run(move |client| async move {
+            index_postgres::footprint(&client, &engine, session.as_deref(), &id)
+                .await
+                .map_err(|error| {
+                    postgres
+                        .query_error("read the engine's index", &error)
+                        .into()
+                })
+        })
+    }
+
+    fn commit(&self, engine: &str, writes: CallWrites) -> Result<(), StateError> {
+        self.apply(engine, writes.state, writes.index).map(|_| ())
+    }
+
+    fn search(
+        &self,
+        engine: &str,
+        session: Option<&str>,
+        query: &IndexQuery,
+    ) -> Result<IndexPage, StateError> {
+        let words = index::check_search(session, query)?;
+        let (engine, query, postgres) = (engine.to_owned(), query.clone(), self.postgres.clone());
+        let session = session.map(str::to_owned);
+        self.postgres.run(move |client| async move {
+            index_postgres::search(&client, &engine, session.as_deref(), &words, &query)
+                .await
+                .map_err(|error| {
+                    postgres
+                        .query_error("search the engine's index", &error)
+                        .into()
+                })
+        })
     }
 }
 

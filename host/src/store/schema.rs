@@ -67,6 +67,24 @@ const MIGRATIONS: &[&str] = &[
         expires_at TIMESTAMPTZ NOT NULL
     );
     "#,
+    // 2: engines' searchable memory, counted in their state usage rows;
+    // session '' holds the engine's own documents. `pg_trgm` is a trusted
+    // extension (PostgreSQL 13 and later): a user who may create objects
+    // in the database may create it.
+    r#"
+    CREATE EXTENSION IF NOT EXISTS pg_trgm;
+    CREATE TABLE ctxbox_index_documents (
+        engine   TEXT NOT NULL REFERENCES ctxbox_state_engines (id),
+        session  TEXT COLLATE "C" NOT NULL,
+        id       TEXT COLLATE "C" NOT NULL,
+        text     TEXT NOT NULL,
+        metadata TEXT,
+        cost     BIGINT NOT NULL,
+        PRIMARY KEY (engine, session, id)
+    );
+    CREATE INDEX ctxbox_index_documents_text
+        ON ctxbox_index_documents USING gin (text gin_trgm_ops);
+    "#,
 ];
 
 /// Brings the database to [`SCHEMA_VERSION`].

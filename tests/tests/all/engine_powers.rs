@@ -23,11 +23,16 @@ use ctxbox_host::transcript::NewSession;
 use ctxbox_tests::guests;
 use tokio_util::sync::CancellationToken;
 
-/// A host whose `ctxbox.toml` is `config` plus the test engines registered.
+use crate::pg_cluster;
+
+/// A host whose `ctxbox.toml` is `config` plus the test engines registered
+/// (`powers-probe` twice: as itself and as `powers-twin`, a second engine
+/// with a store of its own).
 fn host(dir: &Path, config: &str) -> Runtime {
     let text = format!(
         "dataDir = {data:?}\n{config}\n\
          [plugins.engines.powers-probe]\npath = {probe:?}\n\
+         [plugins.engines.powers-twin]\npath = {probe:?}\n\
          [plugins.engines.tool-spinner]\npath = {spinner:?}\n\
          [plugins.engines.tool-liar]\npath = {liar:?}\n\
          [sandbox]\ncallTimeoutMs = 4000\nmaxInstances = 16\n",
@@ -148,6 +153,256 @@ async fn without_a_model_a_completion_is_unavailable_and_said_so() {
     assert!(
         report.starts_with("completed=0 error=HostErrorKind::Unavailable"),
         "{report}"
+    );
+}
+
+// --- searchable memory --------------------------------------------------------
+//
+// Each test runs on the embedded store and, when a PostgreSQL test server
+// is available, on a shared one (`[store] kind = "postgres"`).
+
+/// `(name, [store] config)` of each store the index tests run on.
+fn stores(test: &str) -> Vec<(&'static str, String)> {
+    let mut stores = vec![("embedded", String::new())];
+    if let Some(url) = pg_cluster::database(test) {
+        stores.push((
+            "postgres",
+            format!("[store]\nkind = \"postgres\"\nurl = {url:?}\n"),
+        ));
+    }
+    stores
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn documents_are_searchable_after_their_call_and_survive_a_restart() {
+    for (backend, store) in stores("documents_are_searchable_after") {
+        eprintln!("documents_are_searchable_after_their_call_and_survive_a_restart: {backend}");
+        documents_are_searchable_after_their_call_and_survive_a_restart_on(&store).await;
+    }
+}
+
+async fn documents_are_searchable_after_their_call_and_survive_a_restart_on(store: &str) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (s1, s2) = (session("s1"), session("s2"));
+    {
+        let runtime = host(dir.path(), store);
+        let engine = runtime.select(Some("powers-probe")).await;
+        assert_eq!(
+            probe(
+                &engine,
+                &s1,
+                "put session m1 the deploy key rotates on Fridays"
+            )
+            .await,
+            "put=ok"
+        );
+        assert_eq!(
+            probe(
+                &engine,
+                &s1,
+                "put engine n1 Rotation runbook: rotate keys weekly"
+            )
+            .await,
+            "put=ok"
+        );
+        // The next call sees the committed documents.
+        assert_eq!(
+            probe(&engine, &s1, "search session ROTATES fridays").await,
+            "hits=m1"
+        );
+        assert_eq!(
+            sorted(&probe(&engine, &s1, "search engine rotat").await),
+            "hits=m1,n1"
+        );
+    }
+    // A new host on the same data directory: the store is reopened.
+    let runtime = host(dir.path(), store);
+    let engine = runtime.select(Some("powers-probe")).await;
+    assert_eq!(
+        probe(&engine, &s1, "search session deploy key").await,
+        "hits=m1"
+    );
+    // Session scope: another session's documents are not its own...
+    assert_eq!(probe(&engine, &s2, "search session deploy").await, "hits=");
+    assert_eq!(
+        probe(&engine, &s2, "delete session m1").await,
+        "deleted=false"
+    );
+    // ...the engine scope reaches them all.
+    assert_eq!(
+        sorted(&probe(&engine, &s2, "search engine rotat").await),
+        "hits=m1,n1"
+    );
+    // Another engine (the same component, registered under another id)
+    // has a store of its own.
+    let twin = runtime.select(Some("powers-twin")).await;
+    assert_eq!(probe(&twin, &s1, "search engine rotat").await, "hits=");
+    assert_eq!(probe(&twin, &s1, "search session deploy").await, "hits=");
+    // A delete answers whether the document exists, and takes effect when
+    // its call commits.
+    assert_eq!(
+        probe(&engine, &s1, "delete session m1").await,
+        "deleted=true"
+    );
+    assert_eq!(probe(&engine, &s1, "search engine rotat").await, "hits=n1");
+}
+
+/// `hits=…` with the ids in order (ranking between equal hits is the
+/// store's business).
+fn sorted(report: &str) -> String {
+    match report.strip_prefix("hits=") {
+        Some(ids) => {
+            let mut ids: Vec<&str> = ids.split(',').filter(|id| !id.is_empty()).collect();
+            ids.sort_unstable();
+            format!("hits={}", ids.join(","))
+        }
+        None => report.to_owned(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_calls_documents_are_dropped() {
+    for (backend, store) in stores("a_failed_calls_documents_are_d") {
+        eprintln!("a_failed_calls_documents_are_dropped: {backend}");
+        a_failed_calls_documents_are_dropped_on(&store).await;
+    }
+}
+
+async fn a_failed_calls_documents_are_dropped_on(store: &str) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let runtime = host(dir.path(), store);
+    let engine = runtime.select(Some("powers-probe")).await;
+    let s = session("s");
+    assert_eq!(
+        probe(&engine, &s, "put session kept stays here").await,
+        "put=ok"
+    );
+    let params = AssembleParams {
+        prompt: Some("put-then-trap session lost never committed".to_owned()),
+        token_budget: Some(100_000),
+        ..AssembleParams::default()
+    };
+    // The guard answers with the fallback; the engine is quarantined.
+    engine
+        .assemble(&CallOptions::default(), &s, &History::new(vec![]), &params)
+        .await
+        .expect("the fallback answers");
+    let record = runtime
+        .engines()
+        .quarantine()
+        .get("powers-probe")
+        .expect("quarantined");
+    assert_eq!(record.operation, "assemble");
+    runtime
+        .engines()
+        .quarantine()
+        .clear("powers-probe")
+        .expect("cleared");
+    assert_eq!(
+        probe(&engine, &s, "search session never committed").await,
+        "hits="
+    );
+    assert_eq!(
+        probe(&engine, &s, "search session stays").await,
+        "hits=kept"
+    );
+    assert_eq!(
+        probe(&engine, &s, "delete session lost").await,
+        "deleted=false"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_documents_stops_at_the_quota_and_the_next_turn_works() {
+    for (backend, store) in stores("a_flood_of_documents_stops_at_") {
+        eprintln!("a_flood_of_documents_stops_at_the_quota_and_the_next_turn_works: {backend}");
+        a_flood_of_documents_stops_at_the_quota_and_the_next_turn_works_on(&store).await;
+    }
+}
+
+async fn a_flood_of_documents_stops_at_the_quota_and_the_next_turn_works_on(store: &str) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // About 60 documents of 4 KiB (each counts its text four times).
+    let runtime = host(
+        dir.path(),
+        &format!("{store}[state]\nquotaBytes = 1048576\n"),
+    );
+    let engine = runtime.select(Some("powers-probe")).await;
+    let s = session("s");
+    let report = probe(&engine, &s, "flood").await;
+    let (flooded, error) = report
+        .strip_prefix("flooded=")
+        .and_then(|rest| rest.split_once(" error="))
+        .unwrap_or_else(|| panic!("{report}"));
+    let flooded: usize = flooded.parse().expect("a count");
+    assert!((50..70).contains(&flooded), "{report}");
+    assert!(
+        error.starts_with("HostErrorKind::QuotaExceeded") && error.contains("state.quotaBytes"),
+        "{report}"
+    );
+    assert!(engine.serving_selected(), "a refused put is not a failure");
+    // What fitted was committed with the call's answer; the store is full.
+    let hits = probe(&engine, &s, "search session xxxx").await;
+    assert_eq!(hits.matches("flood-").count(), flooded.min(100), "{hits}");
+    let big = format!("put session one-more {}", "y".repeat(4096));
+    let refused = probe(&engine, &s, &big).await;
+    assert!(
+        refused.starts_with("put error=HostErrorKind::QuotaExceeded"),
+        "{refused}"
+    );
+    // Deleting makes room again.
+    assert_eq!(
+        probe(&engine, &s, "delete session flood-0").await,
+        "deleted=true"
+    );
+    assert_eq!(probe(&engine, &s, &big).await, "put=ok");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn index_arguments_out_of_their_rules_are_refused_by_name() {
+    for (backend, store) in stores("index_arguments_out_of_their_r") {
+        eprintln!("index_arguments_out_of_their_rules_are_refused_by_name: {backend}");
+        index_arguments_out_of_their_rules_are_refused_by_name_on(&store).await;
+    }
+}
+
+async fn index_arguments_out_of_their_rules_are_refused_by_name_on(store: &str) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let runtime = host(dir.path(), store);
+    let engine = runtime.select(Some("powers-probe")).await;
+    let s = session("s");
+    for (command, named) in [
+        (
+            "search engine",
+            "InvalidArgument: invalid argument: a query has 1 to 32 words, not 0",
+        ),
+        (
+            "search engine a\0b",
+            "InvalidArgument: invalid argument: cannot search the index: a query cannot contain NUL",
+        ),
+        (
+            "put engine d1 nul\0inside",
+            "InvalidArgument: invalid argument: cannot index the document: document `d1` contains NUL",
+        ),
+    ] {
+        let report = probe(&engine, &s, command).await;
+        assert!(
+            report.ends_with(&format!("error=HostErrorKind::{named}")),
+            "{command:?}: {report}"
+        );
+    }
+    let words = (0..33)
+        .map(|n| format!("w{n}"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let report = probe(&engine, &s, &format!("search session {words}")).await;
+    assert!(
+        report.contains("a query has 1 to 32 words, not 33"),
+        "{report}"
+    );
+    assert!(
+        engine.serving_selected(),
+        "refusals are answers, not failures"
     );
 }
 

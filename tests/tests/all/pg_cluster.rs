@@ -4,6 +4,11 @@
 //! when the process ends however it ends. As root the server runs as the
 //! `postgres` user (`initdb` refuses root).
 //!
+//! The cluster sorts bytewise (`C`) but classifies characters by
+//! `C.UTF-8`, as a production database with a UTF-8 locale does (`pg_trgm`
+//! and `ILIKE` see non-ASCII letters only then); [`database_in_ctype`] gives
+//! a database of another `LC_CTYPE`.
+//!
 //! Without the server package (no `/usr/lib/postgresql/*/bin/initdb`) the
 //! tests print a skip line — or fail, when `CTXBOX_REQUIRE_POSTGRES=1` (CI).
 
@@ -24,6 +29,15 @@ static CLUSTER: OnceLock<Result<Cluster, String>> = OnceLock::new();
 /// A fresh, empty database on the test cluster, as a connection URL; `None`
 /// (after printing why) when PostgreSQL is not installed and not required.
 pub fn database(test: &str) -> Option<String> {
+    create(test, "")
+}
+
+/// [`database`] with `LC_CTYPE` `ctype` (`C`: only ASCII letters fold).
+pub fn database_in_ctype(test: &str, ctype: &str) -> Option<String> {
+    create(test, &format!(" TEMPLATE template0 LC_CTYPE '{ctype}'"))
+}
+
+fn create(test: &str, options: &str) -> Option<String> {
     let cluster = match CLUSTER.get_or_init(start) {
         Ok(cluster) => cluster,
         Err(why) => {
@@ -60,7 +74,7 @@ pub fn database(test: &str) -> Option<String> {
             "-q",
             "-c",
         ])
-        .arg(format!("CREATE DATABASE {name}"))
+        .arg(format!("CREATE DATABASE {name}{options}"))
         .status()
         .expect("psql runs");
     assert!(status.success(), "cannot create the test database {name}");
@@ -145,6 +159,7 @@ fn start() -> Result<Cluster, String> {
         "UTF8",
         "--no-sync",
         "--locale=C",
+        "--lc-ctype=C.UTF-8",
     ]);
     run(initdb, "initdb")?;
     let mut pg_ctl = cluster.command("pg_ctl");

@@ -243,3 +243,117 @@ async fn replays_the_feishu_session_with_hook_compactions() {
 async fn replays_the_branching_delivery_mirror_session() {
     replay_fixture("qwen35-feishu-delivery-mirror-branching-zh.jsonl").await;
 }
+
+/// The lossless engine's `grep` tool, through the host's index
+/// (`NativeServices` over the SQLite store on disk): after a real session
+/// was replayed and compacted, a message compacted out of the context is
+/// still found by a word of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lossless_recalls_a_compacted_message_through_the_hosts_index() {
+    use ctxbox_host::contract::engine::{CallOptions, ContextEngine};
+    use ctxbox_host::contract::guest_view::guest_message;
+    use ctxbox_host::contract::types::{AssembleParams, AssembledItem};
+
+    let name = "qwen35-feishu-delivery-mirror-branching-zh.jsonl";
+    let window = 8_192;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let runtime = Runtime::new(Config {
+        data_dir: Some(dir.path().to_owned()),
+        ..Config::default()
+    })
+    .expect("runtime");
+    let script = fixture_script(runtime.transcripts(), name);
+    let transcript = runtime
+        .transcripts()
+        .create(&dir.path().join("lossless.jsonl"), NewSession::default())
+        .expect("create session");
+    let replay = Arc::new(Replay::new(window));
+    let engine = runtime.select(Some("lossless")).await;
+    let runner = runtime.runner(
+        engine.clone(),
+        replay.clone(),
+        replay.clone(),
+        window,
+        script.tool_names(),
+    );
+    let mut session = Session::new(transcript, None);
+    let report = runner
+        .run_script(
+            &mut session,
+            &replay,
+            &script,
+            &CancellationToken::new(),
+            &mut |_, _| {},
+        )
+        .await
+        .expect("the session is written");
+    assert!(report.failed_turns.is_empty(), "{:?}", report.failed_turns);
+    // What the engine puts before the model now: its summaries and the
+    // messages it keeps.
+    let history = session.history();
+    let assembled = engine
+        .assemble(
+            &CallOptions::default(),
+            session.session_ref(),
+            &history,
+            &AssembleParams {
+                token_budget: Some(window),
+                ..AssembleParams::default()
+            },
+        )
+        .await
+        .expect("assembled");
+    let context: Vec<String> = assembled
+        .items
+        .iter()
+        .flat_map(|item| match item {
+            AssembledItem::Insert(message) => vec![message.clone()],
+            AssembledItem::Keep { start, end } => history.entries()[*start as usize..*end as usize]
+                .iter()
+                .map(|entry| entry.message.clone())
+                .collect(),
+        })
+        .map(|message| guest_message(&message).text().to_lowercase())
+        .collect();
+    assert!(
+        context.len() < history.len(),
+        "the engine compacted: {} of {} messages",
+        context.len(),
+        history.len()
+    );
+    let word = session
+        .transcript()
+        .active_branch()
+        .iter()
+        .filter(|entry| matches!(entry.message, AgentMessage::User { .. }))
+        .find_map(|entry| {
+            let text: String = guest_message(&entry.message)
+                .text()
+                .chars()
+                .take(2_000)
+                .collect();
+            text.split(|c: char| !c.is_alphanumeric())
+                .filter(|word| (4..=16).contains(&word.chars().count()))
+                .map(str::to_lowercase)
+                .find(|word| !context.iter().any(|kept| kept.contains(word.as_str())))
+        })
+        .expect("a user message compacted away, with a word no message of the context has");
+
+    let answer = engine
+        .call_tool(
+            &CallOptions::default(),
+            session.session_ref(),
+            "grep",
+            &serde_json::json!({ "query": word }).to_string(),
+        )
+        .await
+        .expect("grep answers");
+    assert!(
+        answer.starts_with("Messages containing all of:") && answer.contains("[message "),
+        "`{word}`: {answer}"
+    );
+    assert!(
+        answer.to_lowercase().contains(&format!("[{word}")),
+        "`{word}` marked: {answer}"
+    );
+}

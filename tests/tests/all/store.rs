@@ -6,7 +6,9 @@
 //! branches, one writer at a time), engine state (privacy, byte order,
 //! quotas), quarantine records (first failure wins, seen by the other host)
 //! and turn commits (once per key); then what only the shared store has:
-//! session leases, and clear errors for a bad or unreachable server.
+//! session leases, and clear errors for a bad or unreachable server. The
+//! engines' searchable memory, kept by the state stores, has its own module
+//! ([`index`]).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -20,7 +22,9 @@ use ctxbox_host::engines::quarantine::{QuarantineStore, SHARED_REFRESH};
 use ctxbox_host::serve::PostgresCommits;
 use ctxbox_host::serve::commits::{COMMITS_FILE, CommitStatus, CommitStore, TurnCommits};
 use ctxbox_host::services::PostgresState;
-use ctxbox_host::services::state::{EngineState, StateConfig, StateError, StateStore};
+use ctxbox_host::services::state::{
+    CallWrites, EngineState, StateConfig, StateError, StateStore, StateWrite,
+};
 use ctxbox_host::store::{LeaseError, Postgres, SessionLeases};
 use ctxbox_host::transcript::{
     NewSession, PostgresLogs, TranscriptConfig, TranscriptError, TranscriptStore,
@@ -28,6 +32,8 @@ use ctxbox_host::transcript::{
 use serde_json::json;
 
 use crate::pg_cluster;
+
+mod index;
 
 /// One backend under test.
 enum Backend {
@@ -427,14 +433,18 @@ fn a_calls_batch_of_state_writes_commits_all_or_none() {
         let other_host = backend.state(&config);
         // Judged where it ends: deleting `z` makes room for `a`, which
         // comes first in key order.
+        let state_writes = |writes: Vec<StateWrite>| CallWrites {
+            state: writes,
+            index: Vec::new(),
+        };
         other_host
             .commit(
                 "e",
-                vec![
+                state_writes(vec![
                     ("a".to_owned(), Some(vec![1; 120])),
                     ("b".to_owned(), Some(b"two".to_vec())),
                     ("z".to_owned(), None),
-                ],
+                ]),
             )
             .expect("commits");
         assert_eq!(
@@ -452,7 +462,10 @@ fn a_calls_batch_of_state_writes_commits_all_or_none() {
         );
         let refused = state.commit(
             "e",
-            vec![("b".to_owned(), None), ("c".to_owned(), Some(vec![3; 150]))],
+            state_writes(vec![
+                ("b".to_owned(), None),
+                ("c".to_owned(), Some(vec![3; 150])),
+            ]),
         );
         assert!(
             matches!(refused, Err(StateError::QuotaExceeded { .. })),

@@ -6,6 +6,7 @@
 mod callgrind;
 mod compaction;
 mod convergence;
+mod index;
 mod instance_cost;
 mod measure;
 mod memory;
@@ -66,10 +67,12 @@ pub struct Args {
     /// Warm sessions per engine for the instance-cost memory figures.
     #[arg(long, default_value_t = 200)]
     ts_sessions: usize,
-    /// The PostgreSQL database the `shared` group runs its hosts on (its
-    /// sessions are named per run, so any ctxbox database will do).
+    /// The PostgreSQL database the `shared` group runs its hosts on and the
+    /// `index` group also measures (one without engines' documents: the
+    /// index rows measure and vacuum their table; the hosts' sessions are
+    /// named per run).
     #[arg(long, value_name = "URL")]
-    store_postgres: Option<String>,
+    postgres: Option<String>,
     /// Count the instructions of each sandbox row under valgrind's callgrind
     /// instead of timing it: figures that a loaded machine does not move.
     /// Measures the sandbox rows only; each row's profile is kept for
@@ -95,8 +98,10 @@ enum Group {
     /// Engines' powers across the `ctxbox serve` bridge: a reverse model
     /// call, a tool call's round trip.
     Powers,
-    /// 1, 2 and 4 hosts on one PostgreSQL (`--store-postgres URL`).
+    /// 1, 2 and 4 hosts on one PostgreSQL (`--postgres URL`).
     Shared,
+    /// Engines' searchable memory: puts, searches, bytes on disk.
+    Index,
 }
 
 /// What the measurements are given.
@@ -110,10 +115,27 @@ pub struct Options {
     serve_sessions: usize,
     transcript: Option<PathBuf>,
     ts_sessions: usize,
-    store_postgres: Option<String>,
+    postgres: Option<String>,
 }
 
 impl Options {
+    /// The smallest quick run, for the rows' own tests.
+    #[cfg(test)]
+    fn tiny() -> Self {
+        Self {
+            quick: true,
+            sessions: 10,
+            max_sessions: 10,
+            compaction_messages: 100,
+            soak_sessions: 1,
+            soak_turns: 1,
+            serve_sessions: 1,
+            transcript: None,
+            ts_sessions: 1,
+            postgres: None,
+        }
+    }
+
     /// `runs`, or a tenth of it (at least 3) for a quick run.
     fn runs(&self, runs: usize) -> usize {
         if self.quick { (runs / 10).max(3) } else { runs }
@@ -198,7 +220,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             args.ts_sessions
         }
         .max(1),
-        store_postgres: args.store_postgres,
+        postgres: args.postgres,
     };
     if cfg!(debug_assertions) {
         eprintln!(
@@ -250,6 +272,9 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     if wanted(Group::Shared) {
         shared_store::rows(&options, &mut rows).await?;
+    }
+    if wanted(Group::Index) {
+        index::rows(&options, &mut rows).await?;
     }
     if let Some(ts_engine) = &args.ts_engine {
         instance_cost::rows(&options, ts_engine, &mut rows).await?;

@@ -136,3 +136,26 @@ async fn time(
     }
     Ok(Stats::of(samples))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A quick run: the engine asked the client's model on every call and
+    /// the tool answered, or the rows are not made.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn both_powers_rows_are_measured() {
+        let mut measured = Vec::new();
+        rows(&Options::tiny(), &mut measured)
+            .await
+            .expect("the powers rows run");
+        assert_eq!(measured.len(), 2);
+        assert!(measured[0].what.starts_with("reverse model call"));
+        assert!(measured[1].what.starts_with("engine tool call"));
+        assert!(
+            measured.iter().all(|row| row.figure.contains("per call")),
+            "{:?}",
+            measured.iter().map(|row| &row.figure).collect::<Vec<_>>()
+        );
+    }
+}

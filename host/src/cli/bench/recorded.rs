@@ -8,7 +8,8 @@ use ctxbox_host::contract::types::{AgentMessage, ContentBlock};
 use ctxbox_host::transcript::TranscriptStore;
 
 /// The checkout's real session recordings.
-const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/sessions");
+pub(super) const FIXTURES: &str =
+    concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/sessions");
 
 /// The messages of the active branches of real sessions, in order.
 pub struct Recorded {

@@ -632,16 +632,7 @@ mod tests {
     /// answers while it measures, so a broken row fails here.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn every_sandbox_row_is_measured() {
-        let options = Options {
-            quick: true,
-            sessions: 10,
-            max_sessions: 10,
-            compaction_messages: 100,
-            soak_sessions: 1,
-            soak_turns: 1,
-            transcript: None,
-            ts_sessions: 1,
-        };
+        let options = Options::tiny();
         let mut rows = Vec::new();
         super::rows(&options, &mut Meter::Clock, &mut rows)
             .await

@@ -32,10 +32,10 @@ const TURNS: usize = 10;
 
 /// One row per host count, when a database is given.
 pub async fn rows(options: &Options, rows: &mut Vec<Row>) -> anyhow::Result<()> {
-    let Some(url) = &options.store_postgres else {
+    let Some(url) = &options.postgres else {
         rows.push(Row::skipped(
             "shared store: 1, 2 and 4 hosts on one PostgreSQL",
-            "give `--store-postgres URL`",
+            "give `--postgres URL`",
         ));
         return Ok(());
     };

@@ -5,6 +5,9 @@
 //!   the first error's kind;
 //! - `put SCOPE ID TEXT…`: indexes a document (`SCOPE` `engine` or
 //!   `session`); reports `put=ok` or the error;
+//! - `put-then-trap SCOPE ID TEXT…`: indexes a document, then panics (the
+//!   call fails: its writes must be dropped);
+//! - `delete SCOPE ID`: reports `deleted=true|false` (or the error);
 //! - `search SCOPE WORDS…`: reports `hits=ID,ID,…` (or the error);
 //! - `flood`: puts 4 KiB documents until the host refuses; reports
 //!   `flooded=K` and the error's kind.
@@ -57,6 +60,26 @@ fn run(command: &str) -> String {
             match host::index::put(scope, &document) {
                 Ok(()) => "put=ok".to_owned(),
                 Err(error) => format!("put error={}", failure(&error)),
+            }
+        }
+        Some("put-then-trap") => {
+            let scope = scope(words.next().unwrap_or("session"));
+            let id = words.next().unwrap_or("doc").to_owned();
+            let text = words.collect::<Vec<_>>().join(" ");
+            let document = IndexDocument {
+                id,
+                text,
+                metadata: None,
+            };
+            let put = host::index::put(scope, &document);
+            panic!("trapping after the put ({put:?})");
+        }
+        Some("delete") => {
+            let scope = scope(words.next().unwrap_or("session"));
+            let id = words.next().unwrap_or("doc");
+            match host::index::delete(scope, id) {
+                Ok(existed) => format!("deleted={existed}"),
+                Err(error) => format!("delete error={}", failure(&error)),
             }
         }
         Some("search") => {
