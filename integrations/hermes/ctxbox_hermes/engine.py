@@ -11,7 +11,11 @@
 |                            | answer (`hermes_compressor.py`)                           |
 | `on_session_start`         | `bootstrap` in the background; not at a compaction        |
 | `on_session_end`, `…reset` | `closeSession`; not at a compaction                       |
-| `get_tool_schemas`, `handle_tool_call` | engine tools (none yet: `tools.py`)           |
+| `get_tool_schemas`         | the engine's tools (`tools`, protocol 2) named            |
+|                            | `ctxbox_<tool>`; none when the sidecar cannot say         |
+| `handle_tool_call`         | `callTool` in the session; an error result, never a       |
+|                            | raise, when the tool fails or ctxbox cannot run it        |
+|                            | (`tools.py`)                                              |
 
 No method raises or waits past `ctxbox.call_timeout_ms` because of ctxbox.
 Hermes deep-copies the registered engine for every agent: the copies share
@@ -192,7 +196,8 @@ class CtxboxEngine(ContextEngine):
         return tools.tool_schemas(self._bridge)
 
     def handle_tool_call(self, name: str, args: Dict[str, Any], **kwargs: Any) -> str:
-        return tools.call_tool(self._bridge, name, args, kwargs.get("messages"))
+        # A tool call changes no session history: the live `messages` are not sent.
+        return tools.call_tool(self._bridge, self._session_key(), name, args)
 
     def get_status(self) -> Dict[str, Any]:
         status = super().get_status()
