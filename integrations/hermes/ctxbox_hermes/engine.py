@@ -54,7 +54,7 @@ class CtxboxEngine(ContextEngine):
         self._quiet_until_usage = False
         self.threshold_percent = bridge.settings.threshold
         self.stats: Dict[str, Any] = {"served": 0, "delegated": 0, "fallbacks": 0, "unchanged": 0,
-                                      "last_fallback": None}
+                                      "last_fallback": None, "served_by": None}
         # Outcome flags Hermes reads after compress (getattr, not in the ABC).
         self._last_compress_aborted = False
         self._last_compression_made_progress = False
@@ -153,7 +153,9 @@ class CtxboxEngine(ContextEngine):
         if outcome.served_by == "fallback":
             self.stats["fallbacks"] += 1
             self.stats["last_fallback"] = outcome.reason
-        elif changed:
+            return
+        self.stats["served_by"] = outcome.served_by  # the engine's id, as the sidecar reports it
+        if changed:
             self.stats["served"] += 1
             self.stats["delegated"] += outcome.delegated
         else:
