@@ -13,6 +13,7 @@
 #   CTXBOX_SPIN_WASM      the `spin` test engine
 #   CTXBOX_PANICKER_WASM  the `panicker` test engine
 #   CTXBOX_SLEEPER_WASM   optional: the `sleeper` test engine
+#   CTXBOX_TOOL_SPINNER_WASM optional: the `tool_spinner` test engine (engine tools)
 # The venv is made with $CTXBOX_HERMES_PYTHON, else the first python3.13,
 # python3.12, python3.11 or python3 on PATH that Hermes supports (3.11-3.13).
 set -euo pipefail
@@ -35,12 +36,14 @@ if [[ -z "${CTXBOX_BIN:-}" ]]; then
   CTXBOX_SPIN_WASM="$(find_engine spin)"
   CTXBOX_PANICKER_WASM="$(find_engine panicker)"
   CTXBOX_SLEEPER_WASM="$(find_engine sleeper)"
-  export CTXBOX_SLEEPER_WASM
+  CTXBOX_TOOL_SPINNER_WASM="$(find_engine tool_spinner)"
+  export CTXBOX_SLEEPER_WASM CTXBOX_TOOL_SPINNER_WASM
 fi
 : "${CTXBOX_BIN:?set CTXBOX_BIN to a built ctxbox}"
 : "${CTXBOX_SPIN_WASM:?set CTXBOX_SPIN_WASM to the spin test engine}"
 : "${CTXBOX_PANICKER_WASM:?set CTXBOX_PANICKER_WASM to the panicker test engine}"
-for file in "$CTXBOX_BIN" "$CTXBOX_SPIN_WASM" "$CTXBOX_PANICKER_WASM" ${CTXBOX_SLEEPER_WASM:+"$CTXBOX_SLEEPER_WASM"}; do
+for file in "$CTXBOX_BIN" "$CTXBOX_SPIN_WASM" "$CTXBOX_PANICKER_WASM" ${CTXBOX_SLEEPER_WASM:+"$CTXBOX_SLEEPER_WASM"} \
+    ${CTXBOX_TOOL_SPINNER_WASM:+"$CTXBOX_TOOL_SPINNER_WASM"}; do
   [[ -f "$file" ]] || { echo "ci.sh: $file does not exist" >&2; exit 1; }
 done
 export CTXBOX_BIN CTXBOX_SPIN_WASM CTXBOX_PANICKER_WASM

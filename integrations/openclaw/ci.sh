@@ -7,6 +7,11 @@
 #      `cargo test -p ctxbox-tests --test all --no-run` builds spin, panicker,
 #      param_echo and tool_spinner).
 #   3. The plugin (tsc), its unit tests, then the end-to-end test.
+#   4. With CTXBOX_HERMES_PYTHON set to the Hermes venv's python (the one
+#      integrations/hermes/ci.sh makes, with hermes-agent 0.19.0): the same
+#      param_echo.wasm file in OpenClaw and in Hermes Agent
+#      (test/both-runtimes.mjs). .ci/run runs the Hermes ci.sh first so the
+#      venv exists, and sets it.
 # Uses $CARGO_TARGET_DIR when set (default: <clone>/target).
 set -euo pipefail
 
@@ -60,3 +65,9 @@ CTXBOX_BIN="$ctxbox_bin" OPENCLAW_MJS="$openclaw_mjs" CTXBOX_SPIN_WASM="$spin_wa
   CTXBOX_PANICKER_WASM="$panicker_wasm" CTXBOX_PARAM_ECHO_WASM="$param_echo_wasm" CTXBOX_TOOL_SPINNER_WASM="$tool_spinner_wasm" \
   node --test --test-concurrency=1 test/e2e.mjs
 echo "ci.sh: end-to-end test took $(( $(date +%s) - started )) s"
+
+if [[ -n "${CTXBOX_HERMES_PYTHON:-}" ]]; then
+  echo "ci.sh: one engine file in OpenClaw and in Hermes Agent ($CTXBOX_HERMES_PYTHON)"
+  CTXBOX_BIN="$ctxbox_bin" OPENCLAW_MJS="$openclaw_mjs" CTXBOX_BOTH_RUNTIMES_WASM="$param_echo_wasm" \
+    CTXBOX_HERMES_PYTHON="$CTXBOX_HERMES_PYTHON" node --test --test-concurrency=1 test/both-runtimes.mjs
+fi

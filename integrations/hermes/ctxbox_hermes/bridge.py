@@ -54,7 +54,9 @@ class Outcome:
 
     messages: list[dict]
     served_by: str
-    """The engine's id, or `fallback` when the caller's `instead` answered."""
+    """The engine's id as the sidecar reports it (`servedBy`: for a `.wasm`
+    engine its file stem, `param_echo.wasm` → `param-echo`), or `fallback`
+    when the caller's `instead` answered."""
     reason: Optional[str] = None
     """Why `instead` answered."""
     delegated: bool = False
@@ -135,8 +137,8 @@ class Bridge:
         delegated = False
         with session.lock:
             try:
-                transcript, over_budget = self._engine_transcript(key, session, rest, request, deadline)
-                served_by, reason = self.settings.engine, None
+                transcript, over_budget, served_by = self._engine_transcript(key, session, rest, request, deadline)
+                reason = None
             except (SidecarError, SidecarUnavailable, EngineUnavailable, InvalidPrompt) as error:
                 served_by, reason = "fallback", str(error)
             except Exception as error:  # a bug here must not fail Hermes's turn
@@ -154,10 +156,11 @@ class Bridge:
         return Outcome(result, served_by, reason, delegated)
 
     def _engine_transcript(self, key: str, session: Session, messages: list[dict],
-                           request: CompressRequest, deadline: float) -> tuple[list[dict], bool]:
+                           request: CompressRequest, deadline: float) -> tuple[list[dict], bool, str]:
         """The engine's prompt as Hermes's transcript (`messages` itself
-        when it changes nothing), and whether it is still over the budget
-        for an engine that leaves compaction to its host."""
+        when it changes nothing), whether it is still over the budget for
+        an engine that leaves compaction to its host, and the engine's id
+        (`servedBy`)."""
         before = session.absorb(messages)
         owns = self.owns_compaction(deadline)
         params = {"sessionId": key, "tokenBudget": request.token_budget}
@@ -186,11 +189,11 @@ class Bridge:
         estimated = answer.get("estimatedTokens")
         over_budget = not owns and isinstance(estimated, int) and estimated > request.token_budget
         if items == [{"keep": [0, len(session.wire)]}] and session.shown == session.digests:
-            return messages, over_budget  # the engine kept all of it, and Hermes holds all of it
+            return messages, over_budget, served_by  # the engine kept all of it, and Hermes holds all of it
         transcript = build_transcript(items, session.wire)
         if len(transcript) == len(messages) and [hermes_digest(m) for m in transcript] == session.shown:
-            return messages, over_budget
-        return transcript, over_budget
+            return messages, over_budget, served_by
+        return transcript, over_budget, served_by
 
     def owns_compaction(self, deadline: float) -> bool:
         """Whether the engine owns compaction (its `info`), asked once per

@@ -11,7 +11,11 @@
 |                            | answer (`hermes_compressor.py`)                           |
 | `on_session_start`         | `bootstrap` in the background; not at a compaction        |
 | `on_session_end`, `…reset` | `closeSession`; not at a compaction                       |
-| `get_tool_schemas`, `handle_tool_call` | engine tools (none yet: `tools.py`)           |
+| `get_tool_schemas`         | the engine's tools (`tools`, protocol 2) named            |
+|                            | `ctxbox_<tool>`; none when the sidecar cannot say         |
+| `handle_tool_call`         | `callTool` in the session; an error result, never a       |
+|                            | raise, when the tool fails or ctxbox cannot run it        |
+|                            | (`tools.py`)                                              |
 
 No method raises or waits past `ctxbox.call_timeout_ms` because of ctxbox.
 Hermes deep-copies the registered engine for every agent: the copies share
@@ -50,7 +54,7 @@ class CtxboxEngine(ContextEngine):
         self._quiet_until_usage = False
         self.threshold_percent = bridge.settings.threshold
         self.stats: Dict[str, Any] = {"served": 0, "delegated": 0, "fallbacks": 0, "unchanged": 0,
-                                      "last_fallback": None}
+                                      "last_fallback": None, "served_by": None}
         # Outcome flags Hermes reads after compress (getattr, not in the ABC).
         self._last_compress_aborted = False
         self._last_compression_made_progress = False
@@ -149,7 +153,9 @@ class CtxboxEngine(ContextEngine):
         if outcome.served_by == "fallback":
             self.stats["fallbacks"] += 1
             self.stats["last_fallback"] = outcome.reason
-        elif changed:
+            return
+        self.stats["served_by"] = outcome.served_by  # the engine's id, as the sidecar reports it
+        if changed:
             self.stats["served"] += 1
             self.stats["delegated"] += outcome.delegated
         else:
@@ -192,7 +198,8 @@ class CtxboxEngine(ContextEngine):
         return tools.tool_schemas(self._bridge)
 
     def handle_tool_call(self, name: str, args: Dict[str, Any], **kwargs: Any) -> str:
-        return tools.call_tool(self._bridge, name, args, kwargs.get("messages"))
+        # A tool call changes no session history: the live `messages` are not sent.
+        return tools.call_tool(self._bridge, self._session_key(), name, args)
 
     def get_status(self) -> Dict[str, Any]:
         status = super().get_status()

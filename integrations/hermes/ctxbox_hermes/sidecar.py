@@ -19,8 +19,20 @@ import threading
 import time
 from typing import Any, Callable, Optional
 
-PROTOCOL_VERSION = 1
-"""The protocol version this client speaks."""
+PROTOCOL_VERSION = 2
+"""The newest protocol version this client speaks: 2 adds the engine's
+tools (`tools`, `callTool`). A server that speaks only 1 refuses it with
+`unsupported-protocol`; the client then says hello with 1 and offers no
+engine tools."""
+
+PROTOCOL_VERSIONS = (2, 1)
+"""Every version this client speaks, newest first."""
+
+CAPABILITIES: tuple[str, ...] = ()
+"""What this client can answer when the server asks (protocol 2's reverse
+calls). None: the plugin does not answer `complete` (an engine's
+`host.complete` gets an `unavailable` error from the sidecar), so the
+sidecar never sends it one."""
 
 CLIENT_NAME = "ctxbox-hermes"
 
@@ -99,6 +111,8 @@ class Sidecar:
         """Bumped at every start: session state held by an older process is gone."""
         self.deaths = 0
         """How many times the process has exited unasked."""
+        self.protocol: Optional[int] = None
+        """The protocol version the running process agreed to in `hello`."""
 
     @property
     def pid(self) -> Optional[int]:
@@ -211,20 +225,53 @@ class Sidecar:
                          name="ctxbox-sidecar-stdout").start()
         threading.Thread(target=self._read_log, args=(process,), daemon=True,
                          name="ctxbox-sidecar-stderr").start()
-        timeout = min(_HELLO_TIMEOUT_S, max(0.001, deadline - time.monotonic()))
-        request_id, pending = self._send(
-            "hello", {"protocol": PROTOCOL_VERSION, "client": CLIENT_NAME}, int(timeout * 1000))
-        if not pending.done.wait(timeout) or pending.error is not None:
+        hello_deadline = time.monotonic() + min(_HELLO_TIMEOUT_S, max(0.001, deadline - time.monotonic()))
+        try:
+            protocol = self._negotiate(hello_deadline)
+        except SidecarUnavailable:
+            process.kill()
+            raise
+        self.protocol = protocol
+        self._ready = True
+
+    def _negotiate(self, deadline: float) -> int:
+        """`hello` in the newest version this client speaks, then, refused
+        with `unsupported-protocol`, in the newest one the server lists
+        (`data.supported`) that this client speaks too."""
+        try:
+            protocol = self._hello(PROTOCOL_VERSION, deadline)
+        except SidecarError as error:
+            supported = error.data.get("supported") if isinstance(error.data, dict) else None
+            older = [v for v in PROTOCOL_VERSIONS
+                     if v < PROTOCOL_VERSION and isinstance(supported, list) and v in supported]
+            if error.code != "unsupported-protocol" or not older:
+                raise SidecarUnavailable(f"the sidecar did not answer hello: {error}") from None
+            try:
+                protocol = self._hello(older[0], deadline)
+            except SidecarError as again:
+                raise SidecarUnavailable(f"the sidecar did not answer hello: {again}") from None
+        if protocol not in PROTOCOL_VERSIONS:
+            raise SidecarUnavailable(f"the sidecar speaks protocol {protocol}, not one of {list(PROTOCOL_VERSIONS)}")
+        return protocol
+
+    def _hello(self, version: int, deadline: float) -> Any:
+        """Says hello asking for `version`; returns the version the server
+        agreed to. Raises `SidecarError` for a refusal, `SidecarUnavailable`
+        when no answer comes by `deadline`."""
+        timeout = max(0.001, deadline - time.monotonic())
+        params = {"protocol": version, "client": CLIENT_NAME}
+        if version >= 2:
+            params["capabilities"] = list(CAPABILITIES)
+        request_id, pending = self._send("hello", params, int(timeout * 1000))
+        if not pending.done.wait(timeout):
             with self._lock:
                 self._pending.pop(request_id, None)
-            why = pending.error or "no answer in time"
-            process.kill()
-            raise SidecarUnavailable(f"the sidecar did not answer hello: {why}")
-        protocol = (pending.result or {}).get("protocol")
-        if protocol != PROTOCOL_VERSION:
-            process.kill()
-            raise SidecarUnavailable(f"the sidecar speaks protocol {protocol}, not {PROTOCOL_VERSION}")
-        self._ready = True
+            raise SidecarUnavailable("the sidecar did not answer hello: no answer in time")
+        if isinstance(pending.error, SidecarError):
+            raise pending.error
+        if pending.error is not None:
+            raise SidecarUnavailable(f"the sidecar did not answer hello: {pending.error}")
+        return (pending.result or {}).get("protocol")
 
     def _died(self, process: Optional[subprocess.Popen], why: str, started_at: float) -> None:
         """Fails what waited on `process` and sets the back-off. A process
@@ -237,6 +284,7 @@ class Sidecar:
             had_served = self._ready
             self._process = None
             self._ready = False
+            self.protocol = None
             if self._outbox is not None:
                 self._outbox.put(None)
                 self._outbox = None
@@ -310,6 +358,9 @@ class Sidecar:
             self._log(f"ctxbox sidecar wrote a line that is not JSON: {line[:200]!r}")
             return
         request_id = answer.get("id") if isinstance(answer, dict) else None
+        if isinstance(answer, dict) and "method" in answer:
+            self._refuse_reverse(answer)
+            return
         if not isinstance(request_id, int):
             error = answer.get("error") if isinstance(answer, dict) else None
             if error:
@@ -325,6 +376,18 @@ class Sidecar:
         else:
             pending.result = answer.get("result")
         pending.done.set()
+
+    def _refuse_reverse(self, request: dict) -> None:
+        """A reverse request (PROTOCOL.md, version 2). The plugin declares no
+        capability, so a server sends none; one that does anyway gets
+        `unavailable` at once rather than waiting out its deadline. A
+        `cancel` (id null) needs no answer."""
+        request_id = request.get("id")
+        if request_id is None:
+            return
+        self._log(f"ctxbox sidecar asked for {request.get('method')!r}, which this plugin does not answer")
+        self._write({"id": request_id, "error": {
+            "code": "unavailable", "message": f"ctxbox-hermes does not answer {request.get('method')}"}})
 
     def _read_log(self, process: subprocess.Popen) -> None:
         for line in process.stderr:

@@ -8,6 +8,8 @@ What it answers, from the request:
   (its built-in compressor) — a fixed summary;
 * the turn's user message says `TOOLS n`: `n` rounds of one `read_file`
   call each (of `tool_path`), then the answer;
+* it says `CALL <tool>` and the request offers `<tool>`: one call of it
+  (arguments `{"text": <the question>}`), then the answer;
 * otherwise the answer: `answer to "<the question>": ` padded with
   `pad` characters of prose, so a session grows quickly.
 Each answer carries reasoning (`reasoning_content`), as thinking models do.
@@ -65,6 +67,10 @@ class FakeModel:
                 question, tool_results = _text(message.get("content")), 0
             elif message.get("role") == "tool":
                 tool_results += 1
+        named = re.search(r"CALL (\S+)", question)
+        offered = {tool.get("function", {}).get("name") for tool in body.get("tools") or []}
+        if named and named.group(1) in offered and tool_results == 0:
+            return {"tool": named.group(1), "args": json.dumps({"text": question}), "id": f"call_{index}"}
         wanted = re.search(r"TOOLS (\d+)", question)
         if wanted and tool_results < int(wanted.group(1)) and body.get("tools"):
             return {"tool": "read_file", "args": json.dumps({"path": self.tool_path}), "id": f"call_{index}"}

@@ -8,6 +8,8 @@ fake model that records every request. Run by ci.sh with:
     CTXBOX_SPIN_WASM       the `spin` test engine (hangs in assemble)
     CTXBOX_PANICKER_WASM   the `panicker` test engine (panics in assemble on "panic")
     CTXBOX_SLEEPER_WASM    optional: the `sleeper` test engine (sleeps in assemble)
+    CTXBOX_TOOL_SPINNER_WASM optional: the `tool_spinner` test engine (offers the
+                           tools `echo` and `spin`; `spin` never returns)
 
 with the Hermes venv's python (`python -m pytest test/test_e2e.py`). Every
 server binds 127.0.0.1; every process it starts is ended by its PID.
@@ -298,3 +300,45 @@ def test_a_sidecar_slower_than_the_plugin_timeout_costs_one_timeout_per_compress
     assert final["fallbacks"] >= 1 and re.search("deadline-exceeded|timed out", final["last_fallback"]), final
     status, records = hermes.health()
     assert status == 0, f"a call the client gave up on is not held against the engine: {records}"
+
+
+def tool_results(requests: list[dict]) -> dict[str, list[str]]:
+    """The tool results the model got, by the name of the tool called."""
+    names: dict[str, str] = {}
+    found: dict[str, list[str]] = {}
+    for request in requests:
+        for message in request["messages"]:
+            for call in message.get("tool_calls") or []:
+                names[call["id"]] = call["function"]["name"]
+            if message["role"] == "tool":
+                found.setdefault(names.get(message["tool_call_id"], "?"), []).append(str(message["content"]))
+    return {name: sorted(set(results)) for name, results in found.items()}
+
+
+def test_engine_tools_reach_the_model_and_a_spinning_tool_is_cut_at_the_engine_deadline(tmp_path, model):
+    wasm = need("CTXBOX_TOOL_SPINNER_WASM")
+    turns = ["echo question CALL ctxbox_echo", "spin question CALL ctxbox_spin", "a question after it"]
+    # A window no turn fills: no compression, only the tools. Hermes offers
+    # a context engine's tools only with the `context_engine` toolset.
+    hermes = Hermes(tmp_path, model, wasm, window=60_000, toolsets=("context_engine",))
+    report = hermes.run(turns)
+    check_session(report, turns)
+
+    requests = model.chat_requests()
+    offered = {tool["function"]["name"] for tool in requests[0].get("tools") or []}
+    assert {"ctxbox_echo", "ctxbox_spin"} <= offered, offered
+    assert not {"echo", "spin"} & offered, "the engine's names do not shadow Hermes's"
+    results = tool_results(requests)
+    [echoed] = results["ctxbox_echo"]
+    assert json.loads(echoed) == {"result": 'echo {"text":"echo question CALL ctxbox_echo"}',
+                                  "servedBy": "tool-spinner"}, echoed
+    [spun] = results["ctxbox_spin"]
+    assert "error" in json.loads(spun), spun
+    spin_turn = report["turns"][1]
+    assert spin_turn["ms"] <= ENGINE_DEADLINE_MS + SLOW_TURN_MS, f"the spin turn took {spin_turn['ms']} ms"
+    print(f"# spin turn: {spin_turn['ms']} ms; the model read {spun[:200]}")
+
+    status, records = hermes.health()
+    assert status == 2, "ctxbox health exits 2 while an engine is quarantined"
+    record = next((r for r in records if r["engineId"] == "tool-spinner"), None)
+    assert record and record["classification"] in ("timeout", "out-of-fuel"), records

@@ -46,7 +46,7 @@ def engine(binary: str = "/nonexistent/ctxbox", base_url: str = "http://127.0.0.
     return built
 
 
-def test_it_is_a_hermes_context_engine_without_tools_yet():
+def test_it_is_a_hermes_context_engine_and_offers_no_tools_without_a_sidecar():
     built = engine()
     assert isinstance(built, ContextEngine) and built.name == "ctxbox"
     assert built.get_tool_schemas() == []
