@@ -88,6 +88,14 @@ pub enum Violation {
     /// A tool result breaks the contract (its size).
     #[error("{0}")]
     BadToolResult(String),
+    /// A `compact` answer names a rotated session the host did not rotate
+    /// into during the call: only a rotation the host itself performed
+    /// (delegated compaction with `truncateAfterCompaction`) may be reported,
+    /// or the engine would choose which file the session continues in.
+    #[error(
+        "rotated-session names `{0}`, which is not a rotation the host performed for this session"
+    )]
+    UnperformedRotation(String),
     /// The compaction claims to have grown the context.
     #[error("tokens-after ({after}) is above tokens-before ({before})")]
     TokensGrew {

@@ -372,6 +372,62 @@ impl GuardedEngine {
         }
     }
 
+    /// `compact`, with `host_check` judging the selected engine's answer,
+    /// after the contract's rules, against what the host itself did during
+    /// the call (the turn runner checks that a reported rotation is one the
+    /// host performed). A violation is the engine's `invalid-output`
+    /// failure: quarantine, and the call answers `ok: false`.
+    pub async fn compact_checked(
+        &self,
+        call: &CallOptions,
+        session: &SessionRef,
+        history: &History,
+        params: &CompactParams,
+        host_check: impl FnOnce(&CompactResult) -> Result<(), Violation> + Send,
+    ) -> EngineResult<CompactResult> {
+        let projected_session = self.project_session(session);
+        let projected = CompactParams {
+            runtime_settings: self.project_settings(&params.runtime_settings),
+            runtime_context: self.project_context(&params.runtime_context),
+            ..params.clone()
+        };
+        // After a failure this call reports `ok: false` with the engine's
+        // reason; while the engine is quarantined, legacy compacts (it serves
+        // the session's prompts then, so the context it compacts is its own)
+        // and says so.
+        let by_legacy = self.primary_was_wanted() && self.active_primary().is_none();
+        let fallback = self.legacy.compact(call, session, history, params);
+        let result = self
+            .guard(
+                Operation::Compact,
+                Some(session),
+                call,
+                |engine| {
+                    Box::pin(async move {
+                        engine
+                            .compact(call, &projected_session, history, &projected)
+                            .await
+                    })
+                },
+                |result| validate::check_compact(history, result).and_then(|()| host_check(result)),
+                fallback,
+                OnFailure::Answer(|failure| {
+                    CompactResult::failed(format!(
+                        "engine `{}` failed to compact ({}): {}",
+                        failure.engine_id,
+                        failure.kind.as_str(),
+                        failure.message
+                    ))
+                }),
+            )
+            .await?;
+        Ok(if by_legacy {
+            self.compacted_by_legacy(result, session)
+        } else {
+            result
+        })
+    }
+
     /// Whether a plugin was selected (as opposed to `legacy` on purpose).
     fn primary_was_wanted(&self) -> bool {
         self.primary.is_some() || self.unavailable.is_some()
@@ -652,47 +708,8 @@ impl ContextEngine for GuardedEngine {
         history: &History,
         params: &CompactParams,
     ) -> EngineResult<CompactResult> {
-        let projected_session = self.project_session(session);
-        let projected = CompactParams {
-            runtime_settings: self.project_settings(&params.runtime_settings),
-            runtime_context: self.project_context(&params.runtime_context),
-            ..params.clone()
-        };
-        // After a failure this call reports `ok: false` with the engine's
-        // reason; while the engine is quarantined, legacy compacts (it serves
-        // the session's prompts then, so the context it compacts is its own)
-        // and says so.
-        let by_legacy = self.primary_was_wanted() && self.active_primary().is_none();
-        let fallback = self.legacy.compact(call, session, history, params);
-        let result = self
-            .guard(
-                Operation::Compact,
-                Some(session),
-                call,
-                |engine| {
-                    Box::pin(async move {
-                        engine
-                            .compact(call, &projected_session, history, &projected)
-                            .await
-                    })
-                },
-                |result| validate::check_compact(history, result),
-                fallback,
-                OnFailure::Answer(|failure| {
-                    CompactResult::failed(format!(
-                        "engine `{}` failed to compact ({}): {}",
-                        failure.engine_id,
-                        failure.kind.as_str(),
-                        failure.message
-                    ))
-                }),
-            )
-            .await?;
-        Ok(if by_legacy {
-            self.compacted_by_legacy(result, session)
-        } else {
-            result
-        })
+        self.compact_checked(call, session, history, params, no_check)
+            .await
     }
 
     async fn after_turn(

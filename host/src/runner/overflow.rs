@@ -173,6 +173,7 @@ impl TurnRunner {
         report.overflow_retries += 1;
         let why;
         if recovery.take_overflow_attempt() {
+            let engine_was_serving = self.engine.serving_selected();
             let result = self
                 .recovery_compaction(
                     session,
@@ -184,6 +185,13 @@ impl TurnRunner {
                     Measured::Prompt(weighted_tokens),
                 )
                 .await?;
+            // A compaction that broke the contract quarantined the engine:
+            // its failure, not the turn's. `legacy` serves from here, so
+            // the model is asked again with legacy's prompt (and a refusal
+            // of that is recovered from legacy's way).
+            if !result.ok && engine_was_serving && !self.engine.serving_selected() {
+                return Ok(());
+            }
             // The turn ends as a compaction failure only if the last
             // compaction failed.
             recovery.compaction_failure = if result.ok {

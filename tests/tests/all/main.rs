@@ -8,6 +8,7 @@ mod compaction_convergence;
 mod engine_powers;
 mod example_engines;
 mod fuzz_corpus;
+mod hardening;
 mod host_services;
 mod hostile;
 mod keep_recent;
