@@ -186,6 +186,11 @@ impl Checker {
         if let Err(violation) = validate::check_assemble(history, &result) {
             return Finding::fail(violation.to_string());
         }
+        // Everything the answer adds counts against the budget, as the
+        // guard counts it.
+        if let Err(violation) = validate::check_additions_fit(&result, budget) {
+            return Finding::fail(violation.to_string());
+        }
         let tokens = prompt_tokens(history, &result);
         let judged = judge::budget(
             tokens,
@@ -204,13 +209,19 @@ impl Checker {
     }
 }
 
-/// The host's count of the prompt an answer describes.
+/// The host's count of the prompt an answer describes: its messages and its
+/// system-prompt addition.
 fn prompt_tokens(history: &History, result: &AssembleResult) -> u64 {
+    let addition = result
+        .system_prompt_addition
+        .as_deref()
+        .map_or(0, tokens::estimate_text);
     history
         .materialize(&result.items)
         .iter()
         .map(tokens::estimate_message)
-        .sum()
+        .sum::<u64>()
+        + addition
 }
 
 /// Whether the answer keeps only the newest entry (or the newest tool pair)

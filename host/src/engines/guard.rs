@@ -693,7 +693,7 @@ impl ContextEngine for GuardedEngine {
             },
             |result| {
                 validate::check_assemble(history, result)
-                    .and_then(|()| validate::check_inserts_fit(result, params.token_budget))
+                    .and_then(|()| validate::check_additions_fit(result, params.token_budget))
             },
             fallback,
             OnFailure::Retry,

@@ -58,6 +58,14 @@ async fn keep_recent_passes_every_check() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_engine_whose_additions_no_budget_holds_fails_the_check() {
+    let report = check(guests::PROMPT_STUFFER).await;
+    assert!(!report.passed());
+    let half = failed(&report, "assemble: half the history");
+    assert!(half.got.contains("system-prompt addition"), "{}", half.got);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lossless_passes_every_check() {
     let report = check(guests::LOSSLESS).await;
     assert_passes(&report);

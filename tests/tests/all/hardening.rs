@@ -215,3 +215,31 @@ async fn a_rotation_into_a_missing_file_fails_the_engine_not_the_session() {
         .await
         .expect("the session goes on in its own file");
 }
+
+// --- 2. everything an engine adds to the prompt counts against the budget --
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_system_prompt_addition_no_prompt_can_hold_is_the_engines_failure() {
+    let (_dir, engines) = zoo_host(SandboxConfig::default(), GuardPolicy::default());
+    let engine = engines.select(Some("prompt-stuffer")).await;
+    let answer = engine
+        .assemble(
+            &CallOptions::default(),
+            &session("s"),
+            &History::new(conversation(4)),
+            &budget(10_000),
+        )
+        .await
+        .expect("legacy serves the call");
+    assert_eq!(answer.system_prompt_addition, None, "legacy's answer");
+    let record = engines
+        .quarantine()
+        .get("prompt-stuffer")
+        .expect("quarantined");
+    assert_eq!(record.classification, FailureKind::InvalidOutput.as_str());
+    assert!(
+        record.reason.contains("system-prompt addition"),
+        "{}",
+        record.reason
+    );
+}
