@@ -97,6 +97,13 @@ pub enum Violation {
         "rotated-session names `{0}`, which is not a rotation the host performed for this session"
     )]
     UnperformedRotation(String),
+    /// A compaction claims `compacted` but changed nothing: the engine does
+    /// not own compaction, so what it compacts is the transcript, and the
+    /// transcript has no new compaction and no rotation.
+    #[error(
+        "the answer claims a compaction, but it changed nothing: the engine does not own compaction, and the session's transcript has no new compaction or rotation"
+    )]
+    NothingCompacted,
     /// The compaction claims to have grown the context.
     #[error("tokens-after ({after}) is above tokens-before ({before})")]
     TokensGrew {

@@ -428,6 +428,23 @@ impl GuardedEngine {
         })
     }
 
+    /// Holds against the selected engine an answer the host found broken
+    /// only after using it (a compaction that left its next prompt as it
+    /// was): an `invalid-output` failure of `operation` for `reason` —
+    /// quarantine, one guard event, and `legacy` serves from now on. Only
+    /// an engine serving now and not the host's own can be blamed; answers
+    /// whether it was.
+    pub fn blame(&self, operation: Operation, session: &SessionRef, reason: &str) -> bool {
+        if !self.validates() || self.active_primary().is_none() {
+            return false;
+        }
+        let failure =
+            EngineFailure::new(&self.id, operation, FailureKind::InvalidOutput, reason).sanitized();
+        self.quarantine_engine(&failure);
+        self.note(&failure, Some(session), GuardAction::FellBack);
+        true
+    }
+
     /// Whether a plugin was selected (as opposed to `legacy` on purpose).
     fn primary_was_wanted(&self) -> bool {
         self.primary.is_some() || self.unavailable.is_some()

@@ -403,7 +403,10 @@ impl TurnRunner {
             .await?;
         loop {
             let prompt = self.assemble_prompt(session, call).await?;
-            self.close_pending_pass(session, report, prompt.weighted_tokens);
+            if self.close_pending_pass(session, report, prompt.weighted_tokens) {
+                // The engine was blamed for its compaction: legacy assembles.
+                continue;
+            }
             let request = ModelRequest {
                 system_prompt: &prompt.system_prompt,
                 messages: &prompt.messages,
@@ -468,10 +471,20 @@ impl TurnRunner {
         session.commit()?;
         let history = session.history();
         let transcript = session.transcript().clone();
+        let leaf_before = transcript.leaf_id();
+        let owns_compaction = self.engine.info().owns_compaction;
         let result = self
             .engine
             .compact_checked(call, session.session_ref(), &history, params, |result| {
-                performed_rotation(&transcript, result)
+                performed_rotation(&transcript, result)?;
+                if result.compacted
+                    && !owns_compaction
+                    && transcript.successor().is_none()
+                    && transcript.leaf_id() == leaf_before
+                {
+                    return Err(Violation::NothingCompacted);
+                }
+                Ok(())
             })
             .await?;
         // A rotation the host performed during the call (a delegated

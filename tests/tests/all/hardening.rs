@@ -33,9 +33,12 @@ fn host(dir: &Path, extra: &str) -> Runtime {
     let text = format!(
         "dataDir = {data:?}\n{extra}\n\
          [plugins.engines.rotation-forger]\npath = {forger:?}\n\
+         [plugins.engines.idle-compactor]\npath = {idle:?}\n\
+         [plugins.engines.idle-owner]\npath = {idle:?}\n\
          [sandbox]\ncallTimeoutMs = 4000\nmaxInstances = 16\n",
         data = dir.join("data").display().to_string(),
         forger = guests::ROTATION_FORGER,
+        idle = guests::IDLE_COMPACTOR,
     );
     Runtime::new(
         Config::parse(&text)
@@ -242,4 +245,74 @@ async fn a_system_prompt_addition_no_prompt_can_hold_is_the_engines_failure() {
         "{}",
         record.reason
     );
+}
+
+// --- 3. compactions that lie ----------------------------------------------
+
+/// A session with some history to compact, and a runner whose model refuses
+/// the first prompt as too large, then answers.
+async fn refused_once(runtime: &Runtime, dir: &Path, id: &str) -> (TurnRunner, Session) {
+    let engine = runtime.select(Some(id)).await;
+    let runner = runner(runtime, engine, vec![overflow(), answer("served")]);
+    let history: Vec<AgentMessage> = (0..6)
+        .flat_map(|turn| {
+            [
+                AgentMessage::user_text(format!("question {turn} {}", "words ".repeat(50))),
+                AgentMessage::assistant_text(format!("answer {turn}")),
+            ]
+        })
+        .collect();
+    (runner, session_file(runtime, dir, id, &history))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compaction_that_changed_nothing_is_the_engines_failure() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let runtime = host(dir.path(), "");
+    let (runner, mut session) = refused_once(&runtime, dir.path(), "idle-compactor").await;
+    let report = turn(&runner, &mut session, "hi")
+        .await
+        .expect("legacy serves the turn");
+    assert_eq!(report.served_by, "legacy");
+    assert_eq!(
+        quarantined(&runtime, "idle-compactor").as_deref(),
+        Some(FailureKind::InvalidOutput.as_str())
+    );
+    let event = report
+        .guard_events
+        .iter()
+        .find(|event| event.classification == FailureKind::InvalidOutput)
+        .expect("the guard says why");
+    assert!(event.reason.contains("changed nothing"), "{event:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owners_compaction_that_left_its_prompt_as_it_was_is_its_failure() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let runtime = host(
+        dir.path(),
+        "[plugins.entries.idle-owner.config]\nowns = true\n",
+    );
+    assert!(
+        runtime
+            .select(Some("idle-owner"))
+            .await
+            .info()
+            .owns_compaction
+    );
+    let (runner, mut session) = refused_once(&runtime, dir.path(), "idle-owner").await;
+    let report = turn(&runner, &mut session, "hi")
+        .await
+        .expect("legacy serves the turn");
+    assert_eq!(report.served_by, "legacy");
+    assert_eq!(
+        quarantined(&runtime, "idle-owner").as_deref(),
+        Some(FailureKind::InvalidOutput.as_str())
+    );
+    let event = report
+        .guard_events
+        .iter()
+        .find(|event| event.classification == FailureKind::InvalidOutput)
+        .expect("the guard says why");
+    assert!(event.reason.contains("its next prompt"), "{event:?}");
 }
