@@ -161,6 +161,22 @@ pub fn check_tool_result(result: &str) -> Result<(), Violation> {
     crate::contract::tools::check_result(result).map_err(Violation::BadToolResult)
 }
 
+/// The smallest token budget a minimal answer is sure to fit: one short note
+/// saying what was left out (about 400 characters). Under it, an answer whose
+/// additions are over the budget is the caller's doing, not the engine's
+/// ([`Violation::is_callers_doing`]).
+pub const MIN_ANSWER_BUDGET_TOKENS: u64 = 128;
+
+impl Violation {
+    /// Whether the rule was broken only because of what the caller asked:
+    /// additions over a budget smaller than [`MIN_ANSWER_BUDGET_TOKENS`],
+    /// which even a minimal answer may not fit. The host then answers the
+    /// call without the engine and holds nothing against it.
+    pub fn is_callers_doing(&self) -> bool {
+        matches!(self, Self::AdditionsOverBudget { budget, .. } if *budget < MIN_ANSWER_BUDGET_TOKENS)
+    }
+}
+
 /// What an `assemble` answer adds to the prompt, by the host's estimate: the
 /// messages it inserts and its system-prompt addition. Kept history does not
 /// count: the host can compact it.
@@ -397,6 +413,7 @@ mod tests {
             matches!(error, Violation::AdditionsOverBudget { budget: 1_000, .. }),
             "{error}"
         );
+        assert!(!error.is_callers_doing());
     }
 
     #[test]
@@ -413,6 +430,8 @@ mod tests {
             "{error}"
         );
         assert_eq!(check_additions_fit(&answer, Some(20_000)), Ok(()));
+        let tiny = check_additions_fit(&answer, Some(20)).expect_err("too large");
+        assert!(tiny.is_callers_doing(), "no minimal answer fits 20 tokens");
     }
 
     #[test]

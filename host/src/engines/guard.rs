@@ -73,6 +73,11 @@ pub enum GuardAction {
     /// A quarantined engine answered again after its back-off and was
     /// cleared.
     Recovered,
+    /// The caller's parameters left the engine no answer the host could
+    /// use (a token budget under what any minimal answer needs): the call
+    /// was served by `legacy` (reported, in strict mode), nothing
+    /// quarantined.
+    Declined,
 }
 
 impl GuardAction {
@@ -84,6 +89,7 @@ impl GuardAction {
             Self::Aborted => "aborted",
             Self::Overloaded => "overloaded",
             Self::Recovered => "recovered",
+            Self::Declined => "declined",
         }
     }
 }
@@ -306,19 +312,19 @@ impl GuardedEngine {
             return legacy.await;
         };
         let retrying = self.quarantine.get(&self.id).is_some();
-        let outcome = call(primary.as_ref()).await.and_then(|answer| {
-            if self.validates()
-                && let Err(violation) = check(&answer)
-            {
-                return Err(EngineFailure::new(
-                    &self.id,
-                    operation,
-                    FailureKind::InvalidOutput,
-                    violation.to_string(),
-                ));
-            }
-            Ok(answer)
-        });
+        // Whether the answer broke a rule only because of what the caller
+        // asked (a budget no minimal answer fits): not the engine's failure.
+        let mut declined = false;
+        let outcome = match call(primary.as_ref()).await {
+            Ok(answer) => match self.validates().then(|| check(&answer)) {
+                Some(Err(violation)) => {
+                    declined = violation.is_callers_doing();
+                    Err(self.invalid_output(operation, &violation, declined))
+                }
+                _ => Ok(answer),
+            },
+            Err(failure) => Err(failure),
+        };
         let failure = match outcome {
             Ok(answer) => {
                 if retrying {
@@ -352,11 +358,12 @@ impl GuardedEngine {
         // failed tool.
         let refused = matches!(operation, Operation::Compact | Operation::CallTool)
             && failure.kind == FailureKind::EngineError;
-        if !overloaded && !refused {
+        if !overloaded && !refused && !declined {
             self.quarantine_engine(&failure);
         }
         let action = match (&on_failure, self.policy.strict) {
             (OnFailure::Retry, false) if overloaded => GuardAction::Overloaded,
+            (OnFailure::Retry, false) if declined => GuardAction::Declined,
             (OnFailure::Retry, false) => GuardAction::FellBack,
             _ => GuardAction::Reported,
         };
@@ -426,6 +433,25 @@ impl GuardedEngine {
         } else {
             result
         })
+    }
+
+    /// The `invalid-output` failure of an answer that broke `violation`;
+    /// `declined` when it broke it only because of the caller's parameters.
+    fn invalid_output(
+        &self,
+        operation: Operation,
+        violation: &Violation,
+        declined: bool,
+    ) -> EngineFailure {
+        let message = if declined {
+            format!(
+                "not held against the engine: the caller's budget is under the {} tokens a minimal answer may need, and {violation}",
+                validate::MIN_ANSWER_BUDGET_TOKENS
+            )
+        } else {
+            violation.to_string()
+        };
+        EngineFailure::new(&self.id, operation, FailureKind::InvalidOutput, message)
     }
 
     /// Holds against the selected engine an answer the host found broken

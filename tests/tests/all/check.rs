@@ -55,6 +55,11 @@ async fn keep_recent_passes_every_check() {
         report.engine.as_ref().map(|info| info.id.as_str()),
         Some("keep-recent")
     );
+    // Its omission note does not fit a 20-token budget: reported, and said
+    // to be the caller's budget, not a failure of the engine.
+    let tiny = report.get("assemble: tiny budget").expect("probed");
+    assert_eq!(tiny.outcome, Outcome::Warn, "{}", verdict::text(&report));
+    assert!(tiny.got.contains("the caller's budget"), "{}", tiny.got);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -316,3 +316,50 @@ async fn an_owners_compaction_that_left_its_prompt_as_it_was_is_its_failure() {
         .expect("the guard says why");
     assert!(event.reason.contains("its next prompt"), "{event:?}");
 }
+
+// --- 4. a caller's budget no answer fits is nobody's failure ---------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tiny_budget_from_the_caller_does_not_quarantine_keep_recent() {
+    let (_dir, engines) = zoo_host(SandboxConfig::default(), GuardPolicy::default());
+    let engine = engines.select(Some("keep-recent")).await;
+    let history = History::new(conversation(20));
+    for tokens in [0, 20] {
+        engine
+            .assemble(
+                &CallOptions::default(),
+                &session("s"),
+                &history,
+                &budget(tokens),
+            )
+            .await
+            .expect("answered the legacy way");
+    }
+    assert!(engines.quarantine().get("keep-recent").is_none());
+    let events = engine.take_events();
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert!(
+        events
+            .iter()
+            .all(|event| event.action == GuardAction::Declined),
+        "{events:?}"
+    );
+    assert!(
+        events[0].reason.contains("the caller's budget"),
+        "{events:?}"
+    );
+    let answer = engine
+        .assemble(
+            &CallOptions::default(),
+            &session("s"),
+            &history,
+            &budget(200),
+        )
+        .await
+        .expect("answered");
+    assert!(engine.serving_selected(), "keep-recent still serves");
+    assert!(
+        answer.items.len() > 1,
+        "keep-recent's own answer: {answer:?}"
+    );
+}
