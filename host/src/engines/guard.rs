@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use async_trait::async_trait;
 use serde::Serialize;
 
-use crate::contract::engine::{CallOptions, ContextEngine, EngineResult};
+use crate::contract::engine::{CallOptions, ContextEngine, EngineResult, HeldWrites};
 use crate::contract::failure::{EngineFailure, FailureKind, Operation};
 use crate::contract::history::History;
 use crate::contract::tools::EngineTool;
@@ -321,7 +321,9 @@ impl GuardedEngine {
                     declined = violation.is_callers_doing();
                     Err(self.invalid_output(operation, &violation, declined))
                 }
-                _ => Ok(answer),
+                // Accepted: the call's state writes become durable now, and
+                // only now (a refused answer's are dropped with the slot).
+                _ => self.commit_held(operation, options).await.map(|()| answer),
             },
             Err(failure) => Err(failure),
         };
@@ -392,6 +394,8 @@ impl GuardedEngine {
         params: &CompactParams,
         host_check: impl FnOnce(&CompactResult) -> Result<(), Violation> + Send,
     ) -> EngineResult<CompactResult> {
+        let held = Self::holding(call);
+        let call = &held;
         let projected_session = self.project_session(session);
         let projected = CompactParams {
             runtime_settings: self.project_settings(&params.runtime_settings),
@@ -452,6 +456,27 @@ impl GuardedEngine {
             violation.to_string()
         };
         EngineFailure::new(&self.id, operation, FailureKind::InvalidOutput, message)
+    }
+
+    /// Commits the state writes the selected engine left in the call's
+    /// slot (see [`Self::holding`]) once its answer is accepted; a store that
+    /// refuses them fails the call, as it would have inside the sandbox.
+    async fn commit_held(&self, operation: Operation, options: &CallOptions) -> EngineResult<()> {
+        let Some(writes) = options.held_writes.as_ref().and_then(HeldWrites::take) else {
+            return Ok(());
+        };
+        writes.commit().await.map_err(|message| {
+            EngineFailure::new(&self.id, operation, FailureKind::HostLimit, message)
+        })
+    }
+
+    /// `call` with a slot for the selected engine's state writes, which
+    /// [`Self::guard`] commits only after it accepted the answer.
+    fn holding(call: &CallOptions) -> CallOptions {
+        CallOptions {
+            held_writes: Some(HeldWrites::default()),
+            ..call.clone()
+        }
     }
 
     /// Holds against the selected engine an answer the host found broken
@@ -640,6 +665,8 @@ impl ContextEngine for GuardedEngine {
         session: &SessionRef,
         history: &History,
     ) -> EngineResult<BootstrapResult> {
+        let held = Self::holding(call);
+        let call = &held;
         let projected = self.project_session(session);
         let fallback = self.legacy.bootstrap(call, session, history);
         self.guard(
@@ -661,6 +688,8 @@ impl ContextEngine for GuardedEngine {
         entry: &MessageEntry,
         is_heartbeat: bool,
     ) -> EngineResult<IngestResult> {
+        let held = Self::holding(call);
+        let call = &held;
         let projected = self.project_session(session);
         let fallback = self.legacy.ingest(call, session, entry, is_heartbeat);
         self.guard(
@@ -684,6 +713,8 @@ impl ContextEngine for GuardedEngine {
         entries: &[MessageEntry],
         is_heartbeat: bool,
     ) -> EngineResult<IngestBatchResult> {
+        let held = Self::holding(call);
+        let call = &held;
         let projected = self.project_session(session);
         let fallback = self
             .legacy
@@ -713,6 +744,8 @@ impl ContextEngine for GuardedEngine {
         history: &History,
         params: &AssembleParams,
     ) -> EngineResult<AssembleResult> {
+        let held = Self::holding(call);
+        let call = &held;
         let projected_session = self.project_session(session);
         let projected = AssembleParams {
             prompt: params
@@ -762,6 +795,8 @@ impl ContextEngine for GuardedEngine {
         history: &History,
         params: &AfterTurnParams,
     ) -> EngineResult<()> {
+        let held = Self::holding(call);
+        let call = &held;
         let projected_session = self.project_session(session);
         let projected = AfterTurnParams {
             runtime_context: self.project_context(&params.runtime_context),
@@ -795,6 +830,8 @@ impl ContextEngine for GuardedEngine {
         reason: MaintainReason,
         runtime_context: Option<&str>,
     ) -> EngineResult<MaintainResult> {
+        let held = Self::holding(call);
+        let call = &held;
         let projected_session = self.project_session(session);
         let projected = self.project_context(&runtime_context.map(str::to_owned));
         let fallback = self
@@ -829,6 +866,8 @@ impl ContextEngine for GuardedEngine {
         call: &CallOptions,
         spawn: &SubagentSpawn,
     ) -> EngineResult<Option<String>> {
+        let held = Self::holding(call);
+        let call = &held;
         let fallback = self.legacy.prepare_subagent_spawn(call, spawn);
         self.guard(
             Operation::PrepareSubagentSpawn,
@@ -870,6 +909,8 @@ impl ContextEngine for GuardedEngine {
         child_session_key: &str,
         reason: SubagentEndReason,
     ) -> EngineResult<()> {
+        let held = Self::holding(call);
+        let call = &held;
         let fallback = self
             .legacy
             .on_subagent_ended(call, child_session_key, reason);
@@ -892,6 +933,8 @@ impl ContextEngine for GuardedEngine {
     }
 
     async fn tools(&self, call: &CallOptions) -> EngineResult<Vec<EngineTool>> {
+        let held = Self::holding(call);
+        let call = &held;
         // `legacy` offers no tools: a quarantined engine's are withdrawn.
         self.guard(
             Operation::ListTools,
@@ -912,6 +955,8 @@ impl ContextEngine for GuardedEngine {
         name: &str,
         arguments_json: &str,
     ) -> EngineResult<String> {
+        let held = Self::holding(call);
+        let call = &held;
         let session = &self.project_session(session);
         let unavailable = EngineFailure::new(
             &self.id,

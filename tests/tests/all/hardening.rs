@@ -363,3 +363,31 @@ async fn a_tiny_budget_from_the_caller_does_not_quarantine_keep_recent() {
         "keep-recent's own answer: {answer:?}"
     );
 }
+
+// --- 5. a refused answer's state writes are dropped -------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_written_by_a_refused_answer_does_not_persist() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let engines = zoo_host_in(dir.path(), SandboxConfig::default(), GuardPolicy::default());
+    let engine = engines.select(Some("state-then-lie")).await;
+    engine
+        .assemble(
+            &CallOptions::default(),
+            &session("s"),
+            &History::new(conversation(2)),
+            &budget(10_000),
+        )
+        .await
+        .expect("legacy serves the call");
+    assert_eq!(
+        quarantined_in(&engines, "state-then-lie").as_deref(),
+        Some(FailureKind::InvalidOutput.as_str())
+    );
+    let state = StateStore::open_in(dir.path(), &StateConfig::default()).expect("state store");
+    assert_eq!(
+        state.get("state-then-lie", "lie/mark").expect("reads"),
+        None,
+        "a call that fails leaves none of its writes"
+    );
+}
