@@ -206,11 +206,10 @@ impl TurnCommits for CommitStore {
                 "SELECT advancement_key FROM turn_commits WHERE session_id = ?1 ORDER BY rowid",
             )
             .map_err(|source| self.error(source))?;
-        let keys = statement
+        statement
             .query_map(params![session_id], |row| row.get::<_, String>(0))
             .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
-            .map_err(|source| self.error(source));
-        keys
+            .map_err(|source| self.error(source))
     }
 }
 
