@@ -118,7 +118,7 @@ pub fn validators(data: &[u8]) {
     let history = History::new(answers.history);
     if let Some(assemble) = &answers.assemble {
         let accepted = validate::check_assemble(&history, assemble).is_ok();
-        let _ = validate::check_inserts_fit(assemble, answers.budget);
+        let _ = validate::check_additions_fit(assemble, answers.budget);
         if accepted {
             let prompt = history.materialize(&assemble.items);
             let kept: usize = assemble

@@ -1,4 +1,4 @@
-//! `assemble` with valid and edge-case input: no, huge, zero and half
+//! `assemble` with valid and edge-case input: no, huge, zero, tiny and half
 //! budgets, budgets ending inside tool pairs, an empty history, one message,
 //! CJK text, a session never seen; and its token estimate.
 
@@ -14,6 +14,10 @@ use crate::contract::types::{
 };
 use crate::contract::validate;
 use crate::sandbox::WasmEngine;
+
+/// A budget a caller may pass that even a minimal answer (one short note)
+/// may not fit: under [`validate::MIN_ANSWER_BUDGET_TOKENS`].
+const TINY_BUDGET: u64 = 20;
 
 /// What every `assemble` check expects.
 const VALID_PROMPT: &str = "a valid prompt: keep ranges within the history, tool calls with their results, within the budget (over it only for an engine the host compacts for: a warning)";
@@ -107,6 +111,18 @@ impl Checker {
         )
         .await;
         engine.close_session(&stranger.session_id).await;
+        // A session of its own, so the probe is the first call of a fresh
+        // instance and moves no other case's place in the sequence.
+        let tiny = SessionRef::new("tiny-budget", "/check/tiny-budget.jsonl");
+        self.assemble_case(
+            engine,
+            "assemble: tiny budget",
+            &tiny,
+            history,
+            Some(TINY_BUDGET),
+        )
+        .await;
+        engine.close_session(&tiny.session_id).await;
 
         let name = "assemble: estimated-tokens";
         let estimate = self
@@ -186,6 +202,19 @@ impl Checker {
         if let Err(violation) = validate::check_assemble(history, &result) {
             return Finding::fail(violation.to_string());
         }
+        // Everything the answer adds counts against the budget, as the
+        // guard counts it; under a budget no minimal answer fits, the host
+        // answers the call without the engine and blames nobody.
+        if let Err(violation) = validate::check_additions_fit(&result, budget) {
+            return if violation.is_callers_doing() {
+                Finding::warn(format!(
+                    "{violation}; under {} tokens that is the caller's budget, not the engine's failure: the host answers such a call the legacy way and quarantines nothing",
+                    validate::MIN_ANSWER_BUDGET_TOKENS
+                ))
+            } else {
+                Finding::fail(violation.to_string())
+            };
+        }
         let tokens = prompt_tokens(history, &result);
         let judged = judge::budget(
             tokens,
@@ -204,13 +233,19 @@ impl Checker {
     }
 }
 
-/// The host's count of the prompt an answer describes.
+/// The host's count of the prompt an answer describes: its messages and its
+/// system-prompt addition.
 fn prompt_tokens(history: &History, result: &AssembleResult) -> u64 {
+    let addition = result
+        .system_prompt_addition
+        .as_deref()
+        .map_or(0, tokens::estimate_text);
     history
         .materialize(&result.items)
         .iter()
         .map(tokens::estimate_message)
-        .sum()
+        .sum::<u64>()
+        + addition
 }
 
 /// Whether the answer keeps only the newest entry (or the newest tool pair)

@@ -1,6 +1,8 @@
 //! The one trait every context engine implements inside the host, native or
 //! sandboxed (ARCHITECTURE.md §3). Nothing above it knows which kind it is talking to.
 
+use std::sync::{Arc, Mutex, PoisonError};
+
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
@@ -23,6 +25,11 @@ pub struct CallOptions {
     /// serve`: the client's request id), handed to services that call back
     /// into that host, such as model completions.
     pub request_id: Option<String>,
+    /// Where an engine that answers leaves its call's state writes instead
+    /// of committing them, for the caller to commit once it has accepted
+    /// the answer (the guard's validation); `None`: committed as the call
+    /// answers.
+    pub held_writes: Option<HeldWrites>,
 }
 
 impl CallOptions {
@@ -30,7 +37,7 @@ impl CallOptions {
     pub fn with_abort(abort: CancellationToken) -> Self {
         Self {
             abort,
-            request_id: None,
+            ..Self::default()
         }
     }
 
@@ -38,6 +45,45 @@ impl CallOptions {
     pub fn serving(mut self, id: impl Into<String>) -> Self {
         self.request_id = Some(id.into());
         self
+    }
+}
+
+/// The state writes of a call that answered, not yet committed.
+#[async_trait]
+pub trait PendingWrites: Send {
+    /// Commits the writes in one transaction; the error says why they could
+    /// not be (a store failure, or concurrent calls of the engine that
+    /// together passed its limits).
+    async fn commit(self: Box<Self>) -> Result<(), String>;
+}
+
+/// A slot for the state writes of one call ([`CallOptions::held_writes`]):
+/// the engine leaves them here when it answers; whoever holds the slot
+/// commits them once the answer is accepted, or drops them with a refused
+/// one — a call that fails leaves none of its writes (`wit/host.wit`).
+#[derive(Clone, Default)]
+pub struct HeldWrites(Arc<Mutex<Option<Box<dyn PendingWrites>>>>);
+
+impl HeldWrites {
+    /// Leaves `writes` in the slot (replacing any left before).
+    pub fn hold(&self, writes: Box<dyn PendingWrites>) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(writes);
+    }
+
+    /// Takes the writes left in the slot, if any.
+    pub fn take(&self) -> Option<Box<dyn PendingWrites>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
+}
+
+impl std::fmt::Debug for HeldWrites {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let held = self
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some();
+        f.debug_struct("HeldWrites").field("held", &held).finish()
     }
 }
 

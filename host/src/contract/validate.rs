@@ -61,14 +61,15 @@ pub enum Violation {
     /// `first-kept-entry-id` names no entry.
     #[error("first-kept-entry-id `{0}` names no entry of the session")]
     UnknownFirstKeptEntry(String),
-    /// The messages an `assemble` answer inserts are larger than the whole
-    /// budget: host compaction shrinks history, never what the engine
-    /// inserted, so no recovery could bring the prompt under the window.
+    /// What an `assemble` answer adds to the prompt (the messages it inserts
+    /// and its system-prompt addition) is larger than the whole budget: host
+    /// compaction shrinks history, never what the engine added, so no
+    /// recovery could bring the prompt under the window.
     #[error(
-        "the inserted messages alone are ~{tokens} tokens, over the whole budget of {budget}: no compaction can make such a prompt fit"
+        "what the answer adds to the prompt (inserted messages and system-prompt addition) is ~{tokens} tokens, over the whole budget of {budget}: no compaction can make such a prompt fit"
     )]
-    InsertsOverBudget {
-        /// Estimated tokens of the inserted messages.
+    AdditionsOverBudget {
+        /// Estimated tokens of the inserted messages and the addition.
         tokens: u64,
         /// The budget the engine was given.
         budget: u64,
@@ -88,6 +89,21 @@ pub enum Violation {
     /// A tool result breaks the contract (its size).
     #[error("{0}")]
     BadToolResult(String),
+    /// A `compact` answer names a rotated session the host did not rotate
+    /// into during the call: only a rotation the host itself performed
+    /// (delegated compaction with `truncateAfterCompaction`) may be reported,
+    /// or the engine would choose which file the session continues in.
+    #[error(
+        "rotated-session names `{0}`, which is not a rotation the host performed for this session"
+    )]
+    UnperformedRotation(String),
+    /// A compaction claims `compacted` but changed nothing: the engine does
+    /// not own compaction, so what it compacts is the transcript, and the
+    /// transcript has no new compaction and no rotation.
+    #[error(
+        "the answer claims a compaction, but it changed nothing: the engine does not own compaction, and the session's transcript has no new compaction or rotation"
+    )]
+    NothingCompacted,
     /// The compaction claims to have grown the context.
     #[error("tokens-after ({after}) is above tokens-before ({before})")]
     TokensGrew {
@@ -145,23 +161,49 @@ pub fn check_tool_result(result: &str) -> Result<(), Violation> {
     crate::contract::tools::check_result(result).map_err(Violation::BadToolResult)
 }
 
-/// Checks that what an `assemble` answer inserts fits in `budget` (when the
-/// engine was given one), by the host's estimate. Kept history does not
+/// The smallest token budget a minimal answer is sure to fit: one short note
+/// saying what was left out (about 400 characters). Under it, an answer whose
+/// additions are over the budget is the caller's doing, not the engine's
+/// ([`Violation::is_callers_doing`]).
+pub const MIN_ANSWER_BUDGET_TOKENS: u64 = 128;
+
+impl Violation {
+    /// Whether the rule was broken only because of what the caller asked:
+    /// additions over a budget smaller than [`MIN_ANSWER_BUDGET_TOKENS`],
+    /// which even a minimal answer may not fit. The host then answers the
+    /// call without the engine and holds nothing against it.
+    pub fn is_callers_doing(&self) -> bool {
+        matches!(self, Self::AdditionsOverBudget { budget, .. } if *budget < MIN_ANSWER_BUDGET_TOKENS)
+    }
+}
+
+/// What an `assemble` answer adds to the prompt, by the host's estimate: the
+/// messages it inserts and its system-prompt addition. Kept history does not
 /// count: the host can compact it.
-pub fn check_inserts_fit(result: &AssembleResult, budget: Option<u64>) -> Result<(), Violation> {
-    let Some(budget) = budget else {
-        return Ok(());
-    };
-    let tokens: u64 = result
+pub fn added_tokens(result: &AssembleResult) -> u64 {
+    let addition = result
+        .system_prompt_addition
+        .as_deref()
+        .map_or(0, tokens::estimate_text);
+    result
         .items
         .iter()
         .filter_map(|item| match item {
             AssembledItem::Insert(message) => Some(tokens::estimate_message(message)),
             AssembledItem::Keep { .. } => None,
         })
-        .fold(0, u64::saturating_add);
+        .fold(addition, u64::saturating_add)
+}
+
+/// Checks that what an `assemble` answer adds to the prompt
+/// ([`added_tokens`]) fits in `budget`, when the engine was given one.
+pub fn check_additions_fit(result: &AssembleResult, budget: Option<u64>) -> Result<(), Violation> {
+    let Some(budget) = budget else {
+        return Ok(());
+    };
+    let tokens = added_tokens(result);
     if tokens > budget {
-        return Err(Violation::InsertsOverBudget { tokens, budget });
+        return Err(Violation::AdditionsOverBudget { tokens, budget });
     }
     Ok(())
 }
@@ -360,17 +402,36 @@ mod tests {
             system_prompt_addition: None,
             context_projection: None,
         };
-        assert_eq!(check_inserts_fit(&answer(10), Some(1_000)), Ok(()));
+        assert_eq!(check_additions_fit(&answer(10), Some(1_000)), Ok(()));
         assert_eq!(
-            check_inserts_fit(&answer(10_000), None),
+            check_additions_fit(&answer(10_000), None),
             Ok(()),
             "no budget, no rule"
         );
-        let error = check_inserts_fit(&answer(10_000), Some(1_000)).expect_err("too many");
+        let error = check_additions_fit(&answer(10_000), Some(1_000)).expect_err("too many");
         assert!(
-            matches!(error, Violation::InsertsOverBudget { budget: 1_000, .. }),
+            matches!(error, Violation::AdditionsOverBudget { budget: 1_000, .. }),
             "{error}"
         );
+        assert!(!error.is_callers_doing());
+    }
+
+    #[test]
+    fn a_system_prompt_addition_counts_against_the_budget() {
+        let answer = AssembleResult {
+            items: vec![AssembledItem::Keep { start: 0, end: 0 }],
+            estimated_tokens: 0,
+            system_prompt_addition: Some("x".repeat(40_000)),
+            context_projection: None,
+        };
+        let error = check_additions_fit(&answer, Some(1_000)).expect_err("too large");
+        assert!(
+            error.to_string().contains("system-prompt addition"),
+            "{error}"
+        );
+        assert_eq!(check_additions_fit(&answer, Some(20_000)), Ok(()));
+        let tiny = check_additions_fit(&answer, Some(20)).expect_err("too large");
+        assert!(tiny.is_callers_doing(), "no minimal answer fits 20 tokens");
     }
 
     #[test]

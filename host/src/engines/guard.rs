@@ -24,7 +24,7 @@ use std::time::Instant;
 use async_trait::async_trait;
 use serde::Serialize;
 
-use crate::contract::engine::{CallOptions, ContextEngine, EngineResult};
+use crate::contract::engine::{CallOptions, ContextEngine, EngineResult, HeldWrites};
 use crate::contract::failure::{EngineFailure, FailureKind, Operation};
 use crate::contract::history::History;
 use crate::contract::tools::EngineTool;
@@ -75,6 +75,11 @@ pub enum GuardAction {
     /// A quarantined engine answered again after its back-off and was
     /// cleared.
     Recovered,
+    /// The caller's parameters left the engine no answer the host could
+    /// use (a token budget under what any minimal answer needs): the call
+    /// was served by `legacy` (reported, in strict mode), nothing
+    /// quarantined.
+    Declined,
 }
 
 impl GuardAction {
@@ -86,6 +91,7 @@ impl GuardAction {
             Self::Aborted => "aborted",
             Self::Overloaded => "overloaded",
             Self::Recovered => "recovered",
+            Self::Declined => "declined",
         }
     }
 }
@@ -339,19 +345,21 @@ impl GuardedEngine {
             return (legacy.await, CallOutcome::FellBack);
         };
         let retrying = self.quarantine.get(&self.id).is_some();
-        let outcome = call(primary.as_ref()).await.and_then(|answer| {
-            if self.validates()
-                && let Err(violation) = check(&answer)
-            {
-                return Err(EngineFailure::new(
-                    &self.id,
-                    operation,
-                    FailureKind::InvalidOutput,
-                    violation.to_string(),
-                ));
-            }
-            Ok(answer)
-        });
+        // Whether the answer broke a rule only because of what the caller
+        // asked (a budget no minimal answer fits): not the engine's failure.
+        let mut declined = false;
+        let outcome = match call(primary.as_ref()).await {
+            Ok(answer) => match self.validates().then(|| check(&answer)) {
+                Some(Err(violation)) => {
+                    declined = violation.is_callers_doing();
+                    Err(self.invalid_output(operation, &violation, declined))
+                }
+                // Accepted: the call's state writes become durable now, and
+                // only now (a refused answer's are dropped with the slot).
+                _ => self.commit_held(operation, options).await.map(|()| answer),
+            },
+            Err(failure) => Err(failure),
+        };
         let failure = match outcome {
             Ok(answer) => {
                 if retrying {
@@ -385,11 +393,12 @@ impl GuardedEngine {
         // failed tool.
         let refused = matches!(operation, Operation::Compact | Operation::CallTool)
             && failure.kind == FailureKind::EngineError;
-        if !overloaded && !refused {
+        if !overloaded && !refused && !declined {
             self.quarantine_engine(&failure);
         }
         let action = match (&on_failure, self.policy.strict) {
             (OnFailure::Retry, false) if overloaded => GuardAction::Overloaded,
+            (OnFailure::Retry, false) if declined => GuardAction::Declined,
             (OnFailure::Retry, false) => GuardAction::FellBack,
             _ => GuardAction::Reported,
         };
@@ -418,6 +427,121 @@ impl GuardedEngine {
     /// Reports this engine's calls to `observers` from now on.
     pub fn observed_by(self, observers: Arc<CallObservers>) -> Self {
         Self { observers, ..self }
+    }
+
+    /// `compact`, with `host_check` judging the selected engine's answer,
+    /// after the contract's rules, against what the host itself did during
+    /// the call (the turn runner checks that a reported rotation is one the
+    /// host performed). A violation is the engine's `invalid-output`
+    /// failure: quarantine, and the call answers `ok: false`.
+    pub async fn compact_checked(
+        &self,
+        call: &CallOptions,
+        session: &SessionRef,
+        history: &History,
+        params: &CompactParams,
+        host_check: impl FnOnce(&CompactResult) -> Result<(), Violation> + Send,
+    ) -> EngineResult<CompactResult> {
+        let held = Self::holding(call);
+        let call = &held;
+        let projected_session = self.project_session(session);
+        let projected = CompactParams {
+            runtime_settings: self.project_settings(&params.runtime_settings),
+            runtime_context: self.project_context(&params.runtime_context),
+            ..params.clone()
+        };
+        // After a failure this call reports `ok: false` with the engine's
+        // reason; while the engine is quarantined, legacy compacts (it serves
+        // the session's prompts then, so the context it compacts is its own)
+        // and says so.
+        let by_legacy = self.primary_was_wanted() && self.active_primary().is_none();
+        let fallback = self.legacy.compact(call, session, history, params);
+        let result = self
+            .guard(
+                Operation::Compact,
+                Some(session),
+                call,
+                |engine| {
+                    Box::pin(async move {
+                        engine
+                            .compact(call, &projected_session, history, &projected)
+                            .await
+                    })
+                },
+                |result| validate::check_compact(history, result).and_then(|()| host_check(result)),
+                fallback,
+                OnFailure::Answer(|failure| {
+                    CompactResult::failed(format!(
+                        "engine `{}` failed to compact ({}): {}",
+                        failure.engine_id,
+                        failure.kind.as_str(),
+                        failure.message
+                    ))
+                }),
+            )
+            .await?;
+        Ok(if by_legacy {
+            self.compacted_by_legacy(result, session)
+        } else {
+            result
+        })
+    }
+
+    /// The `invalid-output` failure of an answer that broke `violation`;
+    /// `declined` when it broke it only because of the caller's parameters.
+    fn invalid_output(
+        &self,
+        operation: Operation,
+        violation: &Violation,
+        declined: bool,
+    ) -> EngineFailure {
+        let message = if declined {
+            format!(
+                "not held against the engine: the caller's budget is under the {} tokens a minimal answer may need, and {violation}",
+                validate::MIN_ANSWER_BUDGET_TOKENS
+            )
+        } else {
+            violation.to_string()
+        };
+        EngineFailure::new(&self.id, operation, FailureKind::InvalidOutput, message)
+    }
+
+    /// Commits the state writes the selected engine left in the call's
+    /// slot (see [`Self::holding`]) once its answer is accepted; a store that
+    /// refuses them fails the call, as it would have inside the sandbox.
+    async fn commit_held(&self, operation: Operation, options: &CallOptions) -> EngineResult<()> {
+        let Some(writes) = options.held_writes.as_ref().and_then(HeldWrites::take) else {
+            return Ok(());
+        };
+        writes.commit().await.map_err(|message| {
+            EngineFailure::new(&self.id, operation, FailureKind::HostLimit, message)
+        })
+    }
+
+    /// `call` with a slot for the selected engine's state writes, which
+    /// [`Self::guard`] commits only after it accepted the answer.
+    fn holding(call: &CallOptions) -> CallOptions {
+        CallOptions {
+            held_writes: Some(HeldWrites::default()),
+            ..call.clone()
+        }
+    }
+
+    /// Holds against the selected engine an answer the host found broken
+    /// only after using it (a compaction that left its next prompt as it
+    /// was): an `invalid-output` failure of `operation` for `reason` —
+    /// quarantine, one guard event, and `legacy` serves from now on. Only
+    /// an engine serving now and not the host's own can be blamed; answers
+    /// whether it was.
+    pub fn blame(&self, operation: Operation, session: &SessionRef, reason: &str) -> bool {
+        if !self.validates() || self.active_primary().is_none() {
+            return false;
+        }
+        let failure =
+            EngineFailure::new(&self.id, operation, FailureKind::InvalidOutput, reason).sanitized();
+        self.quarantine_engine(&failure);
+        self.note(&failure, Some(session), GuardAction::FellBack);
+        true
     }
 
     /// Whether a plugin was selected (as opposed to `legacy` on purpose).
@@ -589,6 +713,8 @@ impl ContextEngine for GuardedEngine {
         session: &SessionRef,
         history: &History,
     ) -> EngineResult<BootstrapResult> {
+        let held = Self::holding(call);
+        let call = &held;
         let projected = self.project_session(session);
         let fallback = self.legacy.bootstrap(call, session, history);
         self.guard(
@@ -610,6 +736,8 @@ impl ContextEngine for GuardedEngine {
         entry: &MessageEntry,
         is_heartbeat: bool,
     ) -> EngineResult<IngestResult> {
+        let held = Self::holding(call);
+        let call = &held;
         let projected = self.project_session(session);
         let fallback = self.legacy.ingest(call, session, entry, is_heartbeat);
         self.guard(
@@ -633,6 +761,8 @@ impl ContextEngine for GuardedEngine {
         entries: &[MessageEntry],
         is_heartbeat: bool,
     ) -> EngineResult<IngestBatchResult> {
+        let held = Self::holding(call);
+        let call = &held;
         let projected = self.project_session(session);
         let fallback = self
             .legacy
@@ -662,6 +792,8 @@ impl ContextEngine for GuardedEngine {
         history: &History,
         params: &AssembleParams,
     ) -> EngineResult<AssembleResult> {
+        let held = Self::holding(call);
+        let call = &held;
         let projected_session = self.project_session(session);
         let projected = AssembleParams {
             prompt: params
@@ -685,7 +817,7 @@ impl ContextEngine for GuardedEngine {
             },
             |result| {
                 validate::check_assemble(history, result)
-                    .and_then(|()| validate::check_inserts_fit(result, params.token_budget))
+                    .and_then(|()| validate::check_additions_fit(result, params.token_budget))
             },
             fallback,
             OnFailure::Retry,
@@ -700,47 +832,8 @@ impl ContextEngine for GuardedEngine {
         history: &History,
         params: &CompactParams,
     ) -> EngineResult<CompactResult> {
-        let projected_session = self.project_session(session);
-        let projected = CompactParams {
-            runtime_settings: self.project_settings(&params.runtime_settings),
-            runtime_context: self.project_context(&params.runtime_context),
-            ..params.clone()
-        };
-        // After a failure this call reports `ok: false` with the engine's
-        // reason; while the engine is quarantined, legacy compacts (it serves
-        // the session's prompts then, so the context it compacts is its own)
-        // and says so.
-        let by_legacy = self.primary_was_wanted() && self.active_primary().is_none();
-        let fallback = self.legacy.compact(call, session, history, params);
-        let result = self
-            .guard(
-                Operation::Compact,
-                Some(session),
-                call,
-                |engine| {
-                    Box::pin(async move {
-                        engine
-                            .compact(call, &projected_session, history, &projected)
-                            .await
-                    })
-                },
-                |result| validate::check_compact(history, result),
-                fallback,
-                OnFailure::Answer(|failure| {
-                    CompactResult::failed(format!(
-                        "engine `{}` failed to compact ({}): {}",
-                        failure.engine_id,
-                        failure.kind.as_str(),
-                        failure.message
-                    ))
-                }),
-            )
-            .await?;
-        Ok(if by_legacy {
-            self.compacted_by_legacy(result, session)
-        } else {
-            result
-        })
+        self.compact_checked(call, session, history, params, no_check)
+            .await
     }
 
     async fn after_turn(
@@ -750,6 +843,8 @@ impl ContextEngine for GuardedEngine {
         history: &History,
         params: &AfterTurnParams,
     ) -> EngineResult<()> {
+        let held = Self::holding(call);
+        let call = &held;
         let projected_session = self.project_session(session);
         let projected = AfterTurnParams {
             runtime_context: self.project_context(&params.runtime_context),
@@ -783,6 +878,8 @@ impl ContextEngine for GuardedEngine {
         reason: MaintainReason,
         runtime_context: Option<&str>,
     ) -> EngineResult<MaintainResult> {
+        let held = Self::holding(call);
+        let call = &held;
         let projected_session = self.project_session(session);
         let projected = self.project_context(&runtime_context.map(str::to_owned));
         let fallback = self
@@ -817,6 +914,8 @@ impl ContextEngine for GuardedEngine {
         call: &CallOptions,
         spawn: &SubagentSpawn,
     ) -> EngineResult<Option<String>> {
+        let held = Self::holding(call);
+        let call = &held;
         let fallback = self.legacy.prepare_subagent_spawn(call, spawn);
         self.guard(
             Operation::PrepareSubagentSpawn,
@@ -858,6 +957,8 @@ impl ContextEngine for GuardedEngine {
         child_session_key: &str,
         reason: SubagentEndReason,
     ) -> EngineResult<()> {
+        let held = Self::holding(call);
+        let call = &held;
         let fallback = self
             .legacy
             .on_subagent_ended(call, child_session_key, reason);
@@ -880,6 +981,8 @@ impl ContextEngine for GuardedEngine {
     }
 
     async fn tools(&self, call: &CallOptions) -> EngineResult<Vec<EngineTool>> {
+        let held = Self::holding(call);
+        let call = &held;
         // `legacy` offers no tools: a quarantined engine's are withdrawn.
         self.guard(
             Operation::ListTools,
@@ -900,6 +1003,8 @@ impl ContextEngine for GuardedEngine {
         name: &str,
         arguments_json: &str,
     ) -> EngineResult<String> {
+        let held = Self::holding(call);
+        let call = &held;
         let session = &self.project_session(session);
         let unavailable = EngineFailure::new(
             &self.id,

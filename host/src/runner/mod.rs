@@ -45,16 +45,18 @@ pub use self::session::Session;
 pub use self::subagent::{PARENT_FORK_MAX_TOKENS, SpawnOutcome, SubagentPlan, SubagentRequest};
 use crate::contract::engine::{CallOptions, ContextEngine};
 use crate::contract::history::History;
+use crate::contract::text::clip;
 use crate::contract::types::{
     AfterTurnParams, AgentMessage, CompactParams, CompactResult, CompactionTarget, MaintainReason,
     MessageEntry, TurnMaintenanceMode,
 };
+use crate::contract::validate::Violation;
 use crate::engines::guard::GuardedEngine;
 use crate::provider::{
     ModelRequest, Provider, ProviderError, ToolDefinition, ToolExecutor, runs_its_tool_calls,
 };
 use crate::services::compaction::effective_reserve;
-use crate::transcript::{TranscriptError, TranscriptStore};
+use crate::transcript::{Transcript, TranscriptError, TranscriptStore};
 
 /// Most model calls one turn may make (a tool loop that never ends is cut).
 const MAX_MODEL_CALLS_PER_TURN: u32 = 64;
@@ -403,7 +405,10 @@ impl TurnRunner {
             .await?;
         loop {
             let prompt = self.assemble_prompt(session, call).await?;
-            self.close_pending_pass(session, report, prompt.weighted_tokens);
+            if self.close_pending_pass(session, report, prompt.weighted_tokens) {
+                // The engine was blamed for its compaction: legacy assembles.
+                continue;
+            }
             let request = ModelRequest {
                 system_prompt: &prompt.system_prompt,
                 messages: &prompt.messages,
@@ -468,14 +473,30 @@ impl TurnRunner {
     ) -> Result<CompactResult, TurnError> {
         session.commit()?;
         let history = session.history();
+        let transcript = session.transcript().clone();
+        let leaf_before = transcript.leaf_id();
+        let owns_compaction = self.engine.info().owns_compaction;
         let result = self
             .engine
-            .compact(call, session.session_ref(), &history, params)
+            .compact_checked(call, session.session_ref(), &history, params, |result| {
+                performed_rotation(&transcript, result)?;
+                if result.compacted
+                    && !owns_compaction
+                    && transcript.successor().is_none()
+                    && transcript.leaf_id() == leaf_before
+                {
+                    return Err(Violation::NothingCompacted);
+                }
+                Ok(())
+            })
             .await?;
+        // A rotation the host performed during the call (a delegated
+        // compaction) is followed whatever the engine answered afterwards,
+        // or the session would append to the file that refuses appends.
+        session.reload(&self.transcripts)?;
         if result.compacted {
             report.compactions += 1;
             session.projection = None;
-            session.reload(&self.transcripts, result.rotated_session.as_ref())?;
             let history = session.history();
             self.engine
                 .maintain(
@@ -552,7 +573,7 @@ impl TurnRunner {
             .after_turn(call, session.session_ref(), &history, &params)
             .await?;
         // The engine may have compacted on its own in after-turn.
-        session.reload(&self.transcripts, None)?;
+        session.reload(&self.transcripts)?;
 
         let history = session.history();
         let session_ref = session.session_ref().clone();
@@ -606,6 +627,22 @@ impl TurnProgress {
             .sum()
     }
 }
+
+/// Whether the rotation a `compact` answer reports is the one the host
+/// performed on `transcript` during the call (its own record of it), if it
+/// reports one: an engine may pass on the rotation of a compaction it
+/// delegated, never name a file of its choosing.
+fn performed_rotation(transcript: &Transcript, result: &CompactResult) -> Result<(), Violation> {
+    match &result.rotated_session {
+        Some(claimed) if transcript.successor().as_ref() != Some(claimed) => Err(
+            Violation::UnperformedRotation(clip(&claimed.session_file, MAX_CLAIMED_PATH_CHARS)),
+        ),
+        _ => Ok(()),
+    }
+}
+
+/// The most characters of an engine-claimed path a violation repeats.
+const MAX_CLAIMED_PATH_CHARS: usize = 256;
 
 /// Entries of `history` before the turn's new messages (`inputs`, then
 /// `answers`). They are the context's tail, but a compaction during the turn

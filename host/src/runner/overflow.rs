@@ -29,10 +29,12 @@ use super::runtime_settings::{Attempt, CompactionTrigger, compaction_context};
 use super::tool_results::Reducible;
 use super::{Session, TurnError, TurnReport, TurnRunner};
 use crate::contract::engine::{CallOptions, ContextEngine};
+use crate::contract::failure::Operation;
 use crate::contract::types::{
     AgentMessage, CompactParams, CompactResult, CompactionTarget, StopReason,
 };
 use crate::provider::overflow;
+use crate::services::compaction::PassYield;
 #[cfg(doc)]
 use crate::services::compaction::ProgressGuard;
 
@@ -173,6 +175,7 @@ impl TurnRunner {
         report.overflow_retries += 1;
         let why;
         if recovery.take_overflow_attempt() {
+            let engine_was_serving = self.engine.serving_selected();
             let result = self
                 .recovery_compaction(
                     session,
@@ -184,6 +187,13 @@ impl TurnRunner {
                     Measured::Prompt(weighted_tokens),
                 )
                 .await?;
+            // A compaction that broke the contract quarantined the engine:
+            // its failure, not the turn's. `legacy` serves from here, so
+            // the model is asked again with legacy's prompt (and a refusal
+            // of that is recovered from legacy's way).
+            if !result.ok && engine_was_serving && !self.engine.serving_selected() {
+                return Ok(());
+            }
             // The turn ends as a compaction failure only if the last
             // compaction failed.
             recovery.compaction_failure = if result.ok {
@@ -395,17 +405,45 @@ impl TurnRunner {
     }
 
     /// Measures a pending engine compaction against the prompt just
-    /// assembled (`weighted_tokens`, weighted).
+    /// assembled (`weighted_tokens`, weighted). An owner's compaction shows
+    /// in its next prompt: one that left it as it was (under 5% saved) or
+    /// still over the prompt budget did not do what it claimed, and is held
+    /// against the engine (quarantine; `legacy` serves from now on). Answers
+    /// whether it was, so the caller assembles again.
     pub(super) fn close_pending_pass(
         &self,
         session: &mut Session,
         report: &mut TurnReport,
         weighted_tokens: u64,
-    ) {
-        if let Some(pending) = session.pending_pass.take() {
-            let tokens_after = session.calibration.apply(weighted_tokens);
-            self.record_pass(session, report, pending, tokens_after, true);
+    ) -> bool {
+        let Some(pending) = session.pending_pass.take() else {
+            return false;
+        };
+        let tokens_after = session.calibration.apply(weighted_tokens);
+        let budget = self.config.prompt_budget();
+        let broken = if PassYield::of(pending.tokens_before, tokens_after, budget)
+            == PassYield::NoProgress
+        {
+            Some(format!(
+                "its compaction changed nothing: its next prompt is ~{tokens_after} tokens, against ~{} before it",
+                pending.tokens_before
+            ))
+        } else if tokens_after > budget {
+            Some(format!(
+                "after its own compaction its next prompt is ~{tokens_after} tokens, still over the prompt budget of {budget}"
+            ))
+        } else {
+            None
+        };
+        if let Some(reason) = broken
+            && self
+                .engine
+                .blame(Operation::Compact, session.session_ref(), &reason)
+        {
+            return true;
         }
+        self.record_pass(session, report, pending, tokens_after, true);
+        false
     }
 
     /// The size of what `measured` names, as the model would count it.

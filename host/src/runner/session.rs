@@ -10,7 +10,7 @@ use super::overflow::PendingPass;
 use super::pressure::Calibration;
 use super::prompt::Projection;
 use crate::contract::history::History;
-use crate::contract::types::{AgentMessage, MessageEntry, RotatedSession, SessionRef};
+use crate::contract::types::{AgentMessage, MessageEntry, SessionRef};
 use crate::services::compaction::{self, ProgressGuard};
 use crate::transcript::{Transcript, TranscriptError, TranscriptStore};
 
@@ -161,17 +161,12 @@ impl Session {
         self.calls.contains(id)
     }
 
-    /// Follows a rotation into `rotated` (or the transcript's own record of
-    /// one) and forgets prompt state built from a context that is gone: the
-    /// old file's, or one a compaction in place (e.g. the engine's own, in
-    /// `after-turn`) rewrote.
-    pub(super) fn reload(
-        &mut self,
-        store: &TranscriptStore,
-        rotated: Option<&RotatedSession>,
-    ) -> Result<(), TranscriptError> {
-        let successor = rotated.cloned().or_else(|| self.transcript.successor());
-        if let Some(next) = successor {
+    /// Follows a rotation the host performed (the transcript's own record of
+    /// one; an engine's answer never chooses the file) and forgets prompt
+    /// state built from a context that is gone: the old file's, or one a
+    /// compaction in place (e.g. the engine's own, in `after-turn`) rewrote.
+    pub(super) fn reload(&mut self, store: &TranscriptStore) -> Result<(), TranscriptError> {
+        if let Some(next) = self.transcript.successor() {
             self.transcript = store.open(std::path::Path::new(&next.session_file))?;
             self.session_ref = SessionRef {
                 session_key: self.session_ref.session_key.take(),

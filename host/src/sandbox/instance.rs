@@ -4,19 +4,22 @@
 
 use std::sync::Arc;
 
+use async_trait::async_trait;
 use wasmtime::component::Resource;
 use wasmtime::{Store, UpdateDeadline};
 
 use super::bindings::{EngineExports, EngineExportsPre};
 use super::call::{self, CallClock, CallState, Request, Response};
 use super::classify::classify;
+use super::config::SandboxConfig;
 use super::convert;
 use super::history_resource::HistoryHandle;
 use super::pool::{DisposalFailures, PoolTicket};
 use super::store::StoreState;
 use super::wire_size;
-use crate::contract::engine::CallOptions;
+use crate::contract::engine::{CallOptions, HeldWrites, PendingWrites};
 use crate::contract::failure::{EngineFailure, FailureKind, Operation};
+use crate::contract::services::HostServices;
 use crate::contract::text::{MAX_ENGINE_TEXT_BYTES, untrusted_line};
 
 /// How a call on a live instance failed.
@@ -219,9 +222,13 @@ impl Live {
                         format!("the answer is {bytes} bytes, over the {limit} byte limit"),
                     )));
                 }
-                // Durable before the answer is used; a call that failed
-                // above never gets here and its writes are dropped.
-                if let Err(message) = commit_state(&mut self.store).await {
+                // Left for the caller to commit once it accepts the answer
+                // (the guard, after validating it), or else durable before
+                // the answer is used; a call that failed above never gets
+                // here and its writes are dropped.
+                if let Some(slot) = &options.held_writes {
+                    hold_state(&mut self.store, slot, &config);
+                } else if let Err(message) = commit_state(&mut self.store).await {
                     return Err(CallError::Answered(self.failure(
                         operation,
                         FailureKind::HostLimit,
@@ -289,6 +296,38 @@ async fn commit_state(store: &mut Store<StoreState>) -> Result<(), String> {
         .commit_state(state.call.service_call(&state.engine_id))
         .await
         .map_err(|error| format!("the call's state writes could not be committed: {error}"))
+}
+
+/// Moves the state writes the call in `store` left pending into `slot`, for
+/// whoever accepts the answer to commit ([`HeldWrites`]).
+fn hold_state(store: &mut Store<StoreState>, slot: &HeldWrites, config: &SandboxConfig) {
+    if !store.data().call.has_writes() {
+        return;
+    }
+    let state = store.data_mut();
+    let call = std::mem::replace(&mut state.call, CallState::instantiation(config));
+    slot.hold(Box::new(HeldCall {
+        services: state.services.clone(),
+        engine_id: state.engine_id.clone(),
+        call,
+    }));
+}
+
+/// A call's state writes, held until its answer is accepted.
+struct HeldCall {
+    services: Arc<dyn HostServices>,
+    engine_id: Arc<str>,
+    call: CallState,
+}
+
+#[async_trait]
+impl PendingWrites for HeldCall {
+    async fn commit(self: Box<Self>) -> Result<(), String> {
+        self.services
+            .commit_state(self.call.service_call(&self.engine_id))
+            .await
+            .map_err(|error| format!("the call's state writes could not be committed: {error}"))
+    }
 }
 
 /// Gives the next call its fuel and arms its deadline check, just before it

@@ -1,14 +1,15 @@
 //! Durable, idempotent turn commits: OpenClaw may retry a turn's
 //! `commitTurn` with the same advancement key after a crash, and the second
-//! time must hear `duplicate`. One row per key, written before the engine
-//! hears of the turn: the [`TurnCommits`] trait, with an SQLite file in the
+//! time must hear `duplicate`. One row per session and key (a key is the
+//! client's, unique within its session only: another session's turn with
+//! the same key is its own), written before the engine hears of the turn: the [`TurnCommits`] trait, with an SQLite file in the
 //! data directory ([`CommitStore`]) as the embedded implementation and the
 //! shared PostgreSQL database (`PostgresCommits`) for many hosts.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -34,8 +35,9 @@ pub enum CommitError {
 /// Where turn commits are kept.
 pub trait TurnCommits: Send + Sync {
     /// Records the turn `key` of `session_id` with its `messages`, once:
-    /// `Duplicate` when the key is already recorded (whatever the messages),
-    /// by this host or any other sharing the store.
+    /// `Duplicate` when the session already recorded the key (whatever the
+    /// messages), by this host or any other sharing the store. Keys are
+    /// scoped by session: the same key in another session is another turn.
     fn commit(
         &self,
         key: &str,
@@ -43,8 +45,8 @@ pub trait TurnCommits: Send + Sync {
         messages: &[Value],
     ) -> Result<CommitStatus, CommitError>;
 
-    /// The session and message count recorded for `key`, if any.
-    fn get(&self, key: &str) -> Result<Option<(String, u64)>, CommitError>;
+    /// The message count recorded for the turn `key` of `session_id`, if any.
+    fn get(&self, session_id: &str, key: &str) -> Result<Option<u64>, CommitError>;
 
     /// How many turns of `session_id` are recorded.
     fn count(&self, session_id: &str) -> Result<u64, CommitError>;
@@ -57,9 +59,9 @@ pub trait TurnCommits: Send + Sync {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum CommitStatus {
-    /// First time for this key: recorded.
+    /// First time for this key in this session: recorded.
     Committed,
-    /// The key was committed before: nothing done.
+    /// The session committed the key before: nothing done.
     Duplicate,
 }
 
@@ -76,21 +78,15 @@ impl CommitStore {
             path: path.to_owned(),
             source,
         };
-        let connection = Connection::open(path).map_err(fail)?;
+        let mut connection = Connection::open(path).map_err(fail)?;
         connection
             .execute_batch(
                 "PRAGMA journal_mode = WAL;
                  PRAGMA synchronous = FULL;
-                 PRAGMA busy_timeout = 5000;
-                 CREATE TABLE IF NOT EXISTS turn_commits (
-                     advancement_key TEXT PRIMARY KEY,
-                     session_id      TEXT NOT NULL,
-                     message_count   INTEGER NOT NULL,
-                     messages_json   TEXT NOT NULL,
-                     committed_at_ms INTEGER NOT NULL
-                 );",
+                 PRAGMA busy_timeout = 5000;",
             )
             .map_err(fail)?;
+        migrate(&mut connection).map_err(fail)?;
         Ok(Self {
             path: path.to_owned(),
             connection: Mutex::new(connection),
@@ -111,9 +107,49 @@ impl CommitStore {
     }
 }
 
+/// The layout of the database, in `PRAGMA user_version`: 2 keys commits by
+/// session and key; 1 (and 0, the files written before it was numbered)
+/// keyed them by key alone, across sessions.
+const SCHEMA_VERSION: i64 = 2;
+
+/// Creates the table, or brings a database of an older layout to the current
+/// one (its rows kept, in commit order), in one transaction.
+fn migrate(connection: &mut Connection) -> rusqlite::Result<()> {
+    let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let version: i64 = transaction.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+    if version >= SCHEMA_VERSION {
+        return Ok(());
+    }
+    transaction.execute_batch(
+        "CREATE TABLE turn_commits_by_session (
+             session_id      TEXT NOT NULL,
+             advancement_key TEXT NOT NULL,
+             message_count   INTEGER NOT NULL,
+             messages_json   TEXT NOT NULL,
+             committed_at_ms INTEGER NOT NULL,
+             PRIMARY KEY (session_id, advancement_key)
+         );",
+    )?;
+    let old_layout: bool = transaction.query_row(
+        "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'turn_commits'",
+        [],
+        |row| row.get(0),
+    )?;
+    if old_layout {
+        transaction.execute_batch(
+            "INSERT INTO turn_commits_by_session
+                 (session_id, advancement_key, message_count, messages_json, committed_at_ms)
+                 SELECT session_id, advancement_key, message_count, messages_json, committed_at_ms
+                 FROM turn_commits ORDER BY rowid;
+             DROP TABLE turn_commits;",
+        )?;
+    }
+    transaction.execute_batch("ALTER TABLE turn_commits_by_session RENAME TO turn_commits;")?;
+    transaction.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    transaction.commit()
+}
+
 impl TurnCommits for CommitStore {
-    /// Records the turn `key` of `session_id` with its `messages`, once:
-    /// `Duplicate` when the key is already recorded (whatever the messages).
     fn commit(
         &self,
         key: &str,
@@ -138,25 +174,19 @@ impl TurnCommits for CommitStore {
         })
     }
 
-    /// The session and message count recorded for `key`, if any.
-    fn get(&self, key: &str) -> Result<Option<(String, u64)>, CommitError> {
+    fn get(&self, session_id: &str, key: &str) -> Result<Option<u64>, CommitError> {
         let connection = self.connection();
         connection
             .query_row(
-                "SELECT session_id, message_count FROM turn_commits WHERE advancement_key = ?1",
-                params![key],
-                |row| {
-                    Ok((
-                        row.get::<_, String>(0)?,
-                        row.get::<_, i64>(1)?.max(0) as u64,
-                    ))
-                },
+                "SELECT message_count FROM turn_commits
+                 WHERE session_id = ?1 AND advancement_key = ?2",
+                params![session_id, key],
+                |row| Ok(row.get::<_, i64>(0)?.max(0) as u64),
             )
             .optional()
             .map_err(|source| self.error(source))
     }
 
-    /// How many turns of `session_id` are recorded.
     fn count(&self, session_id: &str) -> Result<u64, CommitError> {
         let connection = self.connection();
         connection
@@ -176,11 +206,10 @@ impl TurnCommits for CommitStore {
                 "SELECT advancement_key FROM turn_commits WHERE session_id = ?1 ORDER BY rowid",
             )
             .map_err(|source| self.error(source))?;
-        let keys = statement
+        statement
             .query_map(params![session_id], |row| row.get::<_, String>(0))
             .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
-            .map_err(|source| self.error(source));
-        keys
+            .map_err(|source| self.error(source))
     }
 }
 
@@ -208,7 +237,66 @@ mod tests {
             store.commit("k1", "s", &messages).expect("answers"),
             CommitStatus::Duplicate
         );
-        assert_eq!(store.get("k1").expect("reads"), Some(("s".into(), 1)));
+        assert_eq!(store.get("s", "k1").expect("reads"), Some(1));
         assert_eq!(store.count("s").expect("counts"), 1);
+    }
+
+    #[test]
+    fn a_key_is_scoped_by_its_session() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = CommitStore::open(&dir.path().join(COMMITS_FILE)).expect("opens");
+        let turn = [serde_json::json!({"role": "user", "content": "hi"})];
+        for session in ["a", "b"] {
+            assert_eq!(
+                store.commit("turn-1", session, &turn).expect("commits"),
+                CommitStatus::Committed,
+                "session {session}"
+            );
+        }
+        assert_eq!(
+            store.commit("turn-1", "b", &turn).expect("answers"),
+            CommitStatus::Duplicate
+        );
+        assert_eq!(store.keys("a").expect("lists"), ["turn-1"]);
+        assert_eq!(store.keys("b").expect("lists"), ["turn-1"]);
+    }
+
+    #[test]
+    fn a_store_keyed_across_sessions_is_migrated_with_its_rows() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join(COMMITS_FILE);
+        // The layout before commits were scoped by session (no user_version).
+        let old = Connection::open(&path).expect("opens");
+        old.execute_batch(
+            "CREATE TABLE turn_commits (
+                 advancement_key TEXT PRIMARY KEY,
+                 session_id      TEXT NOT NULL,
+                 message_count   INTEGER NOT NULL,
+                 messages_json   TEXT NOT NULL,
+                 committed_at_ms INTEGER NOT NULL
+             );
+             INSERT INTO turn_commits VALUES ('z', 'a', 2, '[]', 1), ('k', 'a', 1, '[]', 2);",
+        )
+        .expect("old layout");
+        drop(old);
+        let store = CommitStore::open(&path).expect("migrates");
+        assert_eq!(
+            store.keys("a").expect("lists"),
+            ["z", "k"],
+            "commit order kept"
+        );
+        assert_eq!(store.get("a", "z").expect("reads"), Some(2));
+        assert_eq!(
+            store.commit("k", "a", &[]).expect("answers"),
+            CommitStatus::Duplicate,
+            "a migrated key is still a duplicate in its session"
+        );
+        assert_eq!(
+            store.commit("k", "b", &[]).expect("commits"),
+            CommitStatus::Committed,
+            "and free in another"
+        );
+        drop(store);
+        CommitStore::open(&path).expect("a migrated store opens again");
     }
 }

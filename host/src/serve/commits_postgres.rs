@@ -1,6 +1,7 @@
 //! [`PostgresCommits`]: turn commits in the shared PostgreSQL database. The
-//! advancement key is the primary key, so a turn retried on another host
-//! after a failover is answered `duplicate` there too.
+//! session and advancement key are the primary key, so a turn retried on
+//! another host after a failover is answered `duplicate` there too, and
+//! another session's turn with the same key is its own.
 
 use std::sync::Arc;
 
@@ -40,7 +41,7 @@ impl TurnCommits for PostgresCommits {
                     "INSERT INTO ctxbox_turn_commits
                          (advancement_key, session_id, message_count, messages_json, committed_at_ms)
                      VALUES ($1, $2, $3, $4, $5)
-                     ON CONFLICT (advancement_key) DO NOTHING",
+                     ON CONFLICT (session_id, advancement_key) DO NOTHING",
                     &[&key, &session_id, &count, &json, &now],
                 )
                 .await
@@ -53,17 +54,18 @@ impl TurnCommits for PostgresCommits {
         })
     }
 
-    fn get(&self, key: &str) -> Result<Option<(String, u64)>, CommitError> {
-        let (key, postgres) = (key.to_owned(), self.postgres.clone());
+    fn get(&self, session_id: &str, key: &str) -> Result<Option<u64>, CommitError> {
+        let (session_id, key, postgres) =
+            (session_id.to_owned(), key.to_owned(), self.postgres.clone());
         self.postgres.run(move |client| async move {
             client
                 .query_opt(
-                    "SELECT session_id, message_count FROM ctxbox_turn_commits
-                     WHERE advancement_key = $1",
-                    &[&key],
+                    "SELECT message_count FROM ctxbox_turn_commits
+                     WHERE session_id = $1 AND advancement_key = $2",
+                    &[&session_id, &key],
                 )
                 .await
-                .map(|row| row.map(|row| (row.get(0), row.get::<_, i64>(1).max(0) as u64)))
+                .map(|row| row.map(|row| row.get::<_, i64>(0).max(0) as u64))
                 .map_err(|error| postgres.query_error("read a turn commit", &error).into())
         })
     }

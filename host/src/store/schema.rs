@@ -85,6 +85,12 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX ctxbox_index_documents_text
         ON ctxbox_index_documents USING gin (text gin_trgm_ops);
     "#,
+    // 3: turn commits keyed by session and advancement key (a key is unique
+    // within its session only); existing rows keep their keys and order.
+    r#"
+    ALTER TABLE ctxbox_turn_commits DROP CONSTRAINT ctxbox_turn_commits_pkey;
+    ALTER TABLE ctxbox_turn_commits ADD PRIMARY KEY (session_id, advancement_key);
+    "#,
 ];
 
 /// Brings the database to [`SCHEMA_VERSION`].

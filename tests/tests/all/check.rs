@@ -56,6 +56,19 @@ async fn keep_recent_passes_every_check() {
         report.engine.as_ref().map(|info| info.id.as_str()),
         Some("keep-recent")
     );
+    // Its omission note does not fit a 20-token budget: reported, and said
+    // to be the caller's budget, not a failure of the engine.
+    let tiny = report.get("assemble: tiny budget").expect("probed");
+    assert_eq!(tiny.outcome, Outcome::Warn, "{}", verdict::text(&report));
+    assert!(tiny.got.contains("the caller's budget"), "{}", tiny.got);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_engine_whose_additions_no_budget_holds_fails_the_check() {
+    let report = check(guests::PROMPT_STUFFER).await;
+    assert!(!report.passed());
+    let half = failed(&report, "assemble: half the history");
+    assert!(half.got.contains("system-prompt addition"), "{}", half.got);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,6 +9,7 @@ mod compare_report;
 mod engine_powers;
 mod example_engines;
 mod fuzz_corpus;
+mod hardening;
 mod host_services;
 mod hostile;
 mod keep_recent;

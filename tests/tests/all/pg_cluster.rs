@@ -81,6 +81,30 @@ fn create(test: &str, options: &str) -> Option<String> {
     Some(cluster.url(&name))
 }
 
+/// Runs `sql` with `psql` in the database at `url` (one made by
+/// [`database`]); panics if it fails.
+pub fn psql(url: &str, sql: &str) {
+    let cluster = CLUSTER
+        .get()
+        .and_then(|cluster| cluster.as_ref().ok())
+        .expect("a database was made on the test cluster");
+    let database = url.rsplit('/').next().expect("a database in the URL");
+    let status = cluster
+        .command("psql")
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &cluster.port.to_string(),
+            "-U",
+            "ctxbox",
+        ])
+        .args(["-d", database, "-q", "-v", "ON_ERROR_STOP=1", "-c", sql])
+        .status()
+        .expect("psql runs");
+    assert!(status.success(), "psql failed: {sql}");
+}
+
 impl Cluster {
     fn url(&self, database: &str) -> String {
         format!("postgres://ctxbox@127.0.0.1:{}/{database}", self.port)

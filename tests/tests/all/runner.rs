@@ -518,10 +518,14 @@ pub(crate) fn harness_sized(
     );
     let quarantine =
         Arc::new(QuarantineStore::open(&dir.path().join("q.sqlite3"), None).expect("quarantine"));
+    // The spy is trusted like the host's own engines: its scripted answers
+    // are shorthand (a `compacted()` that wrote nothing to the transcript),
+    // which the guard refuses from a plugin (`hardening`); here the runner's
+    // own rules (overflow recovery, the progress guard) are under test.
     let engine = Arc::new(GuardedEngine::new(
         Selected {
             id: "spy".into(),
-            owner: Owner::Plugin("test".into()),
+            owner: Owner::Core,
             fingerprint: None,
         },
         spy,

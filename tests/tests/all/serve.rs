@@ -368,6 +368,33 @@ async fn a_turn_commits_once_even_across_a_restart() {
     restarted.stop().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_advancement_key_in_two_sessions_commits_both_turns() {
+    // Keys are the client's, unique within a session: a second session
+    // using the same key (a per-session turn counter, say) commits its own
+    // turn instead of hearing `duplicate` and losing it.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut client = Client::greeted(dir.path(), 10_000, Some("keep-recent")).await;
+    for session in ["a", "b"] {
+        let commit = json!({"sessionId": session, "advancementKey": "turn-1",
+                            "messages": conversation(1)});
+        let answer = client.result("commitTurn", commit).await;
+        assert_eq!(
+            (&answer["status"], &answer["length"]),
+            (&json!("committed"), &json!(2)),
+            "session {session}: {answer}"
+        );
+    }
+    let again = client
+        .result(
+            "commitTurn",
+            json!({"sessionId": "b", "advancementKey": "turn-1", "messages": conversation(1)}),
+        )
+        .await;
+    assert_eq!(again["status"], "duplicate", "still once per session");
+    client.stop().await;
+}
+
 /// Loads `engine` with a generous deadline (a debug build compiles slowly).
 pub(crate) async fn load(client: &mut Client, engine: &str) {
     let id = client.next_id;

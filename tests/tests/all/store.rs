@@ -557,19 +557,63 @@ fn a_turn_commits_once_for_every_host() {
                 "{name}"
             );
         }
-        assert_eq!(
-            host_b.get("s:1").expect("reads"),
-            Some(("s".to_owned(), 2)),
-            "{name}"
-        );
+        assert_eq!(host_b.get("s", "s:1").expect("reads"), Some(2), "{name}");
         assert_eq!(host_b.count("s").expect("counts"), 3, "{name}");
         assert_eq!(
             host_b.keys("s").expect("lists"),
             ["s:0", "s:1", "s:2"],
             "{name}: commit order"
         );
-        assert_eq!(host_a.get("nope").expect("reads"), None, "{name}");
+        assert_eq!(host_a.get("s", "nope").expect("reads"), None, "{name}");
+        assert_eq!(
+            host_a.get("other", "s:1").expect("reads"),
+            None,
+            "{name}: another session's key"
+        );
+        assert_eq!(
+            host_b.commit("s:1", "other", &messages).expect("commits"),
+            CommitStatus::Committed,
+            "{name}: the same key in another session is another turn"
+        );
+        assert_eq!(host_a.keys("s").expect("lists").len(), 3, "{name}");
     }
+}
+
+#[test]
+fn turn_commits_of_the_first_schema_are_migrated_to_keys_scoped_by_session() {
+    let Some(url) = pg_cluster::database("turn_commits_of_the_first_schema") else {
+        return;
+    };
+    // Schema version 1's turn-commit table, with a commit in it.
+    pg_cluster::psql(
+        &url,
+        "CREATE TABLE ctxbox_schema (version INTEGER PRIMARY KEY,
+                                     applied_at TIMESTAMPTZ NOT NULL DEFAULT now());
+         INSERT INTO ctxbox_schema (version) VALUES (1);
+         CREATE TABLE ctxbox_turn_commits (
+             advancement_key TEXT PRIMARY KEY,
+             seq             BIGSERIAL NOT NULL UNIQUE,
+             session_id      TEXT NOT NULL,
+             message_count   BIGINT NOT NULL,
+             messages_json   TEXT NOT NULL,
+             committed_at_ms BIGINT NOT NULL
+         );
+         INSERT INTO ctxbox_turn_commits
+             (advancement_key, session_id, message_count, messages_json, committed_at_ms)
+             VALUES ('turn-1', 'a', 2, '[]', 1);",
+    );
+    let commits = PostgresCommits::new(Backend::connect(&url));
+    assert_eq!(commits.get("a", "turn-1").expect("reads"), Some(2), "kept");
+    assert_eq!(
+        commits.commit("turn-1", "a", &[]).expect("answers"),
+        CommitStatus::Duplicate
+    );
+    assert_eq!(
+        commits.commit("turn-1", "b", &[]).expect("commits"),
+        CommitStatus::Committed,
+        "the same key in another session"
+    );
+    assert_eq!(commits.keys("b").expect("lists"), ["turn-1"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
