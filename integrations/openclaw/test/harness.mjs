@@ -294,6 +294,29 @@ export class OpenClaw {
     const result = await run(CTXBOX_BIN, ["health", "--json", "--data-dir", this.dataDir]);
     return { status: result.status, records: JSON.parse(result.stdout) };
   }
+
+  /**
+   * How the live sidecar's calls of `engine`'s `operation` ended, by
+   * outcome (`ctxbox health --serving --json`), once `ready(outcomes)`
+   * holds: the sidecar writes its figures every five seconds, so this
+   * waits up to `timeoutMs` for them.
+   */
+  async callOutcomes(engine, operation, ready, timeoutMs = 30_000) {
+    const deadline = Date.now() + timeoutMs;
+    let outcomes = {};
+    for (;;) {
+      const result = await run(CTXBOX_BIN, ["health", "--serving", "--json", "--data-dir", this.dataDir]);
+      outcomes = {};
+      for (const process of JSON.parse(result.stdout || "[]")) {
+        for (const figures of process.engineCalls ?? []) {
+          if (figures.engine !== engine || figures.name !== operation) continue;
+          for (const [outcome, count] of Object.entries(figures.outcomes)) outcomes[outcome] = (outcomes[outcome] ?? 0) + count;
+        }
+      }
+      if (ready(outcomes) || Date.now() > deadline) return outcomes;
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+    }
+  }
 }
 
 /** The text of every message of a chat-completions request, one string each. */
