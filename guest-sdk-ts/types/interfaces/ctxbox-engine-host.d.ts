@@ -114,20 +114,26 @@ declare module 'ctxbox:engine/host@0.1.0' {
   export function complete(request: CompletionRequest): Completion;
   /**
    * Indexes a document (replacing one with the same id in its scope).
-   * Writes are batched like `state-set`: the call sees them at once, other
-   * calls once it has answered, and a call that fails leaves none. Text,
-   * metadata and the index's overhead count against the engine's state
-   * quota (`quota-exceeded`). (Added within contract 0.1.)
+   * Writes are batched like `state-set`: they become durable and
+   * searchable together when the call has answered (before the answer is
+   * used), and a call that fails leaves none. Text, metadata and the
+   * index's overhead count against the engine's state quota, the one
+   * `state-set` uses, pending writes of both kinds included
+   * (`quota-exceeded`). (Added within contract 0.1.)
    */
   export function indexPut(scope: IndexScope, document: IndexDocument): void;
   /**
-   * Removes a document; answers whether it existed.
+   * Removes a document; answers whether it existed, counting the call's
+   * own pending puts and deletes. Batched like `index-put`.
    */
   export function indexDelete(scope: IndexScope, id: string): boolean;
   /**
    * Searches the engine's documents, ranked, with snippets and paging. An
    * engine reaches only its own documents (named by the id it is
-   * registered under).
+   * registered under). A search sees committed documents only: the
+   * call's own `index-put`s and `index-delete`s become visible when it
+   * commits, to the calls after it. A query out of its limits answers
+   * `invalid-argument`, naming the rule it breaks.
    */
   export function indexSearch(query: IndexQuery): IndexPage;
   export type MessageEntry = import('ctxbox:engine/types@0.1.0').MessageEntry;
