@@ -1,7 +1,8 @@
 //! The host the checker runs engines against: the real services (native
 //! compaction, summarizer, transcripts, state store) with what a check needs
-//! on top: every progress report is timestamped, the summarizer can be paced
-//! (each summary takes a set time, like a model would) so that a compaction
+//! on top: every progress report is timestamped, the summarizer and the
+//! model can be paced (each summary or completion takes a set time, like a
+//! model would) so that a compaction
 //! lasts long enough to need progress and an abort lands in the middle of
 //! it (the real `summarize` returns as soon as the caller aborts, so an
 //! engine waiting on it is never blamed for the host's wait).
@@ -18,6 +19,8 @@ use crate::contract::services::{
     HostServices, ProgressSink, ServiceCall, ServiceError, TranscriptDelta,
 };
 use crate::contract::types::{CompactParams, CompactResult};
+use crate::provider::completion::{CompletionContext, CompletionError, ModelCompletions};
+use crate::services::completions::ExtractiveCompletions;
 use crate::services::native::NativeServices;
 use crate::services::summarize::{
     ExtractiveSummarizer, SummarizeError, Summarizer, SummaryRequest,
@@ -65,6 +68,46 @@ impl Summarizer for PacedSummarizer {
             tokio::time::sleep_until(until.into()).await;
         }
         ExtractiveSummarizer.summarize(request).await
+    }
+}
+
+/// The offline extractive model, slowed to the checker's [`Pace`] like the
+/// summarizer, so an engine that summarizes through `host.complete` (as
+/// `lossless` does) compacts as slowly as one using `host.summarize`. A
+/// caller's abort ends the wait at once, as it ends a real model call.
+#[derive(Debug)]
+pub(crate) struct PacedCompletions {
+    pace: Arc<Pace>,
+}
+
+impl PacedCompletions {
+    pub(crate) fn new(pace: Arc<Pace>) -> Self {
+        Self { pace }
+    }
+}
+
+#[async_trait]
+impl ModelCompletions for PacedCompletions {
+    fn id(&self) -> &str {
+        "extractive-paced"
+    }
+
+    async fn complete(
+        &self,
+        context: CompletionContext<'_>,
+        request: &CompletionRequest,
+    ) -> Result<Completion, CompletionError> {
+        let pace = self.pace.get();
+        if !pace.is_zero() {
+            let until = (Instant::now() + pace).min(context.deadline);
+            tokio::select! {
+                () = tokio::time::sleep_until(until.into()) => {}
+                () = context.abort.cancelled() => {
+                    return Err(CompletionError::Aborted("the caller aborted".into()));
+                }
+            }
+        }
+        ExtractiveCompletions.complete(context, request).await
     }
 }
 
@@ -190,7 +233,13 @@ impl HostServices for CheckServices {
         call: ServiceCall<'_>,
         request: &CompletionRequest,
     ) -> Result<Completion, ServiceError> {
-        self.inner.complete(call, request).await
+        let answer = self.inner.complete(call, request).await;
+        // An answer re-arms a compaction's watchdog (`sandbox::powers`):
+        // the judge counts it as the progress it is.
+        if answer.is_ok() {
+            self.note_progress();
+        }
+        answer
     }
 
     async fn index_put(

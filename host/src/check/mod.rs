@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use self::host::{CheckServices, Pace, PacedSummarizer};
+use self::host::{CheckServices, Pace, PacedCompletions, PacedSummarizer};
 use self::judge::Finding;
 pub use self::report::{CallTime, CheckReport, CheckResult, LimitsProbe, Outcome, Tally};
 use crate::contract::engine::ContextEngine;
@@ -42,7 +42,7 @@ use crate::contract::history::History;
 use crate::contract::types::{AgentMessage, MessageEntry, SessionRef};
 use crate::sandbox::{Sandbox, SandboxConfig};
 use crate::services::compaction::{CompactionConfig, Compactor};
-use crate::services::completions::{CompletionLimits, Completions, ExtractiveCompletions};
+use crate::services::completions::{CompletionLimits, Completions};
 use crate::services::native::NativeServices;
 use crate::services::state::{StateConfig, StateStore};
 use crate::transcript::{NewSession, Transcript, TranscriptStore};
@@ -160,10 +160,10 @@ impl Checker {
         })
         .map_err(|error| setup(&error))?;
         let answer_limit_bytes = sandbox.config().max_output_kib.saturating_mul(1024);
-        // The checker's model: offline extractive answers, under the default
-        // budgets.
+        // The checker's model: offline extractive answers, paced like the
+        // summarizer, under the default budgets.
         let completions = Arc::new(Completions::new(
-            Arc::new(ExtractiveCompletions),
+            Arc::new(PacedCompletions::new(pace.clone())),
             CompletionLimits::default(),
         ));
         Ok(Self {

@@ -580,24 +580,19 @@ fn a_turn_commits_once_for_every_host() {
 }
 
 #[test]
-fn turn_commits_of_the_first_schema_are_migrated_to_keys_scoped_by_session() {
-    let Some(url) = pg_cluster::database("turn_commits_of_the_first_schema") else {
+fn turn_commits_keyed_across_sessions_are_migrated_to_keys_scoped_by_session() {
+    let Some(url) = pg_cluster::database("turn_commits_keyed_across_sessions") else {
         return;
     };
-    // Schema version 1's turn-commit table, with a commit in it.
+    // The schema as it was before migration 3 (a key unique across
+    // sessions), with a commit in it: migrated to the newest, then the turn
+    // commits' key taken back.
+    drop(Backend::connect(&url));
     pg_cluster::psql(
         &url,
-        "CREATE TABLE ctxbox_schema (version INTEGER PRIMARY KEY,
-                                     applied_at TIMESTAMPTZ NOT NULL DEFAULT now());
-         INSERT INTO ctxbox_schema (version) VALUES (1);
-         CREATE TABLE ctxbox_turn_commits (
-             advancement_key TEXT PRIMARY KEY,
-             seq             BIGSERIAL NOT NULL UNIQUE,
-             session_id      TEXT NOT NULL,
-             message_count   BIGINT NOT NULL,
-             messages_json   TEXT NOT NULL,
-             committed_at_ms BIGINT NOT NULL
-         );
+        "ALTER TABLE ctxbox_turn_commits DROP CONSTRAINT ctxbox_turn_commits_pkey;
+         ALTER TABLE ctxbox_turn_commits ADD PRIMARY KEY (advancement_key);
+         DELETE FROM ctxbox_schema WHERE version >= 3;
          INSERT INTO ctxbox_turn_commits
              (advancement_key, session_id, message_count, messages_json, committed_at_ms)
              VALUES ('turn-1', 'a', 2, '[]', 1);",
