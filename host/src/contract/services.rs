@@ -363,9 +363,7 @@ impl MemoryServices {
         self.completions.load(Ordering::SeqCst)
     }
 
-    fn documents(
-        &self,
-    ) -> MutexGuard<'_, BTreeMap<DocumentKey, IndexDocument>> {
+    fn documents(&self) -> MutexGuard<'_, BTreeMap<DocumentKey, IndexDocument>> {
         self.documents
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

@@ -521,24 +521,40 @@ mod tests {
     #[test]
     fn a_failure_that_keeps_repeating_grows_to_the_cap_and_keeps_its_reason() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let store =
-            QuarantineStore::open(&dir.path().join("q.sqlite3"), Some(Duration::from_secs(300)))
-                .expect("open");
+        let store = QuarantineStore::open(
+            &dir.path().join("q.sqlite3"),
+            Some(Duration::from_secs(300)),
+        )
+        .expect("open");
         let mut last = None;
         for attempt in 0..12 {
-            let message = if attempt == 0 { "first reason" } else { "later" };
+            let message = if attempt == 0 {
+                "first reason"
+            } else {
+                "later"
+            };
             last = Some(
                 store
-                    .record("plugin:x", None, &failure("x", FailureKind::Timeout, message))
+                    .record(
+                        "plugin:x",
+                        None,
+                        &failure("x", FailureKind::Timeout, message),
+                    )
                     .expect("record"),
             );
         }
         let record = last.expect("recorded");
         assert_eq!(record.failures, 12);
-        assert_eq!(record.reason, "first reason", "the first failure is the record");
+        assert_eq!(
+            record.reason, "first reason",
+            "the first failure is the record"
+        );
         let delay = record.retry_at_ms.expect("still retried") - now_ms();
         let cap = MAX_BACKOFF.as_millis() as i64;
-        assert!(delay <= cap && delay > cap - 5_000, "capped at six hours: {delay}");
+        assert!(
+            delay <= cap && delay > cap - 5_000,
+            "capped at six hours: {delay}"
+        );
     }
 
     #[test]

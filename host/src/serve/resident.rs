@@ -81,9 +81,7 @@ impl ResidentSessions {
             engines: Vec::new(),
         });
         resident.last_used = now;
-        resident
-            .engines
-            .retain(|known| known.strong_count() > 0);
+        resident.engines.retain(|known| known.strong_count() > 0);
         if !resident
             .engines
             .iter()
@@ -131,9 +129,8 @@ impl ResidentSessions {
     /// How often [`Self::release_idle`] is worth calling: a quarter of the
     /// idle limit, between one second and half a minute.
     pub fn sweep_interval(&self) -> Option<Duration> {
-        self.idle_limit.map(|limit| {
-            (limit / 4).clamp(Duration::from_secs(1), Duration::from_secs(30))
-        })
+        self.idle_limit
+            .map(|limit| (limit / 4).clamp(Duration::from_secs(1), Duration::from_secs(30)))
     }
 
     /// Forgets the session `id`; whether it was held.
@@ -216,9 +213,6 @@ mod tests {
         assert!(sessions.release_idle(Instant::now()).is_empty());
         let later = Instant::now() + Duration::from_secs(61);
         assert_eq!(sessions.release_idle(later).len(), 1);
-        assert_eq!(
-            sessions.sweep_interval(),
-            Some(Duration::from_secs(15))
-        );
+        assert_eq!(sessions.sweep_interval(), Some(Duration::from_secs(15)));
     }
 }

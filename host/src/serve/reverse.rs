@@ -170,7 +170,8 @@ impl ReverseCalls {
                 self.forget(&id);
                 // Best effort: a client that reads nothing misses it.
                 if let Some(outbox) = self.outbox() {
-                    let cancel = json!({"id": Value::Null, "method": "cancel", "params": {"target": id}});
+                    let cancel =
+                        json!({"id": Value::Null, "method": "cancel", "params": {"target": id}});
                     let _ = outbox.try_send(cancel.to_string());
                 }
                 Err(error)

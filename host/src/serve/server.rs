@@ -101,21 +101,25 @@ where
             break;
         }
         if buffer.len() > MAX_LINE_BYTES {
-            let _ = answers.send(error_line(
-                Value::Null,
-                ErrorCode::ParseError,
-                format!("a request line is longer than {MAX_LINE_BYTES} bytes"),
-            )).await;
+            let _ = answers
+                .send(error_line(
+                    Value::Null,
+                    ErrorCode::ParseError,
+                    format!("a request line is longer than {MAX_LINE_BYTES} bytes"),
+                ))
+                .await;
             // Skip the rest of the oversized line.
             skip_line(&mut input).await?;
             continue;
         }
         let Ok(line) = std::str::from_utf8(&buffer) else {
-            let _ = answers.send(error_line(
-                Value::Null,
-                ErrorCode::ParseError,
-                "the line is not UTF-8".into(),
-            )).await;
+            let _ = answers
+                .send(error_line(
+                    Value::Null,
+                    ErrorCode::ParseError,
+                    "the line is not UTF-8".into(),
+                ))
+                .await;
             continue;
         };
         let line = line.trim();
@@ -142,40 +146,50 @@ where
             .contains_key(&request.id.to_string());
         if busy {
             let key = request.id.to_string();
-            let _ = answers.send(error_line(
-                request.id,
-                ErrorCode::DuplicateId,
-                format!("request {key} is still running; use a new id"),
-            )).await;
+            let _ = answers
+                .send(error_line(
+                    request.id,
+                    ErrorCode::DuplicateId,
+                    format!("request {key} is still running; use a new id"),
+                ))
+                .await;
             continue;
         }
         if request.deadline_ms == Some(0) {
-            let _ = answers.send(error_line(
-                request.id,
-                ErrorCode::InvalidParams,
-                "`deadlineMs` must be at least 1".into(),
-            )).await;
+            let _ = answers
+                .send(error_line(
+                    request.id,
+                    ErrorCode::InvalidParams,
+                    "`deadlineMs` must be at least 1".into(),
+                ))
+                .await;
             continue;
         }
         match request.method.as_str() {
             "hello" => {
                 let outcome = hello(&service, &request, &reverse);
                 greeted |= outcome.is_ok();
-                let _ = answers.send(Response::to(request.id, outcome).to_line()).await;
+                let _ = answers
+                    .send(Response::to(request.id, outcome).to_line())
+                    .await;
             }
             _ if !greeted => {
-                let _ = answers.send(error_line(
-                    request.id,
-                    ErrorCode::HandshakeRequired,
-                    format!(
-                        "send `hello` with \"protocol\": {PROTOCOL_VERSION} (or 1) before `{}`",
-                        request.method
-                    ),
-                )).await;
+                let _ = answers
+                    .send(error_line(
+                        request.id,
+                        ErrorCode::HandshakeRequired,
+                        format!(
+                            "send `hello` with \"protocol\": {PROTOCOL_VERSION} (or 1) before `{}`",
+                            request.method
+                        ),
+                    ))
+                    .await;
             }
             "cancel" => {
                 let outcome = cancel(&in_flight, &request);
-                let _ = answers.send(Response::to(request.id, outcome).to_line()).await;
+                let _ = answers
+                    .send(Response::to(request.id, outcome).to_line())
+                    .await;
             }
             _ => {
                 let key = request.id.to_string();
@@ -200,11 +214,13 @@ where
                     duplicate
                 };
                 if duplicate {
-                    let _ = answers.send(error_line(
-                        request.id,
-                        ErrorCode::DuplicateId,
-                        format!("request {key} is still running; use a new id"),
-                    )).await;
+                    let _ = answers
+                        .send(error_line(
+                            request.id,
+                            ErrorCode::DuplicateId,
+                            format!("request {key} is still running; use a new id"),
+                        ))
+                        .await;
                     continue;
                 }
                 let deadline = deadline(&service, &request);
@@ -221,7 +237,9 @@ where
                         .remove(&key);
                     // The slot is held until the answer is queued: a client
                     // that stops reading holds at most maxInFlight answers.
-                    let _ = answers.send(Response::to(request.id, outcome).to_line()).await;
+                    let _ = answers
+                        .send(Response::to(request.id, outcome).to_line())
+                        .await;
                     drop(slot);
                 });
             }

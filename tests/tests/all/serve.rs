@@ -72,7 +72,11 @@ impl Client {
         }
     }
 
-    pub(crate) async fn greeted(data_dir: &Path, call_timeout_ms: u64, engine: Option<&str>) -> Self {
+    pub(crate) async fn greeted(
+        data_dir: &Path,
+        call_timeout_ms: u64,
+        engine: Option<&str>,
+    ) -> Self {
         let mut client = Self::start(data_dir, call_timeout_ms, engine);
         let hello = client.call("hello", json!({"protocol": 1})).await;
         assert_eq!(hello["result"]["protocol"], 1, "{hello}");
@@ -234,7 +238,9 @@ async fn the_handshake_comes_first_and_bad_requests_are_named() {
     let health = client.result("health", json!({})).await;
     assert_eq!(health["quarantined"], json!([]));
     // `info` speaks the protocol's camelCase, as clients read it.
-    let info = client.result("info", json!({"engine": "keep-recent"})).await;
+    let info = client
+        .result("info", json!({"engine": "keep-recent"}))
+        .await;
     assert_eq!(info["info"]["ownsCompaction"], false, "{info}");
     assert_eq!(info["info"]["id"], "keep-recent", "{info}");
     client.stop().await;

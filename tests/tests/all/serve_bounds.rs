@@ -78,7 +78,9 @@ async fn a_session_given_up_over_the_bound_comes_back_with_the_same_prompt() {
     }
     // c's instance came, a's went.
     let health = health_until(&mut client, "a's instance closed", |health| {
-        health["warmInstances"].as_u64().is_some_and(|now| now <= warm)
+        health["warmInstances"]
+            .as_u64()
+            .is_some_and(|now| now <= warm)
     })
     .await;
     assert_eq!(health["sessions"], 2, "{health}");
@@ -154,7 +156,10 @@ async fn a_client_that_stops_reading_stops_the_server_reading() {
     })
     .await
     .is_err();
-    assert!(stalled, "the server read all {REQUESTS} requests of a client that reads nothing");
+    assert!(
+        stalled,
+        "the server read all {REQUESTS} requests of a client that reads nothing"
+    );
     assert!(sent < REQUESTS, "{sent}");
     // Once the client reads again every request it wrote is answered:
     // served, or refused by name while maxInFlight answers waited.
@@ -184,7 +189,10 @@ async fn requests_beyond_max_in_flight_are_refused_and_reverse_answers_still_lan
         1 << 20,
     );
     client
-        .call("hello", json!({"protocol": 2, "capabilities": ["complete"]}))
+        .call(
+            "hello",
+            json!({"protocol": 2, "capabilities": ["complete"]}),
+        )
         .await;
     load(&mut client, guests::POWERS_PROBE).await;
     let waiting = client

@@ -8,9 +8,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ctxbox_host::engines::bundled;
 use ctxbox_host::runtime::Runtime;
 use ctxbox_host::runtime::config::Config;
-use ctxbox_host::engines::bundled;
 use ctxbox_host::serve::{Service, serve};
 use serde_json::{Value, json};
 use tokio::io::BufReader;
@@ -46,7 +46,10 @@ pub async fn rows(options: &Options, rows: &mut Vec<Row>) -> anyhow::Result<()> 
     let connection = Connection::open(client);
     answered(
         connection
-            .call("hello", json!({"protocol": 2, "capabilities": ["complete"]}))
+            .call(
+                "hello",
+                json!({"protocol": 2, "capabilities": ["complete"]}),
+            )
             .await?,
     )?;
     let runs = options.runs(RUNS);
@@ -59,11 +62,17 @@ pub async fn rows(options: &Options, rows: &mut Vec<Row>) -> anyhow::Result<()> 
     };
     let plain = time(&connection, runs, "assemble", assemble("idle"), |_| Ok(())).await?;
     let reverse_before = connection.reverse_answered();
-    let completing = time(&connection, runs, "assemble", assemble("complete 1"), |result| {
-        let note = result["messages"][0].to_string();
-        anyhow::ensure!(note.contains("completed=1"), "no completion: {note}");
-        Ok(())
-    })
+    let completing = time(
+        &connection,
+        runs,
+        "assemble",
+        assemble("complete 1"),
+        |result| {
+            let note = result["messages"][0].to_string();
+            anyhow::ensure!(note.contains("completed=1"), "no completion: {note}");
+            Ok(())
+        },
+    )
     .await?;
     anyhow::ensure!(
         connection.reverse_answered() - reverse_before >= runs as u64,
@@ -94,7 +103,8 @@ pub async fn rows(options: &Options, rows: &mut Vec<Row>) -> anyhow::Result<()> 
     })
     .await?;
     rows.push(Row {
-        what: "engine tool call round trip (`callTool` of an echoing tool, through the guard)".into(),
+        what: "engine tool call round trip (`callTool` of an echoing tool, through the guard)"
+            .into(),
         figure: format!(
             "{} per call ({} − {} for `health`, which reaches no engine); {}",
             human(tool.median.saturating_sub(baseline.median)),

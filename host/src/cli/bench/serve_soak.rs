@@ -39,7 +39,10 @@ pub async fn rows(options: &Options, rows: &mut Vec<Row>) -> anyhow::Result<()> 
         ..Config::default()
     };
     let bounds = config.serve.clone();
-    let service = Arc::new(Service::new(Runtime::new(config)?, Some("keep-recent".into()))?);
+    let service = Arc::new(Service::new(
+        Runtime::new(config)?,
+        Some("keep-recent".into()),
+    )?);
     let (client, server) = tokio::io::duplex(1 << 20);
     let (server_read, server_write) = tokio::io::split(server);
     let serving = tokio::spawn(serve(service, BufReader::new(server_read), server_write));
@@ -212,9 +215,7 @@ async fn turn(connection: &Connection, session: &mut ClientSession) -> anyhow::R
         "content": format!("question {number} of {}: {}", session.id, "word ".repeat(80)),
         "timestamp": number * 10,
     }));
-    let assemble = |sync: Value| {
-        json!({"sessionId": session.id, "tokenBudget": 4_000, "answer": "ranges", "sync": sync})
-    };
+    let assemble = |sync: Value| json!({"sessionId": session.id, "tokenBudget": 4_000, "answer": "ranges", "sync": sync});
     let mut answer = connection
         .call(
             "assemble",
@@ -243,7 +244,10 @@ async fn turn(connection: &Connection, session: &mut ClientSession) -> anyhow::R
                    "messages": [reply]}),
         )
         .await?;
-    anyhow::ensure!(committed["error"].is_null(), "commitTurn failed: {committed}");
+    anyhow::ensure!(
+        committed["error"].is_null(),
+        "commitTurn failed: {committed}"
+    );
     session.messages.push(reply);
     session.turns += 1;
     Ok(resent)

@@ -225,7 +225,10 @@ impl Timings {
             samples.sort_unstable();
             let at = |share: f64| {
                 samples
-                    .get(((samples.len() as f64 * share) as usize).min(samples.len().saturating_sub(1)))
+                    .get(
+                        ((samples.len() as f64 * share) as usize)
+                            .min(samples.len().saturating_sub(1)),
+                    )
                     .copied()
                     .unwrap_or_default()
             };
