@@ -58,7 +58,12 @@ export function reportProgress(): void {
   raw.reportProgress();
 }
 
-/** Whether the caller has cancelled the current call: return early if so. */
+/**
+ * Whether to stop now: the caller has cancelled the current call, or its
+ * deadline is near (`sandbox.deadlineNoticeMs` before it). Return early, with
+ * what you have or an error: an engine that stops within the notice is never
+ * quarantined for it. `summarize` and `complete` end when the notice begins.
+ */
 export function aborted(): boolean {
   return raw.aborted();
 }

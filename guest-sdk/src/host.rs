@@ -12,7 +12,7 @@
 //! fn summarize_chunks(session: &SessionRef, chunks: &[String]) -> Result<bool, EngineError> {
 //!     for (index, chunk) in chunks.iter().enumerate() {
 //!         if host::aborted() {
-//!             return Ok(false); // the caller gave up: stop, report nothing done
+//!             return Ok(false); // the caller gave up, or time is nearly up: stop
 //!         }
 //!         let summary = host::summarize(chunk, Some("Keep decisions and file paths."), 500)?;
 //!         let key = format!("{}/summary/{index:08}", session.session_id);
@@ -59,7 +59,11 @@ pub fn report_progress() {
     raw::report_progress();
 }
 
-/// Whether the caller has cancelled the current call: return early if so.
+/// Whether to stop now: the caller has cancelled the current call, or its
+/// deadline is near (`sandbox.deadlineNoticeMs` before it). Return early,
+/// with what you have or an error: an engine that stops within the notice
+/// is never quarantined for it. `summarize` and `complete` end when the
+/// notice begins.
 pub fn aborted() -> bool {
     raw::aborted()
 }

@@ -39,9 +39,15 @@ declare module 'ctxbox:engine/host@0.1.0' {
    */
   export function reportProgress(): void;
   /**
-   * Whether the caller has cancelled the current call. An engine doing long
-   * work should check it and return early; the host interrupts the engine
-   * shortly after an abort either way.
+   * Whether the engine should stop now: the caller has cancelled the current
+   * call, or the call's deadline is near (`sandbox.deadlineNoticeMs`
+   * before it, 1 s by default, at most a quarter of the call's time). An
+   * engine doing long work should check it and return early, with what it
+   * has or an error; one that returns within the notice stopped in time and
+   * is never quarantined for it (its call is served by the host's `legacy`
+   * instead). The host interrupts the engine shortly after an abort, and at
+   * the deadline, either way. Host services the engine waits on
+   * (`summarize`, `complete`) end when the notice begins.
    */
   export function aborted(): boolean;
   /**

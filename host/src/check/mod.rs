@@ -37,7 +37,7 @@ use self::host::{CheckServices, Pace, PacedCompletions, PacedSummarizer};
 use self::judge::Finding;
 pub use self::report::{CallTime, CheckReport, CheckResult, LimitsProbe, Outcome, Tally};
 use crate::contract::engine::ContextEngine;
-use crate::contract::failure::{EngineFailure, Operation};
+use crate::contract::failure::{EngineFailure, FailureKind, Operation};
 use crate::contract::history::History;
 use crate::contract::types::{AgentMessage, MessageEntry, SessionRef};
 use crate::sandbox::{Sandbox, SandboxConfig};
@@ -346,8 +346,14 @@ fn failure_text(failure: EngineFailure) -> String {
     if let Some(gist) = stderr_gist(&failure.stderr_tail) {
         text.push_str(&format!(" (stderr: {gist})"));
     }
+    if failure.kind == FailureKind::Timeout {
+        text.push_str(DEADLINE_HINT);
+    }
     text
 }
+
+/// What a timed-out engine could have done: the cooperative deadline.
+const DEADLINE_HINT: &str = " (hint: `host.aborted()` turns true `sandbox.deadlineNoticeMs` before the deadline; an engine that checks it during long work and returns then is never quarantined for it)";
 
 /// The telling part of a guest's stderr: a Rust panic's location and
 /// message, else its last line (Rust's backtrace hint left out).
@@ -372,6 +378,16 @@ fn stderr_gist(tail: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    use crate::contract::failure::{EngineFailure, FailureKind, Operation};
+
+    #[test]
+    fn a_timeout_tells_the_author_about_the_deadline_notice() {
+        let timeout = EngineFailure::new("x", Operation::Assemble, FailureKind::Timeout, "slow");
+        assert!(super::failure_text(timeout).contains("host.aborted()"));
+        let panic = EngineFailure::new("x", Operation::Assemble, FailureKind::Panic, "boom");
+        assert!(!super::failure_text(panic).contains("host.aborted()"));
+    }
+
     #[test]
     fn the_stderr_gist_is_the_panic_and_its_message() {
         let tail = "starting\nthread '<unnamed>' panicked at src/lib.rs:19:13:\nfifth call\nnote: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n";

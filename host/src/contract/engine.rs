@@ -2,6 +2,7 @@
 //! sandboxed (ARCHITECTURE.md §3). Nothing above it knows which kind it is talking to.
 
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
@@ -30,6 +31,10 @@ pub struct CallOptions {
     /// the answer (the guard's validation); `None`: committed as the call
     /// answers.
     pub held_writes: Option<HeldWrites>,
+    /// The compaction window of the agent the call serves
+    /// (`agents.list[].compaction.timeoutSeconds`) for `compact` and
+    /// `after-turn`; `None`: the host's (`agents.defaults`).
+    pub compaction_window: Option<Duration>,
 }
 
 impl CallOptions {
@@ -39,6 +44,12 @@ impl CallOptions {
             abort,
             ..Self::default()
         }
+    }
+
+    /// These options, for an agent whose compaction window is `window`.
+    pub fn compacting_within(mut self, window: Option<Duration>) -> Self {
+        self.compaction_window = window;
+        self
     }
 
     /// These options, serving the embedding host's request `id`.

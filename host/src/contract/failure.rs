@@ -100,6 +100,10 @@ pub enum FailureKind {
     InvalidOutput,
     /// The caller cancelled the call.
     Aborted,
+    /// The engine answered an error within its deadline notice (after
+    /// `host.aborted()` turned true because the call's time was nearly up):
+    /// it stopped in time, as asked. Never quarantines.
+    StoppedAtDeadline,
     /// The engine answered with an `engine-error`.
     EngineError,
     /// Any other trap (bad memory access, division by zero, …).
@@ -124,6 +128,7 @@ impl FailureKind {
             Self::HostLimit => "host-limit",
             Self::InvalidOutput => "invalid-output",
             Self::Aborted => "aborted",
+            Self::StoppedAtDeadline => "stopped-at-deadline",
             Self::EngineError => "engine-error",
             Self::Trap => "trap",
             Self::Load => "load",

@@ -80,7 +80,8 @@ pub struct ServiceCall<'a> {
     pub session: Option<&'a SessionRef>,
     /// The history passed to the engine call, if any.
     pub history: Option<&'a History>,
-    /// When the engine call's time runs out.
+    /// When the service must be done: the engine call's deadline less its
+    /// deadline notice, so the engine has the notice to answer in.
     pub deadline: Instant,
     /// Cancelled when the engine call's caller gives up: long services
     /// (compaction, summarizing) stop early.

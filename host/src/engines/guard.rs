@@ -80,6 +80,10 @@ pub enum GuardAction {
     /// was served by `legacy` (reported, in strict mode), nothing
     /// quarantined.
     Declined,
+    /// The engine stopped within its deadline notice, as `host.aborted()`
+    /// asked, without an answer: the call was served by `legacy`
+    /// (reported, for `compact` and in strict mode), nothing quarantined.
+    Stopped,
 }
 
 impl GuardAction {
@@ -92,6 +96,7 @@ impl GuardAction {
             Self::Overloaded => "overloaded",
             Self::Recovered => "recovered",
             Self::Declined => "declined",
+            Self::Stopped => "stopped",
         }
     }
 }
@@ -385,6 +390,10 @@ impl GuardedEngine {
             return (Err(failure), CallOutcome::Aborted);
         }
         let overloaded = failure.kind == FailureKind::Overloaded;
+        // An engine that stopped because the host said its time was nearly
+        // up did what it was asked: its call is served elsewhere, and it
+        // keeps serving.
+        let stopped = failure.kind == FailureKind::StoppedAtDeadline;
         // A `compact` the engine itself refuses (an `engine-error`) is an
         // answer, as in the reference: reported, and the next compaction
         // asks the engine again. Its code failing (trap, limits, a bad
@@ -393,10 +402,11 @@ impl GuardedEngine {
         // failed tool.
         let refused = matches!(operation, Operation::Compact | Operation::CallTool)
             && failure.kind == FailureKind::EngineError;
-        if !overloaded && !refused && !declined {
+        if !overloaded && !refused && !declined && !stopped {
             self.quarantine_engine(&failure);
         }
         let action = match (&on_failure, self.policy.strict) {
+            _ if stopped => GuardAction::Stopped,
             (OnFailure::Retry, false) if overloaded => GuardAction::Overloaded,
             (OnFailure::Retry, false) if declined => GuardAction::Declined,
             (OnFailure::Retry, false) => GuardAction::FellBack,
@@ -407,7 +417,10 @@ impl GuardedEngine {
             CallOutcome::FellBack
         } else if refused {
             CallOutcome::Refused
-        } else if failure.kind == FailureKind::Timeout {
+        } else if matches!(
+            failure.kind,
+            FailureKind::Timeout | FailureKind::StoppedAtDeadline
+        ) {
             CallOutcome::Deadline
         } else {
             CallOutcome::Quarantined

@@ -116,7 +116,13 @@ impl ContextEngine for LegacyEngine {
     ) -> EngineResult<CompactResult> {
         match self
             .compactor
-            .compact_session(session, params, &NoProgress, &call.abort)
+            .compact_session(
+                session,
+                params,
+                &NoProgress,
+                &call.abort,
+                call.compaction_window,
+            )
             .await
         {
             Ok(result) => Ok(result),

@@ -87,6 +87,7 @@ pub async fn run_load(
         system_prompt: "load".into(),
         model: None,
         tools: Vec::new(),
+        compaction_window: None,
     };
     let started = Instant::now();
     let mut tasks = Vec::with_capacity(plan.sessions);

@@ -33,6 +33,7 @@ mod tool_results;
 
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
@@ -79,6 +80,9 @@ pub struct RunnerConfig {
     pub model: Option<String>,
     /// Tools the model may call.
     pub tools: Vec<String>,
+    /// The agent's compaction window (`compaction.timeoutSeconds`) for the
+    /// engine's `compact` and `after-turn`; `None`: the host's.
+    pub compaction_window: Option<Duration>,
 }
 
 impl RunnerConfig {
@@ -164,6 +168,11 @@ impl TurnRunner {
     /// The configuration.
     pub fn config(&self) -> &RunnerConfig {
         &self.config
+    }
+
+    /// Options for the engine calls of one turn the caller may `abort`.
+    fn call_options(&self, abort: &CancellationToken) -> CallOptions {
+        CallOptions::with_abort(abort.clone()).compacting_within(self.config.compaction_window)
     }
 
     /// Runs one turn: `inputs` (extension messages, then the user's message)
@@ -266,7 +275,7 @@ impl TurnRunner {
         abort: &CancellationToken,
         progress: &mut TurnProgress,
     ) -> Result<(), TurnError> {
-        let call = CallOptions::with_abort(abort.clone());
+        let call = self.call_options(abort);
         // The last turn's background maintenance ends before the engine hears
         // of this one.
         session.wait_for_maintenance().await;
@@ -530,7 +539,7 @@ impl TurnRunner {
         };
         let mut report = TurnReport::new(session.turns_run());
         session.wait_for_maintenance().await;
-        let call = CallOptions::with_abort(abort.clone());
+        let call = self.call_options(abort);
         // A manual pass is never stopped by the progress guard, and one that
         // frees the context counts as effective (an engine's own
         // compaction is not measured: its prompt is not assembled here).

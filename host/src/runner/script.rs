@@ -5,7 +5,6 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use super::{Session, TurnProgress, TurnReport, TurnRunner};
-use crate::contract::engine::CallOptions;
 use crate::contract::failure::FailureKind;
 use crate::contract::tokens;
 use crate::engines::guard::{GuardAction, GuardEvent};
@@ -237,7 +236,7 @@ impl TurnRunner {
         let rest = replay.take_rest();
         self.append_recorded(session, &rest, progress)?;
         progress.report.messages_appended = progress.inputs.len() + progress.answers.len();
-        let call = CallOptions::with_abort(abort.clone());
+        let call = self.call_options(abort);
         if let Err(error) = self
             .finish_turn(session, &call, &progress.inputs, &progress.answers)
             .await

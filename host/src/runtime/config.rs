@@ -244,6 +244,15 @@ pub struct AgentCompaction {
     pub enabled: Option<bool>,
     /// Overrides `agents.defaults.compaction.reserveTokens`.
     pub reserve_tokens: Option<u64>,
+    /// Overrides `agents.defaults.compaction.timeoutSeconds` for this agent's
+    /// compactions (the native compactor's window and an engine's `compact`
+    /// and `after-turn` watchdog). Resolved as the defaults' key is; a value
+    /// that means nothing leaves the defaults' window.
+    #[serde(
+        default,
+        deserialize_with = "crate::services::compaction::agent_timeout_seconds"
+    )]
+    pub timeout_seconds: Option<u64>,
 }
 
 /// The settings of one agent: `agents.defaults` with its `agents.list[]`
@@ -264,6 +273,8 @@ pub struct AgentSettings {
     pub compaction_enabled: bool,
     /// Tokens kept free for the answer.
     pub reserve_tokens: u64,
+    /// One compaction window, seconds.
+    pub compaction_timeout_seconds: u64,
 }
 
 /// The agent id used when none is configured or named.
@@ -502,6 +513,9 @@ impl Config {
             reserve_tokens: entry
                 .and_then(|entry| entry.compaction.reserve_tokens)
                 .unwrap_or(defaults.compaction.reserve_tokens),
+            compaction_timeout_seconds: entry
+                .and_then(|entry| entry.compaction.timeout_seconds)
+                .unwrap_or(defaults.compaction.timeout_seconds),
         }
     }
 
@@ -530,6 +544,7 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::services::compaction::MAX_TIMEOUT_SECONDS;
 
     #[test]
     fn reads_the_reference_keys() {
@@ -623,14 +638,48 @@ mod tests {
     }
 
     #[test]
-    fn invalid_compaction_timeouts_fall_back_to_the_default() {
-        for value in ["0", "-5", "\"soon\"", "1.5"] {
+    fn compaction_timeouts_resolve_as_the_reference_does() {
+        // Floored to whole seconds; what leaves none means the default.
+        for (value, seconds) in [
+            ("0", 180),
+            ("-5", 180),
+            ("\"soon\"", 180),
+            ("0.5", 180),
+            ("-0.5", 180),
+            ("1.5", 1),
+            ("2.99", 2),
+            ("30", 30),
+            ("1e12", MAX_TIMEOUT_SECONDS),
+        ] {
             let config = Config::parse(&format!(
                 "[agents.defaults.compaction]\ntimeoutSeconds = {value}\n"
             ))
             .unwrap_or_else(|error| panic!("{value}: {error:?}"));
-            assert_eq!(config.sandbox.compaction_timeout_seconds, 180, "{value}");
+            assert_eq!(
+                config.sandbox.compaction_timeout_seconds, seconds,
+                "{value}"
+            );
+            assert_eq!(config.default_agent().compaction_timeout_seconds, seconds);
         }
+    }
+
+    #[test]
+    fn an_agent_may_have_its_own_compaction_timeout() {
+        let config = Config::parse(
+            "[agents.defaults.compaction]\ntimeoutSeconds = 60\n\
+             [[agents.list]]\nid = \"fast\"\ncompaction = { timeoutSeconds = 5.9 }\n\
+             [[agents.list]]\nid = \"odd\"\ncompaction = { timeoutSeconds = -1 }\n\
+             [[agents.list]]\nid = \"plain\"\n",
+        )
+        .expect("valid");
+        let window = |id: &str| config.agent(id).expect(id).compaction_timeout_seconds;
+        assert_eq!(window("fast"), 5);
+        assert_eq!(
+            window("odd"),
+            60,
+            "a value that means nothing keeps the defaults'"
+        );
+        assert_eq!(window("plain"), 60);
     }
 
     #[test]

@@ -281,6 +281,9 @@ impl Runtime {
                 system_prompt: REPLAY_SYSTEM_PROMPT.to_owned(),
                 model: agent.model.clone(),
                 tools,
+                compaction_window: Some(std::time::Duration::from_secs(
+                    agent.compaction_timeout_seconds,
+                )),
             },
         )
     }

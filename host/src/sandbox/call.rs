@@ -158,6 +158,9 @@ pub(crate) struct CallClock {
     abort_deadline: AtomicU64,
     /// For compaction: one window, re-armed by progress up to `ceiling`.
     watchdog: Option<Watchdog>,
+    /// How long before the deadline the engine is told to stop
+    /// (`host.aborted()`), nanoseconds.
+    notice: u64,
 }
 
 struct Watchdog {
@@ -166,11 +169,16 @@ struct Watchdog {
 }
 
 impl CallClock {
-    /// The clock of one call of `operation` under `config`.
-    pub(crate) fn start(operation: Operation, config: &SandboxConfig) -> Self {
+    /// The clock of one call of `operation` under `config`; a compaction's
+    /// window is `window` when the caller's agent has its own.
+    pub(crate) fn start(
+        operation: Operation,
+        config: &SandboxConfig,
+        window: Option<Duration>,
+    ) -> Self {
         let origin = Instant::now();
         let (timeout, watchdog) = if operation.may_compact() {
-            let window = config.compaction_window();
+            let window = window.unwrap_or_else(|| config.compaction_window());
             let ceiling = window.saturating_mul(config.compaction_max_windows);
             (
                 window,
@@ -189,6 +197,7 @@ impl CallClock {
             deadline: AtomicU64::new(nanos(timeout)),
             abort_deadline: AtomicU64::new(u64::MAX),
             watchdog,
+            notice: nanos(config.deadline_notice(timeout)),
         }
     }
 
@@ -199,6 +208,19 @@ impl CallClock {
     /// When the call's time runs out (ignoring abort).
     pub(crate) fn deadline(&self) -> Instant {
         self.origin + Duration::from_nanos(self.deadline.load(Ordering::Relaxed))
+    }
+
+    /// When the engine is told to stop (`host.aborted()` turns true): the
+    /// deadline less the notice. Host services the engine waits on end by
+    /// then, so it has the notice to answer in.
+    pub(crate) fn notice_at(&self) -> Instant {
+        self.deadline() - Duration::from_nanos(self.notice)
+    }
+
+    /// Whether the call is within its deadline notice: an engine that
+    /// stops now and answers stopped in time.
+    pub(crate) fn near_deadline(&self) -> bool {
+        self.now().saturating_add(self.notice) >= self.deadline.load(Ordering::Relaxed)
     }
 
     /// Progress: the watchdog gets one more window, never past its ceiling.
@@ -300,7 +322,7 @@ impl CallState {
             engine_id,
             session: self.session.as_ref(),
             history: self.history.as_ref(),
-            deadline: self.clock.deadline(),
+            deadline: self.clock.notice_at(),
             abort: &self.abort,
             state: &self.state,
             index: &self.index,
@@ -321,7 +343,7 @@ impl CallState {
             Operation::Load,
             None,
             None,
-            Arc::new(CallClock::start(Operation::Load, config)),
+            Arc::new(CallClock::start(Operation::Load, config, None)),
             CancellationToken::new(),
         )
     }
@@ -367,7 +389,7 @@ mod tests {
 
     #[test]
     fn progress_rearms_compaction_up_to_the_ceiling() {
-        let clock = CallClock::start(Operation::Compact, &config(10, 1, 3));
+        let clock = CallClock::start(Operation::Compact, &config(10, 1, 3), None);
         let first = clock.deadline();
         std::thread::sleep(Duration::from_millis(5));
         clock.progress();
@@ -380,7 +402,7 @@ mod tests {
 
     #[test]
     fn after_turn_runs_under_the_compaction_watchdog() {
-        let clock = CallClock::start(Operation::AfterTurn, &config(10, 1, 3));
+        let clock = CallClock::start(Operation::AfterTurn, &config(10, 1, 3), None);
         assert!(clock.deadline() >= clock.origin + Duration::from_millis(900));
         let fuel = config(10, 1, 3).fuel_for(Operation::AfterTurn);
         assert_eq!(fuel, SandboxConfig::default().fuel_per_compaction);
@@ -388,20 +410,42 @@ mod tests {
 
     #[test]
     fn progress_does_not_extend_ordinary_calls() {
-        let clock = CallClock::start(Operation::Assemble, &config(50, 1, 3));
+        let clock = CallClock::start(Operation::Assemble, &config(50, 1, 3), None);
         let deadline = clock.deadline();
         clock.progress();
         assert_eq!(clock.deadline(), deadline);
     }
 
     #[test]
+    fn an_agent_window_replaces_the_hosts_for_compaction_only() {
+        let config = config(10_000, 180, 3);
+        let clock = CallClock::start(Operation::Compact, &config, Some(Duration::from_secs(2)));
+        assert!(clock.deadline() <= clock.origin + Duration::from_secs(2));
+        let clock = CallClock::start(Operation::Assemble, &config, Some(Duration::from_secs(2)));
+        assert_eq!(clock.deadline(), clock.origin + Duration::from_secs(10));
+    }
+
+    #[test]
+    fn the_deadline_notice_comes_before_the_deadline() {
+        // 1,000 ms of notice, but at most a quarter of a 400 ms call.
+        let clock = CallClock::start(Operation::Assemble, &config(400, 1, 1), None);
+        assert_eq!(
+            clock.deadline() - clock.notice_at(),
+            Duration::from_millis(100)
+        );
+        assert!(!clock.near_deadline());
+        std::thread::sleep(Duration::from_millis(310));
+        assert!(clock.near_deadline(), "within the notice");
+    }
+
+    #[test]
     fn expires_as_timeout_or_abort() {
-        let clock = CallClock::start(Operation::Assemble, &config(1, 1, 1));
+        let clock = CallClock::start(Operation::Assemble, &config(1, 1, 1), None);
         assert_eq!(clock.expired(), None);
         std::thread::sleep(Duration::from_millis(2));
         assert_eq!(clock.expired(), Some(FailureKind::Timeout));
 
-        let clock = CallClock::start(Operation::Assemble, &config(60_000, 1, 1));
+        let clock = CallClock::start(Operation::Assemble, &config(60_000, 1, 1), None);
         clock.abort(Duration::ZERO);
         assert_eq!(clock.expired(), Some(FailureKind::Aborted));
     }

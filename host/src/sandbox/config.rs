@@ -33,6 +33,11 @@ pub struct SandboxConfig {
     pub dispose_timeout_ms: u64,
     /// Time an aborted call gets to notice `aborted()` and return, ms.
     pub abort_grace_ms: u64,
+    /// How long before a call's deadline `host.aborted()` turns true, ms, so
+    /// an engine can stop and answer before the host interrupts it; at most
+    /// a quarter of the call's time. Host services the engine waits on
+    /// (`summarize`, `complete`) end by then too.
+    pub deadline_notice_ms: u64,
     /// Fuel (roughly, wasm instructions) per call.
     pub fuel_per_call: u64,
     /// Fuel of one `compact` (or `after-turn`) call.
@@ -80,6 +85,7 @@ impl Default for SandboxConfig {
             compaction_max_windows: 10,
             dispose_timeout_ms: 500,
             abort_grace_ms: 100,
+            deadline_notice_ms: 1_000,
             fuel_per_call: 2_000_000_000,
             fuel_per_compaction: 40_000_000_000,
             fuel_per_instantiation: 200_000_000,
@@ -189,6 +195,12 @@ impl SandboxConfig {
     /// The abort grace period.
     pub fn abort_grace(&self) -> Duration {
         Duration::from_millis(self.abort_grace_ms)
+    }
+
+    /// The deadline notice of a call given `timeout` (before any progress
+    /// re-arms it): `deadlineNoticeMs`, at most a quarter of `timeout`.
+    pub fn deadline_notice(&self, timeout: Duration) -> Duration {
+        Duration::from_millis(self.deadline_notice_ms).min(timeout / 4)
     }
 }
 

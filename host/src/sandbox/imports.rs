@@ -130,7 +130,7 @@ impl wit_host::Host for StoreState {
     }
 
     fn aborted(&mut self) -> wasmtime::Result<bool> {
-        Ok(self.call.abort.is_cancelled())
+        Ok(self.call.abort.is_cancelled() || self.call.clock.near_deadline())
     }
 
     fn estimate_tokens(&mut self, entries: Vec<wit::MessageEntry>) -> wasmtime::Result<u64> {

@@ -155,7 +155,11 @@ impl Live {
     ) -> Result<Response, CallError> {
         let operation = request.operation();
         let config = self.store.data().config.clone();
-        let clock = Arc::new(CallClock::start(operation, &config));
+        let clock = Arc::new(CallClock::start(
+            operation,
+            &config,
+            options.compaction_window,
+        ));
         self.store.data_mut().call = CallState {
             runtime_settings: request.runtime_settings().map(str::to_owned),
             request_id: options.request_id.clone(),
@@ -237,15 +241,24 @@ impl Live {
                 }
                 Ok(response)
             }
-            Ok(Ok(Err(error))) => Err(CallError::Answered(self.failure(
-                operation,
-                FailureKind::EngineError,
-                format!(
+            Ok(Ok(Err(error))) => {
+                let reason = format!(
                     "{}: {}",
                     convert::engine_error_kind(error.kind),
                     untrusted_line(&error.message, MAX_ENGINE_TEXT_BYTES)
-                ),
-            ))),
+                );
+                // Told to stop by `host.aborted()` (the deadline was near,
+                // not the caller's abort) and it did: stopped in time.
+                let (kind, message) = if clock.near_deadline() && !options.abort.is_cancelled() {
+                    (
+                        FailureKind::StoppedAtDeadline,
+                        format!("the engine stopped within its deadline notice: {reason}"),
+                    )
+                } else {
+                    (FailureKind::EngineError, reason)
+                };
+                Err(CallError::Answered(self.failure(operation, kind, message)))
+            }
             Ok(Err(error)) => {
                 let (kind, message) = classify(&error, self.store.data().call.interrupted);
                 Err(CallError::Poisoned(self.failure(operation, kind, message)))

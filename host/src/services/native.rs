@@ -173,7 +173,9 @@ impl HostServices for NativeServices {
     ) -> Result<CompactResult, ServiceError> {
         let session = Self::session(&call, "delegate-compaction")?;
         self.compactor
-            .compact_session(session, params, progress, call.abort)
+            // The engine call's own clock (re-armed by this progress) bounds
+            // it too, in the agent's window.
+            .compact_session(session, params, progress, call.abort, None)
             .await
             .map_err(|error| match error {
                 CompactionError::Aborted | CompactionError::Timeout { .. } => {

@@ -853,6 +853,69 @@ async fn a_compaction_that_sees_the_abort_returns_early_and_is_not_quarantined()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_engine_that_stops_at_its_deadline_notice_is_never_quarantined() {
+    // 4 s calls: `aborted()` turns true 1 s before the deadline, with no
+    // caller abort at all.
+    let (dir, host) = zoo_host(
+        SandboxConfig {
+            call_timeout_ms: 4_000,
+            fuel_per_call: u64::MAX / 4,
+            fuel_per_compaction: u64::MAX / 4,
+            ..SandboxConfig::default()
+        },
+        GuardPolicy::default(),
+    );
+    let (session, history) = compaction_history(dir.path());
+    let engine = host.select(Some("deadline-heeder")).await;
+
+    // It stops with an error: legacy serves this call, nothing quarantined.
+    let started = Instant::now();
+    let prompt = engine
+        .assemble(
+            &CallOptions::default(),
+            &session,
+            &history,
+            &AssembleParams::default(),
+        )
+        .await
+        .expect("legacy answers the call the engine stopped");
+    let took = started.elapsed();
+    assert_eq!(
+        prompt.estimated_tokens,
+        history.total_tokens(),
+        "legacy's answer"
+    );
+    assert!(
+        took >= Duration::from_millis(2_900),
+        "told only near the deadline: {took:?}"
+    );
+    let events = engine.take_events();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].action, GuardAction::Stopped);
+    assert_eq!(events[0].classification, FailureKind::StoppedAtDeadline);
+    assert!(host.quarantine().get("deadline-heeder").is_none());
+    assert!(engine.serving_selected(), "it serves the next call");
+
+    // It stops with an answer, in the agent's own 4 s compaction window (the
+    // host's is 180 s): the answer is the engine's, and no event at all.
+    let call = CallOptions::default().compacting_within(Some(Duration::from_secs(4)));
+    let result = engine
+        .compact(&call, &session, &history, &force())
+        .await
+        .expect("the engine answered in time");
+    assert!(!result.ok && !result.compacted, "{result:?}");
+    assert!(
+        result
+            .reason
+            .as_deref()
+            .is_some_and(|reason| reason.starts_with("stopped at the deadline notice")),
+        "{result:?}"
+    );
+    assert!(engine.take_events().is_empty());
+    assert!(host.quarantine().get("deadline-heeder").is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn strict_mode_fails_when_the_engine_cannot_be_resolved() {
     let (_dir, host) = zoo_host(SandboxConfig::default(), GuardPolicy { strict: true });
     host.registry()

@@ -303,7 +303,7 @@ impl ContextEngine for Spy {
         let compactor = self.compactor.lock().expect("lock").clone();
         if let Some(compactor) = compactor {
             return Ok(compactor
-                .compact_session(session, params, &NoProgress, &call.abort)
+                .compact_session(session, params, &NoProgress, &call.abort, None)
                 .await
                 .expect("native compaction"));
         }
@@ -341,7 +341,7 @@ impl ContextEngine for Spy {
                 ..CompactParams::default()
             };
             let result = compactor
-                .compact_session(session, &params, &NoProgress, &call.abort)
+                .compact_session(session, &params, &NoProgress, &call.abort, None)
                 .await
                 .expect("native compaction");
             assert!(result.compacted, "{result:?}");
@@ -545,6 +545,7 @@ pub(crate) fn harness_sized(
             system_prompt: "be brief".into(),
             model: None,
             tools: vec!["exec".into()],
+            compaction_window: None,
         },
     );
     Harness {

@@ -112,18 +112,40 @@ impl Compactor {
         &self.config
     }
 
-    /// Compacts the session whose transcript is `session.session_file`.
+    /// Compacts the session whose transcript is `session.session_file`, in
+    /// windows of `window` (`None`: the configured `timeoutSeconds`; an
+    /// agent's own comes from `agents.list[].compaction.timeoutSeconds`).
     pub async fn compact_session(
         &self,
         session: &SessionRef,
         params: &CompactParams,
         progress: &dyn ProgressSink,
         abort: &CancellationToken,
+        window: Option<Duration>,
     ) -> Result<CompactResult, CompactionError> {
         let store = self.transcripts.clone();
         let path = PathBuf::from(&session.session_file);
         let transcript = blocking(move || store.open(&path)).await?;
-        self.compact(&transcript, params, progress, abort).await
+        let window = window.unwrap_or_else(|| self.window());
+        self.compact_within(&transcript, params, progress, abort, window)
+            .await
+    }
+
+    /// The configured compaction window (`timeoutSeconds`).
+    fn window(&self) -> Duration {
+        Duration::from_secs(self.config.timeout_seconds)
+    }
+
+    /// [`compact_within`](Self::compact_within) the configured window.
+    pub async fn compact(
+        &self,
+        transcript: &Transcript,
+        params: &CompactParams,
+        progress: &dyn ProgressSink,
+        abort: &CancellationToken,
+    ) -> Result<CompactResult, CompactionError> {
+        self.compact_within(transcript, params, progress, abort, self.window())
+            .await
     }
 
     /// Compacts `transcript` (ARCHITECTURE.md §6): decides whether it is needed, cuts
@@ -137,16 +159,18 @@ impl Compactor {
     /// target and a `reason` saying why. This does not converge by
     /// compacting again; callers that must fit truncate instead.
     /// `progress` hears of every stage; `abort` stops it between stages (and
-    /// during summarization) without writing anything.
-    pub async fn compact(
+    /// during summarization) without writing anything; summarization that
+    /// makes no progress for `window` fails it.
+    pub async fn compact_within(
         &self,
         transcript: &Transcript,
         params: &CompactParams,
         progress: &dyn ProgressSink,
         abort: &CancellationToken,
+        window: Duration,
     ) -> Result<CompactResult, CompactionError> {
         let _exclusive = transcript.lock_compaction().await;
-        let watchdog = Watchdog::new(Duration::from_secs(self.config.timeout_seconds));
+        let watchdog = Watchdog::new(window);
         progress.progress();
         let context = {
             let transcript = transcript.clone();

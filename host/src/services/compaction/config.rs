@@ -26,8 +26,9 @@ pub struct CompactionConfig {
     /// (ARCHITECTURE.md §6, step 5).
     pub target_share: TargetShare,
     /// One compaction window, seconds (180): summarization stops when it runs
-    /// out. Zero, negative or invalid values mean the default, as in the
-    /// reference.
+    /// out. Resolved as the reference does ([`resolve_timeout_seconds`]):
+    /// fractions are floored, and what leaves no whole second means the
+    /// default.
     #[serde(deserialize_with = "positive_seconds_or_default")]
     pub timeout_seconds: u64,
     /// Continue the session in a new transcript file after compacting
@@ -123,29 +124,54 @@ impl Default for TargetShare {
 /// The default compaction window, seconds.
 pub const DEFAULT_TIMEOUT_SECONDS: u64 = 180;
 
-/// A positive whole number of seconds; anything else (zero, negative, a
-/// fraction, a string) is replaced by [`DEFAULT_TIMEOUT_SECONDS`] with a
-/// warning instead of failing the whole configuration.
+/// The longest window the reference accepts, seconds: its timers' safe
+/// ceiling (2,147,000,000 ms); longer values are capped to it.
+pub const MAX_TIMEOUT_SECONDS: u64 = 2_147_000;
+
+/// `timeoutSeconds` as the reference resolves it: a finite number of seconds
+/// is floored to whole seconds and capped at [`MAX_TIMEOUT_SECONDS`];
+/// anything that leaves no whole second (zero, negative, under one, not a
+/// number) means "not configured" (`None`). Never an error: a bad value
+/// must not stop the host.
+pub fn resolve_timeout_seconds(raw: &serde_json::Value) -> Option<u64> {
+    let seconds = raw.as_f64().filter(|seconds| seconds.is_finite())?.floor();
+    (seconds >= 1.0).then(|| (seconds as u64).min(MAX_TIMEOUT_SECONDS))
+}
+
+/// Reads `timeoutSeconds` with [`resolve_timeout_seconds`], warning when a
+/// value was given but means nothing.
+fn read_timeout_seconds<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+    key: &'static str,
+) -> Result<Option<u64>, D::Error> {
+    let raw = serde_json::Value::deserialize(deserializer)?;
+    let seconds = resolve_timeout_seconds(&raw);
+    if seconds.is_none() {
+        tracing::warn!(
+            key,
+            value = %raw,
+            "not a number of seconds of at least one; using the default"
+        );
+    }
+    Ok(seconds)
+}
+
+/// `agents.defaults.compaction.timeoutSeconds`, or the default.
 fn positive_seconds_or_default<'de, D: serde::Deserializer<'de>>(
     deserializer: D,
 ) -> Result<u64, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Raw {
-        Whole(i64),
-        Other(serde::de::IgnoredAny),
-    }
-    Ok(match Raw::deserialize(deserializer)? {
-        Raw::Whole(seconds) if seconds > 0 => seconds as u64,
-        _ => {
-            tracing::warn!(
-                key = "agents.defaults.compaction.timeoutSeconds",
-                default = DEFAULT_TIMEOUT_SECONDS,
-                "not a positive number of seconds; using the default"
-            );
-            DEFAULT_TIMEOUT_SECONDS
-        }
-    })
+    Ok(
+        read_timeout_seconds(deserializer, "agents.defaults.compaction.timeoutSeconds")?
+            .unwrap_or(DEFAULT_TIMEOUT_SECONDS),
+    )
+}
+
+/// `agents.list[].compaction.timeoutSeconds`: `None` (the defaults' window)
+/// when it means nothing.
+pub fn agent_timeout_seconds<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<u64>, D::Error> {
+    read_timeout_seconds(deserializer, "agents.list[].compaction.timeoutSeconds")
 }
 
 impl Default for CompactionConfig {

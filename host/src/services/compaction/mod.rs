@@ -46,7 +46,10 @@ mod watchdog;
 
 pub(crate) use self::accounting::tokens_before as context_tokens;
 pub use self::compactor::Compactor;
-pub use self::config::{CompactionConfig, RESERVE_TOKENS_FLOOR, TargetShare, effective_reserve};
+pub use self::config::{
+    CompactionConfig, MAX_TIMEOUT_SECONDS, RESERVE_TOKENS_FLOOR, TargetShare,
+    agent_timeout_seconds, effective_reserve,
+};
 pub use self::finalize::{MAX_SUMMARY_CHARS, TRUNCATION_MARKER};
 pub use self::progress::{GuardStop, PassYield, ProgressGuard, made_progress};
 
@@ -74,9 +77,7 @@ pub enum CompactionError {
     #[error("compaction was cancelled")]
     Aborted,
     /// Summarization made no progress for `timeoutSeconds`.
-    #[error(
-        "compaction made no progress for {seconds} s (agents.defaults.compaction.timeoutSeconds)"
-    )]
+    #[error("compaction made no progress for {seconds} s (compaction.timeoutSeconds)")]
     Timeout {
         /// The window.
         seconds: u64,
