@@ -22,6 +22,7 @@ pub const TARGETS: &[(&str, fn(&[u8]))] = &[
     ("guest_codec", guest_codec),
     ("sidecar", sidecar),
     ("validators", validators),
+    ("sidecar_powers", sidecar_powers),
 ];
 
 /// A JSONL v3 transcript file with these bytes opens read-only as a
@@ -142,4 +143,135 @@ pub fn validators(data: &[u8]) {
     if let Some(json) = &answers.json {
         let _ = validate::check_json("details", json);
     }
+}
+
+/// A shared server for [`sidecar_powers`]: the bundled `lossless` engine
+/// (it calls the client's model and offers tools), 2 s calls, a few
+/// sessions at once, its data in a scratch directory.
+struct PowersServer {
+    runtime: tokio::runtime::Runtime,
+    service: std::sync::Arc<ctxbox_host::serve::Service>,
+    _dir: tempfile::TempDir,
+}
+
+fn powers_server() -> &'static PowersServer {
+    static SERVER: OnceLock<PowersServer> = OnceLock::new();
+    SERVER.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let config = Config {
+            data_dir: Some(dir.path().to_owned()),
+            sandbox: ctxbox_host::SandboxConfig {
+                call_timeout_ms: 2_000,
+                max_instances: 8,
+                ..Default::default()
+            },
+            serve: ctxbox_host::runtime::config::ServeConfig {
+                max_sessions: 8,
+                ..Default::default()
+            },
+            ..Config::default()
+        };
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("a tokio runtime");
+        let service = runtime.block_on(async {
+            let host = ctxbox_host::Runtime::new(config).expect("a host");
+            let service = std::sync::Arc::new(
+                ctxbox_host::serve::Service::new(host, Some("lossless".to_owned()))
+                    .expect("a server"),
+            );
+            // Compiled before the first input, so no input waits for it.
+            service
+                .call(
+                    "info",
+                    &serde_json::json!({}),
+                    tokio_util::sync::CancellationToken::new(),
+                    "warm-up".to_owned(),
+                )
+                .await
+                .expect("the bundled lossless engine loads");
+            service
+        });
+        PowersServer {
+            runtime,
+            service,
+            _dir: dir,
+        }
+    })
+}
+
+/// How long the client waits for the server's next line before it hangs up.
+const POWERS_QUIET: std::time::Duration = std::time::Duration::from_millis(300);
+
+/// A protocol-2 conversation with a server whose engine calls back (model
+/// completions) and offers tools: each line starting `>` is a request the
+/// client sends, each line starting `<` answers the server's next reverse
+/// call (its `id` set to the call's; once they run out, a plain summary
+/// answers). Every line the server writes is one JSON object; the server
+/// never panics and ends once the client hangs up.
+pub fn sidecar_powers(data: &[u8]) {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let requests: Vec<&str> = text
+        .lines()
+        .filter_map(|line| line.strip_prefix('>'))
+        .collect();
+    let mut answers: std::collections::VecDeque<&str> = text
+        .lines()
+        .filter_map(|line| line.strip_prefix('<'))
+        .collect();
+    let server = powers_server();
+    server.runtime.block_on(async {
+        let (client, end) = tokio::io::duplex(1 << 20);
+        let (end_read, end_write) = tokio::io::split(end);
+        let serving = tokio::spawn(ctxbox_host::serve::serve(
+            server.service.clone(),
+            BufReader::new(end_read),
+            end_write,
+        ));
+        let (read, mut write) = tokio::io::split(client);
+        let mut lines = BufReader::new(read).lines();
+        let hello = r#"{"id":"hello","method":"hello","params":{"protocol":2,"capabilities":["complete"]}}"#;
+        for line in std::iter::once(hello).chain(requests.iter().copied()) {
+            if write.write_all(format!("{line}\n").as_bytes()).await.is_err() {
+                break;
+            }
+        }
+        while let Ok(Ok(Some(line))) = tokio::time::timeout(POWERS_QUIET, lines.next_line()).await {
+            let value: serde_json::Value =
+                serde_json::from_str(&line).expect("every server line is JSON");
+            assert!(value.is_object(), "every server line is an object: {line}");
+            let reverse_id = value
+                .get("id")
+                .and_then(serde_json::Value::as_str)
+                .filter(|id| id.starts_with("srv-"))
+                .filter(|_| value.get("method").and_then(serde_json::Value::as_str) == Some("complete"));
+            let Some(id) = reverse_id else {
+                continue;
+            };
+            let mut answer = answers
+                .pop_front()
+                .and_then(|answer| serde_json::from_str::<serde_json::Value>(answer).ok())
+                .unwrap_or_else(|| serde_json::json!({"result": {"text": "a summary"}}));
+            if let Some(object) = answer.as_object_mut() {
+                object.insert("id".into(), id.into());
+            }
+            if write.write_all(format!("{answer}\n").as_bytes()).await.is_err() {
+                break;
+            }
+        }
+        // Hanging up: the server reads the end of its input.
+        let _ = write.shutdown().await;
+        // Requests still running end by their deadline.
+        let ended = tokio::time::timeout(std::time::Duration::from_secs(60), serving)
+            .await
+            .expect("the server ends once the client hangs up");
+        ended.expect("the server task does not panic").expect("the pipe does not fail");
+        while let Ok(Ok(Some(_))) = tokio::time::timeout(POWERS_QUIET, lines.next_line()).await {}
+    });
 }

@@ -247,11 +247,14 @@ where
         // Reap finished request tasks as we go.
         while running.try_join_next().is_some() {}
     }
+    // The client is gone: no answer to a reverse call can come any more, so
+    // the requests waiting on one hear `unavailable` now, not at their
+    // deadline (minutes, for a compaction).
+    reverse.close();
     while running.join_next().await.is_some() {}
     if let Some(sweeper) = sweeper {
         sweeper.abort();
     }
-    reverse.close();
     drop(answers);
     writer
         .await

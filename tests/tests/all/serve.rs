@@ -580,6 +580,42 @@ pub(crate) async fn reverse_request(client: &mut Client) -> Value {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_hangs_up_ends_the_reverse_calls_waiting_on_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // A minute of call time: only the hang-up can end the wait early.
+    let mut client = Client::start(dir.path(), 60_000, Some(guests::POWERS_PROBE));
+    client
+        .call(
+            "hello",
+            json!({"protocol": 2, "capabilities": ["complete"]}),
+        )
+        .await;
+    load(&mut client, guests::POWERS_PROBE).await;
+    let id = client
+        .send(
+            "assemble",
+            json!({"sessionId": "s", "prompt": "complete 1", "sync": full_sync(&conversation(1))}),
+        )
+        .await;
+    let asked = reverse_request(&mut client).await;
+    assert_eq!(asked["method"], "complete", "{asked}");
+    let hung_up = Instant::now();
+    client.writer.shutdown().await.expect("the client hangs up");
+    let answer = client.answer(id).await;
+    assert!(
+        hung_up.elapsed() < Duration::from_secs(30),
+        "answered at once, not at the deadline: {:?}",
+        hung_up.elapsed()
+    );
+    assert!(
+        answer["result"]["messages"][0]
+            .to_string()
+            .contains("completed=0 error=HostErrorKind::Unavailable"),
+        "the engine heard the model is gone: {answer}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_engines_completion_is_asked_of_the_client_by_a_reverse_call() {
     let dir = tempfile::tempdir().expect("temp dir");
     let mut client = Client::start(dir.path(), 6_000, Some(guests::POWERS_PROBE));
