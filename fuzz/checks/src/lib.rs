@@ -81,7 +81,10 @@ pub fn sidecar(data: &[u8]) {
     };
     match protocol::parse_request(line) {
         Ok(request) => {
-            if let Some(messages) = request.params.get("messages").and_then(|m| m.as_array()) {
+            let params: serde_json::Value =
+                serde_json::from_str(request.params.get()).expect("a request's params are JSON");
+            assert!(params.is_object(), "a request's params are an object");
+            if let Some(messages) = params.get("messages").and_then(|m| m.as_array()) {
                 for raw in messages {
                     if let Ok(Some(view)) = message::to_host(raw) {
                         let _ = message::to_openclaw(&view, std::time::SystemTime::UNIX_EPOCH);
@@ -186,7 +189,8 @@ fn powers_server() -> &'static PowersServer {
             service
                 .call(
                     "info",
-                    &serde_json::json!({}),
+                    &serde_json::value::RawValue::from_string("{}".to_owned())
+                        .expect("`{}` is JSON"),
                     tokio_util::sync::CancellationToken::new(),
                     "warm-up".to_owned(),
                 )

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use super::report::Outcome;
 use crate::contract::engine::EngineResult;
 use crate::contract::failure::FailureKind;
+use crate::contract::text::untrusted_line;
 use crate::contract::types::CompactResult;
 
 /// A check's outcome with its explanation.
@@ -102,6 +103,16 @@ pub(crate) fn progress(
         }),
         Err(_) => Finding::fail(format!(
             "the compaction failed after {took_ms} ms ({count} progress reports), so its progress cannot be judged"
+        )),
+        // Stopped by itself, typically when `host.aborted()` said the
+        // watchdog's window was nearly over: it never gets to finish.
+        Ok(result) if !result.ok => Finding::fail(format!(
+            "{} in {took_ms} ms, so the compaction gave up (\"{}\") as the watchdog's window neared its end (the window is {window_ms} ms in this check, 180 s by default, and each host.report-progress re-arms it)",
+            match count {
+                0 => "no progress report".to_owned(),
+                _ => format!("{count} progress reports but {silence_ms} ms without one"),
+            },
+            untrusted_line(result.reason.as_deref().unwrap_or("no reason"), 200),
         )),
         Ok(_) if silence > window => Finding::fail(format!(
             "{silence_ms} ms without a progress report, over the {window_ms} ms watchdog window (it answered before the watchdog caught it)"
@@ -246,6 +257,26 @@ mod tests {
             silent.text.contains("no progress report"),
             "{}",
             silent.text
+        );
+
+        // Stopped in time by itself (the deadline notice), without having
+        // reported progress: it never finishes a long compaction.
+        let gave_up = Ok(CompactResult {
+            ok: false,
+            reason: Some("stopped: time is nearly up".into()),
+            ..CompactResult::default()
+        });
+        let stopped = progress(&gave_up, start, &[], start + 760 * MS, window);
+        assert_eq!(stopped.outcome, Outcome::Fail);
+        assert!(
+            stopped.text.contains("no progress report"),
+            "{}",
+            stopped.text
+        );
+        assert!(
+            stopped.text.contains("time is nearly up"),
+            "{}",
+            stopped.text
         );
 
         let lapsed = progress(

@@ -69,8 +69,10 @@ pub enum GuardAction {
     Reported,
     /// The caller aborted: nothing quarantined, the call reported as aborted.
     Aborted,
-    /// No instance slot was free: the call was served by `legacy`, nothing
-    /// quarantined.
+    /// No instance slot was free (the host could not admit the engine): the
+    /// call failed `overloaded` for the caller to retry, as the reference's
+    /// host admission failure does; nothing quarantined, and no other
+    /// engine served it in the engine's place.
     Overloaded,
     /// A quarantined engine answered again after its back-off and was
     /// cleared.
@@ -335,6 +337,13 @@ impl GuardedEngine {
         on_failure: OnFailure<T>,
     ) -> (EngineResult<T>, CallOutcome) {
         let Some(primary) = self.active_primary() else {
+            // The host could not admit the engine at selection: the call
+            // fails for the caller to retry, rather than a stateful engine
+            // silently missing it.
+            if let Some(refusal) = self.admission_refusal(operation) {
+                self.announce_resolution_fallback(operation, session, false);
+                return (Err(refusal), CallOutcome::Overloaded);
+            }
             let strict = self.policy.strict && self.primary_was_wanted();
             self.announce_resolution_fallback(operation, session, strict);
             if strict {
@@ -389,7 +398,12 @@ impl GuardedEngine {
             self.note(&failure, session, GuardAction::Aborted);
             return (Err(failure), CallOutcome::Aborted);
         }
-        let overloaded = failure.kind == FailureKind::Overloaded;
+        if failure.kind == FailureKind::Overloaded {
+            // Not the engine's failure, and no other engine may answer in
+            // its place: the caller retries.
+            self.note(&failure, session, GuardAction::Overloaded);
+            return (Err(failure), CallOutcome::Overloaded);
+        }
         // An engine that stopped because the host said its time was nearly
         // up did what it was asked: its call is served elsewhere, and it
         // keeps serving.
@@ -402,20 +416,17 @@ impl GuardedEngine {
         // failed tool.
         let refused = matches!(operation, Operation::Compact | Operation::CallTool)
             && failure.kind == FailureKind::EngineError;
-        if !overloaded && !refused && !declined && !stopped {
+        if !refused && !declined && !stopped {
             self.quarantine_engine(&failure);
         }
         let action = match (&on_failure, self.policy.strict) {
             _ if stopped => GuardAction::Stopped,
-            (OnFailure::Retry, false) if overloaded => GuardAction::Overloaded,
             (OnFailure::Retry, false) if declined => GuardAction::Declined,
             (OnFailure::Retry, false) => GuardAction::FellBack,
             _ => GuardAction::Reported,
         };
         self.note(&failure, session, action);
-        let outcome = if overloaded {
-            CallOutcome::FellBack
-        } else if refused {
+        let outcome = if refused {
             CallOutcome::Refused
         } else if matches!(
             failure.kind,
@@ -597,6 +608,20 @@ impl GuardedEngine {
 
     /// The first call served without the selected engine because resolving
     /// it failed reports that fallback, once, with its session.
+    /// The failure every call answers while the host could not admit the
+    /// engine at selection (no free instance slot), for `operation`.
+    fn admission_refusal(&self, operation: Operation) -> Option<EngineFailure> {
+        let failure = self.unavailable.as_ref()?;
+        (failure.kind == FailureKind::Overloaded).then(|| EngineFailure {
+            operation,
+            message: format!(
+                "{} (the host could not admit the engine when it was selected; retry)",
+                failure.message
+            ),
+            ..failure.clone()
+        })
+    }
+
     fn announce_resolution_fallback(
         &self,
         operation: Operation,

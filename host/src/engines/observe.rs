@@ -28,17 +28,21 @@ pub enum CallOutcome {
     Refused,
     /// The caller aborted it.
     Aborted,
+    /// The host had no room for the engine (no free instance slot): refused
+    /// for the caller to retry.
+    Overloaded,
 }
 
 impl CallOutcome {
     /// Every outcome, in order.
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 7] = [
         Self::Served,
         Self::FellBack,
         Self::Quarantined,
         Self::Deadline,
         Self::Refused,
         Self::Aborted,
+        Self::Overloaded,
     ];
 
     /// The snake_case name used in metrics.
@@ -50,6 +54,7 @@ impl CallOutcome {
             Self::Deadline => "deadline",
             Self::Refused => "refused",
             Self::Aborted => "aborted",
+            Self::Overloaded => "overloaded",
         }
     }
 }

@@ -9,9 +9,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
+use super::sessions::RawMessage;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde::Serialize;
-use serde_json::Value;
 
 /// The file under the data directory.
 pub const COMMITS_FILE: &str = "turn-commits.sqlite3";
@@ -32,6 +32,21 @@ pub enum CommitError {
     Store(#[from] crate::store::StoreError),
 }
 
+/// A turn's messages as one JSON array: the client's own text, joined.
+pub(super) fn messages_json(messages: &[RawMessage]) -> String {
+    let mut json =
+        String::with_capacity(2 + messages.iter().map(|m| m.get().len() + 1).sum::<usize>());
+    json.push('[');
+    for (index, message) in messages.iter().enumerate() {
+        if index > 0 {
+            json.push(',');
+        }
+        json.push_str(message.get());
+    }
+    json.push(']');
+    json
+}
+
 /// Where turn commits are kept.
 pub trait TurnCommits: Send + Sync {
     /// Records the turn `key` of `session_id` with its `messages`, once:
@@ -42,7 +57,7 @@ pub trait TurnCommits: Send + Sync {
         &self,
         key: &str,
         session_id: &str,
-        messages: &[Value],
+        messages: &[RawMessage],
     ) -> Result<CommitStatus, CommitError>;
 
     /// The message count recorded for the turn `key` of `session_id`, if any.
@@ -154,9 +169,9 @@ impl TurnCommits for CommitStore {
         &self,
         key: &str,
         session_id: &str,
-        messages: &[Value],
+        messages: &[RawMessage],
     ) -> Result<CommitStatus, CommitError> {
-        let json = Value::Array(messages.to_vec()).to_string();
+        let json = messages_json(messages);
         let now = crate::transcript::unix_millis(std::time::SystemTime::now());
         let connection = self.connection();
         let inserted = connection
@@ -217,11 +232,20 @@ impl TurnCommits for CommitStore {
 mod tests {
     use super::*;
 
+    fn hi() -> [RawMessage; 1] {
+        [
+            serde_json::value::RawValue::from_string(
+                r#"{"role":"user","content":"hi"}"#.to_owned(),
+            )
+            .expect("JSON"),
+        ]
+    }
+
     #[test]
     fn a_key_commits_once_even_after_reopening() {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join(COMMITS_FILE);
-        let messages = [serde_json::json!({"role": "user", "content": "hi"})];
+        let messages = hi();
         let store = CommitStore::open(&path).expect("opens");
         assert_eq!(
             store.commit("k1", "s", &messages).expect("commits"),
@@ -245,7 +269,7 @@ mod tests {
     fn a_key_is_scoped_by_its_session() {
         let dir = tempfile::tempdir().expect("temp dir");
         let store = CommitStore::open(&dir.path().join(COMMITS_FILE)).expect("opens");
-        let turn = [serde_json::json!({"role": "user", "content": "hi"})];
+        let turn = hi();
         for session in ["a", "b"] {
             assert_eq!(
                 store.commit("turn-1", session, &turn).expect("commits"),

@@ -5,9 +5,8 @@
 
 use std::sync::Arc;
 
-use serde_json::Value;
-
-use super::commits::{CommitError, CommitStatus, TurnCommits};
+use super::commits::{CommitError, CommitStatus, TurnCommits, messages_json};
+use super::sessions::RawMessage;
 use crate::store::Postgres;
 
 /// Turn commits in PostgreSQL.
@@ -28,9 +27,9 @@ impl TurnCommits for PostgresCommits {
         &self,
         key: &str,
         session_id: &str,
-        messages: &[Value],
+        messages: &[RawMessage],
     ) -> Result<CommitStatus, CommitError> {
-        let json = Value::Array(messages.to_vec()).to_string();
+        let json = messages_json(messages);
         let count = messages.len() as i64;
         let now = crate::transcript::unix_millis(std::time::SystemTime::now());
         let (key, session_id, postgres) =

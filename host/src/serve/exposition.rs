@@ -20,7 +20,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use super::methods::Service;
-use super::metrics::{LiveFigures, RequestOutcome, ServeMetrics};
+use super::metrics::{LiveFigures, OUTCOMES, RequestOutcome, ServeMetrics};
 use crate::engines::observe::CallOutcome;
 
 /// The most bytes of a request's head read.
@@ -168,8 +168,8 @@ type Labels = [(&'static str, String); 2];
 #[derive(Debug)]
 struct Scrape {
     started_at_ms: i64,
-    requests: Vec<(Labels, [u64; 6], Histogram)>,
-    calls: Vec<(Labels, [u64; 6], Histogram)>,
+    requests: Vec<(Labels, [u64; OUTCOMES], Histogram)>,
+    calls: Vec<(Labels, [u64; OUTCOMES], Histogram)>,
     live: LiveFigures,
 }
 
@@ -310,8 +310,8 @@ fn counted(
     encoder: &mut DescriptorEncoder,
     name: &str,
     help: &str,
-    tallies: &[(Labels, [u64; 6], Histogram)],
-    outcomes: &[&'static str; 6],
+    tallies: &[(Labels, [u64; OUTCOMES], Histogram)],
+    outcomes: &[&'static str],
 ) -> Result<(), std::fmt::Error> {
     let mut family = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
     for (labels, counts, _) in tallies {
@@ -332,7 +332,7 @@ fn latencies(
     encoder: &mut DescriptorEncoder,
     name: &str,
     help: &str,
-    tallies: &[(Labels, [u64; 6], Histogram)],
+    tallies: &[(Labels, [u64; OUTCOMES], Histogram)],
 ) -> Result<(), std::fmt::Error> {
     let mut family = encoder.encode_descriptor(name, help, None, MetricType::Histogram)?;
     for (labels, _, histogram) in tallies {

@@ -15,12 +15,13 @@ use tokio_util::sync::CancellationToken;
 
 use super::commits::{CommitStatus, CommitStore, TurnCommits};
 use super::commits_postgres::PostgresCommits;
+use super::heap::HeapTrim;
 use super::metrics::{LiveFigures, MetricsSnapshot, RequestOutcome, ServeMetrics};
 use super::protocol::{ErrorCode, PROTOCOL_VERSION, ProtocolError, params};
 use super::resident::{Released, ResidentSessions};
-use super::sessions::{SessionHistory, Sync};
+use super::sessions::{RawMessage, SessionHistory, Sync};
 use crate::contract::engine::{CallOptions, ContextEngine};
-use crate::contract::failure::EngineFailure;
+use crate::contract::failure::{EngineFailure, FailureKind};
 use crate::contract::types::{
     AfterTurnParams, AssembleParams, CompactParams, CompactionTarget, ContextMode, MaintainReason,
     SessionRef, SubagentEndReason, SubagentSpawn,
@@ -41,6 +42,8 @@ pub struct Service {
     sessions: ResidentSessions,
     /// Sessions given up so far (idle or over `serve.maxSessions`).
     released: AtomicU64,
+    /// Gives memory freed by released sessions and large requests back.
+    heap: Arc<HeapTrim>,
     commits: Arc<dyn TurnCommits>,
     leases: SessionLeases,
     default_engine: Option<String>,
@@ -77,12 +80,22 @@ impl Target {
 }
 
 /// A method's own parameters plus its [`Target`].
-#[derive(Debug, Deserialize)]
+#[derive(Debug)]
 struct With<T> {
-    #[serde(flatten)]
     target: Target,
-    #[serde(flatten)]
     own: T,
+}
+
+/// Reads a method's [`With`] parameters: its target and its own fields, each
+/// straight from the request's text (each skips the other's fields, so a
+/// long history is read once and never held as a JSON tree).
+fn with<T: serde::de::DeserializeOwned>(
+    raw: &serde_json::value::RawValue,
+) -> Result<With<T>, ProtocolError> {
+    Ok(With {
+        target: params(raw)?,
+        own: params(raw)?,
+    })
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -104,7 +117,7 @@ struct AssembleArgs {
 #[serde(rename_all = "camelCase")]
 struct CommitArgs {
     advancement_key: String,
-    messages: Vec<Value>,
+    messages: Vec<RawMessage>,
     #[serde(default)]
     digests: Option<Vec<String>>,
     #[serde(default)]
@@ -116,7 +129,7 @@ struct CommitArgs {
 #[serde(rename_all = "camelCase")]
 struct IngestArgs {
     #[serde(default)]
-    messages: Vec<Value>,
+    messages: Vec<RawMessage>,
     #[serde(default)]
     digests: Option<Vec<String>>,
     #[serde(default)]
@@ -223,6 +236,7 @@ impl Service {
             runtime,
             sessions,
             released: AtomicU64::new(0),
+            heap: Arc::default(),
             commits,
             leases,
             default_engine,
@@ -285,21 +299,14 @@ impl Service {
     /// or the default (`unknown` for one never resolved, `none` without).
     pub fn request_done(
         &self,
-        request: &super::protocol::Request,
+        method: &str,
+        named_engine: Option<&str>,
         answer: &Result<Value, ProtocolError>,
         elapsed: std::time::Duration,
     ) {
         let unknown_method = matches!(answer, Err(error) if error.code == ErrorCode::UnknownMethod);
-        let method = if unknown_method {
-            "unknown"
-        } else {
-            request.method.as_str()
-        };
-        let spec = request
-            .params
-            .get("engine")
-            .and_then(Value::as_str)
-            .or(self.default_engine.as_deref());
+        let method = if unknown_method { "unknown" } else { method };
+        let spec = named_engine.or(self.default_engine.as_deref());
         let engine = match spec {
             None => "none".to_owned(),
             Some(spec) => self
@@ -370,7 +377,7 @@ impl Service {
     pub async fn call(
         &self,
         method: &str,
-        params_value: &Value,
+        params_value: &serde_json::value::RawValue,
         abort: CancellationToken,
         request_id: String,
     ) -> Result<Value, ProtocolError> {
@@ -395,12 +402,12 @@ impl Service {
                 }))
             }
             "bootstrap" => self.bootstrap(&call, params(params_value)?).await,
-            "ingest" | "ingestBatch" => self.ingest(&call, params(params_value)?).await,
-            "assemble" => self.assemble(&call, params(params_value)?).await,
-            "commitTurn" => self.commit_turn(&call, params(params_value)?).await,
-            "afterTurn" => self.after_turn(&call, params(params_value)?).await,
-            "maintain" => self.maintain(&call, params(params_value)?).await,
-            "compact" => self.compact(&call, params(params_value)?).await,
+            "ingest" | "ingestBatch" => self.ingest(&call, with(params_value)?).await,
+            "assemble" => self.assemble(&call, with(params_value)?).await,
+            "commitTurn" => self.commit_turn(&call, with(params_value)?).await,
+            "afterTurn" => self.after_turn(&call, with(params_value)?).await,
+            "maintain" => self.maintain(&call, with(params_value)?).await,
+            "compact" => self.compact(&call, with(params_value)?).await,
             "prepareSubagentSpawn" => self.prepare_spawn(&call, params(params_value)?).await,
             "rollbackSubagentSpawn" => {
                 let args: RollbackArgs = params(params_value)?;
@@ -429,7 +436,9 @@ impl Service {
                 let target: Target = params(params_value)?;
                 let engine = self.engine(target.engine.as_deref()).await?;
                 engine.close_session(&target.session_id).await;
-                Ok(json!({ "closed": self.sessions.remove(&target.session_id) }))
+                let closed = self.sessions.remove(&target.session_id);
+                self.heap.freed();
+                Ok(json!({ "closed": closed }))
             }
             other => Err(ProtocolError::new(
                 ErrorCode::UnknownMethod,
@@ -558,13 +567,22 @@ impl Service {
         }
         self.released
             .fetch_add(released.len() as u64, Ordering::Relaxed);
+        let heap = self.heap.clone();
         tokio::spawn(async move {
             for session in released {
                 for engine in &session.engines {
                     engine.close_session(&session.session_id).await;
                 }
             }
+            heap.freed();
         });
+    }
+
+    /// A request this large was answered: what it used is given back.
+    pub fn request_freed(&self, params_bytes: usize) {
+        if params_bytes >= super::heap::LARGE_REQUEST_BYTES {
+            self.heap.freed();
+        }
     }
 
     async fn bootstrap(&self, call: &CallOptions, target: Target) -> Result<Value, ProtocolError> {
@@ -591,12 +609,13 @@ impl Service {
     ) -> Result<Value, ProtocolError> {
         let engine = self.engine(args.target.engine.as_deref()).await?;
         let mut session = self.open(&args.target, &engine).await?;
-        let entries = session.append(&args.own.messages, args.own.digests.as_deref())?;
+        let first_new = session.append(&args.own.messages, args.own.digests.as_deref())?;
+        let history = session.history();
         let result = engine
             .ingest_batch(
                 call,
                 &args.target.session(),
-                &entries,
+                &history.entries()[first_new..],
                 args.own.is_heartbeat,
             )
             .await
@@ -650,7 +669,7 @@ impl Service {
                 let all = if by_reference {
                     vec![json!({ "keep": [0, session.len()] })]
                 } else {
-                    session.raw().to_vec()
+                    session.raw()
                 };
                 (all, "pass-through".to_owned())
             }
@@ -709,13 +728,18 @@ impl Service {
             return Ok(json!({ "status": status, "length": session.len() }));
         }
         let before = session.history().len() as u32;
-        let entries = session.append(&own.messages, own.digests.as_deref())?;
+        let first_new = session.append(&own.messages, own.digests.as_deref())?;
         let reference = args.target.session();
         let history = session.history();
         // The turn is durable now; the engine's hearing of it goes through
         // the guard like every call, so it cannot undo the commit.
         if let Err(failure) = engine
-            .ingest_batch(call, &reference, &entries, own.is_heartbeat)
+            .ingest_batch(
+                call,
+                &reference,
+                &history.entries()[first_new..],
+                own.is_heartbeat,
+            )
             .await
         {
             tracing::warn!(%failure, "a committed turn's ingest failed");
@@ -884,6 +908,9 @@ impl std::ops::DerefMut for OpenSession {
 fn engine_error(call: &CallOptions, failure: EngineFailure) -> ProtocolError {
     if call.abort.is_cancelled() {
         return ProtocolError::new(ErrorCode::Cancelled, failure.to_string());
+    }
+    if failure.kind == FailureKind::Overloaded {
+        return ProtocolError::new(ErrorCode::Overloaded, failure.to_string());
     }
     ProtocolError::new(ErrorCode::EngineFailed, failure.to_string())
 }

@@ -79,10 +79,14 @@ impl RequestOutcome {
     }
 }
 
+/// Room for the outcomes of either kind ([`RequestOutcome`], [`CallOutcome`]).
+pub(super) const OUTCOMES: usize = 7;
+
 /// Outcome counts and latencies of one kind of request or call.
 pub(super) struct Tally {
-    /// One count per outcome, in the outcome type's `ALL` order.
-    pub(super) counts: [u64; 6],
+    /// One count per outcome, in the outcome type's `ALL` order (the
+    /// counts past its last outcome stay zero).
+    pub(super) counts: [u64; OUTCOMES],
     /// Seconds each took, in buckets (for Prometheus)…
     pub(super) latency: Histogram,
     /// …and together.
@@ -92,7 +96,7 @@ pub(super) struct Tally {
 impl Tally {
     fn new() -> Self {
         Self {
-            counts: [0; 6],
+            counts: [0; OUTCOMES],
             // 100 µs to about 26 s, ×4 a bucket.
             latency: Histogram::new(exponential_buckets(0.000_1, 4.0, 10)),
             seconds: 0.0,
@@ -337,7 +341,7 @@ pub(super) fn each_call(calls: &CallTallies) -> impl Iterator<Item = (&str, Oper
 /// and name (`names`: the outcomes' names in tally order).
 fn figures<'a>(
     tallies: impl Iterator<Item = (String, String, &'a Tally)>,
-    names: &[&'static str; 6],
+    names: &[&'static str],
 ) -> Vec<Figures> {
     let mut figures: Vec<Figures> = tallies
         .map(|(engine, name, tally)| Figures {

@@ -16,6 +16,7 @@
 pub mod commits;
 mod commits_postgres;
 pub mod exposition;
+pub mod heap;
 pub mod message;
 pub mod methods;
 pub mod metrics;

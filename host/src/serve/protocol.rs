@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 /// The newest protocol version this server speaks (`hello`'s `protocol`).
 pub const PROTOCOL_VERSION: u64 = 2;
@@ -19,20 +20,58 @@ pub const SUPPORTED_PROTOCOLS: [u64; 2] = [1, 2];
 pub const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
 
 /// One request line.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug)]
 pub struct Request {
     /// The client's id for this request.
     pub id: Value,
     /// What to do.
     pub method: String,
-    /// The method's parameters (an object; absent = `{}`).
-    #[serde(default)]
-    pub params: Value,
+    /// The method's parameters, as the JSON text the client sent (an object;
+    /// absent or `null` = `{}`): each method reads them straight into its
+    /// own arguments, so a request never exists as a generic JSON tree.
+    pub params: Box<RawValue>,
     /// Answer within this many milliseconds at the latest (default: the
     /// server's call deadline).
-    #[serde(default, rename = "deadlineMs")]
     pub deadline_ms: Option<u64>,
+}
+
+/// A request line's fields, before their types are checked.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RequestLine {
+    #[serde(default)]
+    id: Option<Value>,
+    method: Value,
+    #[serde(default)]
+    params: Option<Box<RawValue>>,
+    #[serde(default, rename = "deadlineMs")]
+    deadline_ms: Option<Value>,
+}
+
+impl Request {
+    /// Its parameters, leaving `{}` in their place.
+    pub fn take_params(&mut self) -> Box<RawValue> {
+        std::mem::replace(&mut self.params, empty_params())
+    }
+
+    /// The engine the request names in `params.engine`, if any (a string).
+    pub fn engine(&self) -> Option<String> {
+        #[derive(Deserialize)]
+        struct Named {
+            #[serde(default)]
+            engine: Option<Value>,
+        }
+        serde_json::from_str::<Named>(self.params.get())
+            .ok()?
+            .engine?
+            .as_str()
+            .map(str::to_owned)
+    }
+}
+
+/// The `{}` of a request without parameters.
+fn empty_params() -> Box<RawValue> {
+    RawValue::from_string("{}".to_owned()).expect("`{}` is JSON")
 }
 
 /// Why a request was refused or failed: a stable code and words.
@@ -155,26 +194,13 @@ impl Response {
 
 /// Parses one request line, or answers what is wrong with it (with the
 /// request's id when one could be read, so the client can match the error).
+/// `params` stays the text it was; nothing else of the line is kept.
 pub fn parse_request(line: &str) -> Result<Request, Box<Response>> {
-    let refuse = |id: Value, error: ProtocolError| Box::new(Response::to(id, Err(error)));
-    let value: Value = serde_json::from_str(line).map_err(|error| {
-        refuse(
-            Value::Null,
-            ProtocolError::new(
-                ErrorCode::ParseError,
-                format!("the line is not JSON: {error}"),
-            ),
-        )
-    })?;
-    let id = value.get("id").cloned().unwrap_or(Value::Null);
-    if !value.is_object() {
-        return Err(refuse(
-            Value::Null,
-            ProtocolError::new(ErrorCode::ParseError, "a request must be a JSON object"),
-        ));
-    }
+    let fields: RequestLine =
+        serde_json::from_str(line).map_err(|error| refuse_line(line, &error))?;
+    let id = fields.id.unwrap_or(Value::Null);
     if !(id.is_string() || id.is_number()) {
-        return Err(refuse(
+        return Err(refusal(
             Value::Null,
             ProtocolError::new(
                 ErrorCode::ParseError,
@@ -182,32 +208,93 @@ pub fn parse_request(line: &str) -> Result<Request, Box<Response>> {
             ),
         ));
     }
-    let request: Request = serde_json::from_value(value).map_err(|error| {
-        refuse(
-            id.clone(),
+    let not_a_request = |id: Value, problem: &str| {
+        refusal(
+            id,
             ProtocolError::new(
                 ErrorCode::ParseError,
-                format!("not a request ({{id, method, params, deadlineMs}}): {error}"),
+                format!("not a request ({{id, method, params, deadlineMs}}): {problem}"),
             ),
         )
-    })?;
-    if !(request.params.is_object() || request.params.is_null()) {
-        return Err(refuse(
-            id,
-            ProtocolError::invalid("`params` must be an object"),
-        ));
+    };
+    let Value::String(method) = fields.method else {
+        return Err(not_a_request(id, "`method` must be a string"));
+    };
+    let deadline_ms = match fields.deadline_ms {
+        None | Some(Value::Null) => None,
+        Some(ms) => match ms.as_u64() {
+            Some(ms) => Some(ms),
+            None => {
+                return Err(not_a_request(
+                    id,
+                    "`deadlineMs` must be a whole number of milliseconds",
+                ));
+            }
+        },
+    };
+    let params = match fields.params {
+        None => empty_params(),
+        Some(raw) if raw.get().trim() == "null" => empty_params(),
+        Some(raw) if raw.get().trim_start().starts_with('{') => raw,
+        Some(_) => {
+            return Err(refusal(
+                id,
+                ProtocolError::invalid("`params` must be an object"),
+            ));
+        }
+    };
+    Ok(Request {
+        id,
+        method,
+        params,
+        deadline_ms,
+    })
+}
+
+/// An error answer to the request with `id`.
+fn refusal(id: Value, error: ProtocolError) -> Box<Response> {
+    Box::new(Response::to(id, Err(error)))
+}
+
+/// What is wrong with a line that is not a request (`error`: why it did not
+/// read as one), with its id when it has one.
+fn refuse_line(line: &str, error: &serde_json::Error) -> Box<Response> {
+    let value: Value = match serde_json::from_str(line) {
+        Ok(value) => value,
+        Err(error) => {
+            return refusal(
+                Value::Null,
+                ProtocolError::new(
+                    ErrorCode::ParseError,
+                    format!("the line is not JSON: {error}"),
+                ),
+            );
+        }
+    };
+    if !value.is_object() {
+        return refusal(
+            Value::Null,
+            ProtocolError::new(ErrorCode::ParseError, "a request must be a JSON object"),
+        );
     }
-    Ok(request)
+    let id = value.get("id").cloned().unwrap_or(Value::Null);
+    let id = if id.is_string() || id.is_number() {
+        id
+    } else {
+        Value::Null
+    };
+    refusal(
+        id,
+        ProtocolError::new(
+            ErrorCode::ParseError,
+            format!("not a request ({{id, method, params, deadlineMs}}): {error}"),
+        ),
+    )
 }
 
 /// Reads a method's parameters into `T`, naming the field at fault.
-pub fn params<T: serde::de::DeserializeOwned>(params: &Value) -> Result<T, ProtocolError> {
-    let value = if params.is_null() {
-        Value::Object(Default::default())
-    } else {
-        params.clone()
-    };
-    serde_json::from_value(value).map_err(|error| ProtocolError::invalid(error.to_string()))
+pub fn params<T: serde::de::DeserializeOwned>(params: &RawValue) -> Result<T, ProtocolError> {
+    serde_json::from_str(params.get()).map_err(|error| ProtocolError::invalid(error.to_string()))
 }
 
 #[cfg(test)]

@@ -52,6 +52,9 @@ struct CancelArgs {
 }
 
 /// The requests still running, by id, with the token that cancels each.
+/// Capacity the line buffer keeps between lines: ordinary requests fit.
+const KEPT_LINE_BUFFER_BYTES: usize = 1024 * 1024;
+
 type InFlight = Arc<Mutex<HashMap<String, CancellationToken>>>;
 
 /// Serves requests from `input` until it ends, answering on `output`; then
@@ -93,6 +96,8 @@ where
     let mut buffer = Vec::new();
     loop {
         buffer.clear();
+        // A huge line's buffer is not kept for the connection's lifetime.
+        buffer.shrink_to(KEPT_LINE_BUFFER_BYTES);
         let read = (&mut input)
             .take(MAX_LINE_BYTES as u64 + 1)
             .read_until(b'\n', &mut buffer)
@@ -229,8 +234,15 @@ where
                 let in_flight = in_flight.clone();
                 running.spawn(async move {
                     let started = Instant::now();
-                    let outcome = run(service.clone(), &request, token, deadline).await;
-                    service.request_done(&request, &outcome, started.elapsed());
+                    let mut request = request;
+                    let engine = request.engine();
+                    let outcome = run(service.clone(), &mut request, token, deadline).await;
+                    service.request_done(
+                        &request.method,
+                        engine.as_deref(),
+                        &outcome,
+                        started.elapsed(),
+                    );
                     in_flight
                         .lock()
                         .unwrap_or_else(PoisonError::into_inner)
@@ -341,15 +353,23 @@ fn deadline(service: &Service, request: &Request) -> Duration {
 /// in the background).
 async fn run(
     service: Arc<Service>,
-    request: &Request,
+    request: &mut Request,
     token: CancellationToken,
     deadline: Duration,
 ) -> Result<Value, ProtocolError> {
     let method = request.method.clone();
-    let params = request.params.clone();
+    // Handed over, not copied: a request's parameters may be most of a
+    // 64 MiB line.
+    let params = request.take_params();
+    let params_bytes = params.get().len();
     let abort = token.clone();
     let id = request.id.to_string();
-    let mut work = tokio::spawn(async move { service.call(&method, &params, abort, id).await });
+    let mut work = tokio::spawn(async move {
+        let answer = service.call(&method, &params, abort, id).await;
+        drop(params);
+        service.request_freed(params_bytes);
+        answer
+    });
     tokio::select! {
         joined = &mut work => joined.unwrap_or_else(|error| {
             Err(ProtocolError::new(

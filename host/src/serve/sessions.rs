@@ -6,6 +6,7 @@
 use std::time::SystemTime;
 
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::message;
@@ -26,17 +27,22 @@ pub struct Sync {
     pub base_digest: Option<String>,
     /// The messages from `base` on, as OpenClaw has them.
     #[serde(default)]
-    pub messages: Vec<Value>,
+    pub messages: Vec<RawMessage>,
     /// One client-computed digest per message (opaque to the server).
     #[serde(default)]
     pub digests: Option<Vec<String>>,
 }
 
+/// A message as the client sent it: its JSON text, kept verbatim (a
+/// fraction of the memory of a parsed JSON tree, and answered back as it
+/// came).
+pub type RawMessage = Box<RawValue>;
+
 /// One session's history.
 #[derive(Default)]
 pub struct SessionHistory {
     /// Every message as the client sent it.
-    raw: Vec<Value>,
+    raw: Vec<RawMessage>,
     /// The client's digest of each message, if it sent one.
     digests: Vec<Option<String>>,
     /// The engine's view: entries visible to the model, each with its
@@ -95,30 +101,26 @@ impl SessionHistory {
     }
 
     /// Appends `messages` (a committed turn, ingested messages) and returns
-    /// the engine's view of the visible ones.
+    /// where the engine's view of the visible ones starts in
+    /// [`history`](Self::history).
     pub fn append(
         &mut self,
-        messages: &[Value],
+        messages: &[RawMessage],
         digests: Option<&[String]>,
-    ) -> Result<Vec<MessageEntry>, ProtocolError> {
+    ) -> Result<usize, ProtocolError> {
         let digests = check_digests(digests, messages.len())?;
         let views = read_all(messages, self.raw.len())?;
         let first_new = self.positions.len();
         self.push(messages, digests, views);
-        Ok(self.view.entries()[first_new..].to_vec())
+        Ok(first_new)
     }
 
-    fn push(
-        &mut self,
-        messages: &[Value],
-        digests: Vec<Option<String>>,
-        views: Vec<Option<crate::contract::types::AgentMessage>>,
-    ) {
+    fn push(&mut self, messages: &[RawMessage], digests: Vec<Option<String>>, views: Vec<Read>) {
         let keep = self.positions.len();
         let mut appended: Vec<MessageEntry> = Vec::new();
         let mut estimates = Vec::new();
-        for ((raw, digest), view) in messages.iter().zip(digests).zip(views) {
-            if let Some(message) = view {
+        for ((raw, digest), read) in messages.iter().zip(digests).zip(views) {
+            if let Some(message) = read.message {
                 self.next_id += 1;
                 let parent_id = match appended.last() {
                     Some(last) => Some(last.id.clone()),
@@ -130,11 +132,7 @@ impl SessionHistory {
                 let entry = MessageEntry {
                     id: format!("m{}", self.next_id),
                     parent_id,
-                    timestamp_ms: raw
-                        .get("timestamp")
-                        .and_then(Value::as_f64)
-                        .filter(|t| t.is_finite())
-                        .map_or(0, |t| t as i64),
+                    timestamp_ms: read.timestamp_ms,
                     message,
                 };
                 estimates.push(crate::contract::tokens::estimate_message(&entry.message));
@@ -165,7 +163,7 @@ impl SessionHistory {
                     messages.extend(
                         self.positions[start..end]
                             .iter()
-                            .map(|position| self.raw[*position].clone()),
+                            .map(|position| to_value(&self.raw[*position])),
                     );
                 }
                 AssembledItem::Insert(inserted) => {
@@ -215,8 +213,8 @@ impl SessionHistory {
     }
 
     /// Every message held, as the client sent it (the pass-through prompt).
-    pub fn raw(&self) -> &[Value] {
-        &self.raw
+    pub fn raw(&self) -> Vec<Value> {
+        self.raw.iter().map(to_value).collect()
     }
 }
 
@@ -236,18 +234,42 @@ fn check_digests(
     }
 }
 
+/// A message in JSON form, for an answer. A message was JSON when it came,
+/// so it reads again; `null` stands in should it not.
+fn to_value(raw: &RawMessage) -> Value {
+    serde_json::from_str(raw.get()).unwrap_or(Value::Null)
+}
+
+/// What the host reads of one client message.
+struct Read {
+    /// Its host view (`None`: a message engines do not see).
+    message: Option<crate::contract::types::AgentMessage>,
+    /// Its `timestamp`, ms (0 without one).
+    timestamp_ms: i64,
+}
+
 /// The host view of each message, or the first that cannot be read, named
-/// by its position in the session.
-fn read_all(
-    messages: &[Value],
-    first_position: usize,
-) -> Result<Vec<Option<crate::contract::types::AgentMessage>>, ProtocolError> {
+/// by its position in the session. Each message is a JSON tree only while
+/// it is read.
+fn read_all(messages: &[RawMessage], first_position: usize) -> Result<Vec<Read>, ProtocolError> {
     messages
         .iter()
         .enumerate()
         .map(|(offset, raw)| {
-            message::to_host(raw).map_err(|why| {
+            let named = |why: String| {
                 ProtocolError::invalid(format!("message {}: {why}", first_position + offset))
+            };
+            let value: Value =
+                serde_json::from_str(raw.get()).map_err(|error| named(error.to_string()))?;
+            let timestamp_ms = value
+                .get("timestamp")
+                .and_then(Value::as_f64)
+                .filter(|t| t.is_finite())
+                .map_or(0, |t| t as i64);
+            let message = message::to_host(&value).map_err(named)?;
+            Ok(Read {
+                message,
+                timestamp_ms,
             })
         })
         .collect()
@@ -261,11 +283,15 @@ mod tests {
         json!({"role": "user", "content": text, "timestamp": 1, "extra": {"kept": true}})
     }
 
+    fn raw(message: Value) -> RawMessage {
+        RawValue::from_string(message.to_string()).expect("JSON")
+    }
+
     fn sync(base: usize, digest: Option<&str>, texts: &[&str]) -> Sync {
         Sync {
             base,
             base_digest: digest.map(str::to_owned),
-            messages: texts.iter().map(|text| user(text)).collect(),
+            messages: texts.iter().map(|text| raw(user(text))).collect(),
             digests: Some(texts.iter().map(|text| format!("d-{text}")).collect()),
         }
     }
@@ -279,7 +305,7 @@ mod tests {
         session
             .sync(&sync(1, Some("d-a"), &["x"]))
             .expect("replace");
-        assert_eq!(session.raw(), &[user("a"), user("x")]);
+        assert_eq!(session.raw(), [user("a"), user("x")]);
         assert_eq!(session.history().len(), 2);
 
         let error = session.sync(&sync(5, None, &[])).expect_err("gap");
@@ -289,7 +315,7 @@ mod tests {
         assert_eq!(error.code, ErrorCode::HistoryMismatch);
         let bad = Sync {
             base: 2,
-            messages: vec![json!({"role": "user"})],
+            messages: vec![raw(json!({"role": "user"}))],
             ..Sync::default()
         };
         let error = session.sync(&bad).expect_err("unreadable");
@@ -303,7 +329,7 @@ mod tests {
         let hidden = json!({"role": "bashExecution", "command": "ls", "output": "",
             "excludeFromContext": true, "timestamp": 2});
         session
-            .append(&[user("a"), hidden, user("b")], None)
+            .append(&[raw(user("a")), raw(hidden), raw(user("b"))], None)
             .expect("appends");
         assert_eq!(session.history().len(), 2);
         let prompt = session

@@ -11,7 +11,7 @@ use std::time::Duration;
 use ctxbox_host::contract::engine::{CallOptions, ContextEngine};
 use ctxbox_host::contract::failure::{EngineFailure, FailureKind, Operation};
 use ctxbox_host::contract::history::History;
-use ctxbox_host::contract::types::AssembleParams;
+use ctxbox_host::contract::types::{AssembleParams, CompactParams};
 use ctxbox_host::engines::guard::{GuardAction, GuardPolicy};
 use ctxbox_host::engines::plugins::{FactoryContext, PluginSettings};
 use ctxbox_host::engines::registry::{EngineFactory, RegisterOptions};
@@ -105,6 +105,38 @@ async fn an_engine_configuration_turns_off_uses_legacy_without_quarantine_or_mak
             "{name}: not a failure"
         );
         assemble_once(engine.as_ref()).await;
+        // Compaction is legacy's too, on purpose: no "quarantined" reason.
+        let transcript = _dir.path().join("session.jsonl");
+        std::fs::copy(
+            ctxbox_tests::fixture("qwen35-feishu-delivery-mirror-branching-zh.jsonl"),
+            &transcript,
+        )
+        .expect("copy fixture");
+        let (reference, history) = {
+            // Closed again before legacy opens it for writing.
+            let opened = ctxbox_host::TranscriptStore::new(Default::default())
+                .open(&transcript)
+                .expect("open fixture");
+            (opened.session_ref(), opened.history())
+        };
+        let compacted = engine
+            .compact(
+                &CallOptions::default(),
+                &reference,
+                &history,
+                &CompactParams {
+                    force: true,
+                    token_budget: Some(8_000),
+                    ..CompactParams::default()
+                },
+            )
+            .await
+            .expect("legacy compacts");
+        assert!(compacted.ok && compacted.compacted, "{name}: {compacted:?}");
+        assert!(
+            !compacted.reason.unwrap_or_default().contains("quarantined"),
+            "{name}: legacy on purpose, not in anyone's place"
+        );
         assert!(
             engine.take_events().is_empty(),
             "{name}: no fallback reported"
@@ -136,15 +168,22 @@ async fn an_engine_configuration_turns_off_uses_legacy_without_quarantine_or_mak
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_default_slot_values_use_legacy_without_quarantine() {
     let (_dir, host) = zoo_host(SandboxConfig::default(), GuardPolicy::default());
-    host.set_plugin_settings(PluginSettings {
-        enabled: false,
-        ..PluginSettings::default()
-    });
-    for slot in [None, Some(""), Some("legacy"), Some("none"), Some(" none ")] {
-        let engine = host.select(slot).await;
-        assert_eq!(engine.selected_id(), "legacy", "{slot:?}");
-        assert!(engine.serving_selected(), "{slot:?}");
-        assert!(engine.resolution_failure().is_none(), "{slot:?}");
+    // With plugins on (so no switch can explain the answer) and, as the
+    // reference's test has it, off.
+    for settings in [
+        PluginSettings::default(),
+        PluginSettings {
+            enabled: false,
+            ..PluginSettings::default()
+        },
+    ] {
+        host.set_plugin_settings(settings);
+        for slot in [None, Some(""), Some("legacy"), Some("none"), Some(" none ")] {
+            let engine = host.select(slot).await;
+            assert_eq!(engine.selected_id(), "legacy", "{slot:?}");
+            assert!(engine.serving_selected(), "{slot:?}");
+            assert!(engine.resolution_failure().is_none(), "{slot:?}");
+        }
     }
     assert!(host.quarantine().list().is_empty());
 }
@@ -211,7 +250,7 @@ async fn a_missing_or_failing_enabled_engine_is_still_quarantined() {
 /// The reference propagates a host admission failure without quarantining
 /// the engine: here, no free instance slot while selecting.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn no_free_instance_slot_at_selection_degrades_the_turn_without_quarantine() {
+async fn no_free_instance_slot_at_selection_is_an_admission_failure_the_caller_retries() {
     let config = SandboxConfig {
         max_instances: 1,
         call_timeout_ms: 60_000,
@@ -239,10 +278,22 @@ async fn no_free_instance_slot_at_selection_degrades_the_turn_without_quarantine
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     let engine = host.select(Some("keep-recent")).await;
-    assert_eq!(engine.serving_id(), "legacy", "degraded for this turn");
     let failure = engine.resolution_failure().expect("why");
     assert_eq!(failure.kind, FailureKind::Overloaded);
-    assemble_once(engine.as_ref()).await;
+    // The call fails for the caller to retry: no other engine answers in
+    // the selected one's place, so a stateful engine misses nothing.
+    let refused = engine
+        .assemble(
+            &CallOptions::default(),
+            &session("s"),
+            &History::new(conversation(2)),
+            &AssembleParams::default(),
+        )
+        .await
+        .expect_err("refused, not served by legacy");
+    assert_eq!(refused.kind, FailureKind::Overloaded);
+    assert_eq!(refused.operation, Operation::Assemble);
+    assert_eq!(engine.calls_served_by_legacy(), 0);
     let events = engine.take_events();
     assert_eq!(events.len(), 1, "{events:?}");
     assert_eq!(events[0].action, GuardAction::Overloaded);
@@ -256,6 +307,65 @@ async fn no_free_instance_slot_at_selection_degrades_the_turn_without_quarantine
     let engine = host.select(Some("keep-recent")).await;
     assert!(engine.serving_selected(), "the next selection tries again");
     assert_eq!(engine.serving_id(), "keep-recent");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_free_instance_slot_at_call_time_refuses_the_call_without_a_stand_in() {
+    let config = SandboxConfig {
+        max_instances: 1,
+        call_timeout_ms: 60_000,
+        ..SandboxConfig::default()
+    };
+    let (_dir, host) = zoo_host(config, GuardPolicy::default());
+    let engine = host.select(Some("keep-recent")).await;
+    assert!(engine.serving_selected());
+    // The sleeper's call takes the pool's only slot (keep-recent's idle
+    // instance is recycled for it) and holds it while it sleeps.
+    let sleeper = host.select(Some("sleeper")).await;
+    let abort = CancellationToken::new();
+    let busy = {
+        let (sleeper, abort) = (sleeper.clone(), abort.clone());
+        tokio::spawn(async move {
+            let history = History::new(conversation(2));
+            let call = CallOptions::with_abort(abort);
+            let _ = sleeper
+                .assemble(
+                    &call,
+                    &session("busy"),
+                    &history,
+                    &AssembleParams::default(),
+                )
+                .await;
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let refused = engine
+        .assemble(
+            &CallOptions::default(),
+            &session("s"),
+            &History::new(conversation(2)),
+            &AssembleParams::default(),
+        )
+        .await
+        .expect_err("refused, not served by legacy");
+    assert_eq!(refused.kind, FailureKind::Overloaded);
+    assert_eq!(engine.calls_served_by_legacy(), 0);
+    let events = engine.take_events();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].action, GuardAction::Overloaded);
+    let record = host.quarantine().get("keep-recent");
+    assert!(record.is_none(), "{record:?}");
+    assert!(engine.serving_selected(), "still the engine in use");
+
+    abort.cancel();
+    busy.await.expect("the sleeper's call ends");
+    assemble_once(engine.as_ref()).await;
+    assert_eq!(
+        engine.calls_served_by_legacy(),
+        0,
+        "the retry is the engine's"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

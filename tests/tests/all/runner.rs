@@ -1143,6 +1143,11 @@ async fn a_failed_turns_unanswered_message_is_rolled_back() {
     assert!(error.to_string().contains("upstream 500"), "{error}");
     let branch = harness.session.transcript().active_branch();
     assert!(branch.is_empty(), "rolled back: {branch:?}");
+    assert_eq!(
+        spy.count(Operation::AfterTurn),
+        0,
+        "the engine never hears of the failed turn"
+    );
 
     harness.turn("second").await.expect("answers");
     let prompts = provider.prompts();

@@ -543,7 +543,10 @@ fn a_turn_commits_once_for_every_host() {
         let messages = [
             json!({"role": "user", "content": "hi"}),
             json!({"role": "assistant", "content": "yo"}),
-        ];
+        ]
+        .map(|message| {
+            serde_json::value::RawValue::from_string(message.to_string()).expect("JSON")
+        });
         for turn in 0..3 {
             let key = format!("s:{turn}");
             assert_eq!(

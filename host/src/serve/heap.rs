@@ -1,0 +1,78 @@
+//! Giving freed memory back to the system. glibc's allocator keeps what a
+//! large request or a closed session freed in its arenas, so a sidecar that
+//! lives for weeks would stay at its high-water mark; `malloc_trim` returns
+//! their free pages. With any other allocator this does nothing.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// The least time between two trims: each walks the whole heap.
+const MIN_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Requests whose parameters are at least this large are followed by a trim.
+pub const LARGE_REQUEST_BYTES: usize = 1024 * 1024;
+
+/// Trims the heap when memory was freed, at most once a [`MIN_INTERVAL`].
+#[derive(Debug)]
+pub struct HeapTrim {
+    origin: Instant,
+    /// When the last trim ran, ms after `origin` (`u64::MAX`: never).
+    last_ms: AtomicU64,
+}
+
+impl Default for HeapTrim {
+    fn default() -> Self {
+        Self {
+            origin: Instant::now(),
+            last_ms: AtomicU64::new(u64::MAX),
+        }
+    }
+}
+
+impl HeapTrim {
+    /// Much memory was just freed (a session let go, a large request
+    /// answered): give it back, unless a trim ran within the last second
+    /// (the next sweep or release catches what that one missed).
+    pub fn freed(&self) {
+        let now = u64::try_from(self.origin.elapsed().as_millis()).unwrap_or(u64::MAX - 1);
+        let last = self.last_ms.load(Ordering::Relaxed);
+        let due = last == u64::MAX || now.saturating_sub(last) >= MIN_INTERVAL.as_millis() as u64;
+        if due
+            && self
+                .last_ms
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            give_back();
+        }
+    }
+}
+
+/// Returns the allocator's free pages to the system.
+fn give_back() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: `malloc_trim` only releases memory the allocator holds free;
+    // it is thread-safe and touches no memory in use.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trims_at_most_once_a_second() {
+        let trim = HeapTrim::default();
+        trim.freed();
+        let first = trim.last_ms.load(Ordering::Relaxed);
+        assert_ne!(first, u64::MAX, "the first one runs");
+        trim.freed();
+        assert_eq!(
+            trim.last_ms.load(Ordering::Relaxed),
+            first,
+            "not again at once"
+        );
+    }
+}
