@@ -407,13 +407,25 @@ impl ContextEngine for WasmEngine {
         entries: &[MessageEntry],
         is_heartbeat: bool,
     ) -> EngineResult<IngestBatchResult> {
-        let request = Request::IngestBatch {
-            session,
-            entries,
-            is_heartbeat,
-        };
-        let response = self.call(request, call).await?;
-        expect_response!(self, response, Operation::IngestBatch, IngestBatch)
+        // However many messages the caller has, the engine gets them in
+        // batches its memory budget holds: a large batch is the caller's
+        // doing, never a reason for a correct engine to fail.
+        let max_bytes = self.shared.sandbox.config().memory_limit_bytes() / INGEST_SHARE_OF_MEMORY;
+        let mut ingested = 0u32;
+        for batch in batches(entries, max_bytes, MAX_INGEST_BATCH) {
+            let request = Request::IngestBatch {
+                session,
+                entries: batch,
+                is_heartbeat,
+            };
+            let response = self.call(request, call).await?;
+            let result: IngestBatchResult =
+                expect_response!(self, response, Operation::IngestBatch, IngestBatch)?;
+            ingested = ingested.saturating_add(result.ingested_count);
+        }
+        Ok(IngestBatchResult {
+            ingested_count: ingested,
+        })
     }
 
     async fn assemble(
@@ -574,5 +586,66 @@ impl ContextEngine for WasmEngine {
         }
         Self::dispose_cell(&self.shared.control).await;
         self.shared.disposals.take().map_or(Ok(()), Err)
+    }
+}
+
+/// The share of an instance's memory budget one `ingest-batch` call's
+/// messages may take on the wire (the guest's own copy of them is several
+/// times that).
+const INGEST_SHARE_OF_MEMORY: usize = 16;
+
+/// Most messages one `ingest-batch` call carries.
+const MAX_INGEST_BATCH: usize = 4_096;
+
+/// `entries` cut into consecutive batches of at most `max_entries` and
+/// (unless one message alone is larger) `max_bytes` on the wire.
+fn batches(
+    entries: &[MessageEntry],
+    max_bytes: usize,
+    max_entries: usize,
+) -> impl Iterator<Item = &[MessageEntry]> {
+    let mut rest = entries;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let mut bytes = 0;
+        let mut end = 0;
+        while end < rest.len() && end < max_entries {
+            let size = super::wire_size::entry(&rest[end]);
+            if end > 0 && bytes + size > max_bytes {
+                break;
+            }
+            bytes += size;
+            end += 1;
+        }
+        let (batch, tail) = rest.split_at(end);
+        rest = tail;
+        Some(batch)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batches_keep_order_and_bounds() {
+        let entries = crate::check::cases::conversation(50);
+        let one = super::super::wire_size::entry(&entries[0]);
+        let cut: Vec<&[MessageEntry]> = batches(&entries, one * 3, 7).collect();
+        assert!(
+            cut.iter()
+                .all(|batch| !batch.is_empty() && batch.len() <= 7)
+        );
+        let joined: Vec<&str> = cut
+            .iter()
+            .flat_map(|batch| batch.iter().map(|e| e.id.as_str()))
+            .collect();
+        let all: Vec<&str> = entries.iter().map(|e| e.id.as_str()).collect();
+        assert_eq!(joined, all, "every entry once, in order");
+        // A message larger than the bound still goes, alone.
+        assert_eq!(batches(&entries[..2], 1, 10).count(), 2);
+        assert_eq!(batches(&[], 100, 10).count(), 0);
     }
 }

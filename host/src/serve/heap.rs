@@ -12,7 +12,8 @@ const MIN_INTERVAL: Duration = Duration::from_secs(1);
 /// Requests whose parameters are at least this large are followed by a trim.
 pub const LARGE_REQUEST_BYTES: usize = 1024 * 1024;
 
-/// Trims the heap when memory was freed, at most once a [`MIN_INTERVAL`].
+/// Trims the heap when memory was freed: at once after a large free, at most
+/// once a [`MIN_INTERVAL`] for the frequent releases of sessions.
 #[derive(Debug)]
 pub struct HeapTrim {
     origin: Instant,
@@ -30,11 +31,19 @@ impl Default for HeapTrim {
 }
 
 impl HeapTrim {
-    /// Much memory was just freed (a session let go, a large request
-    /// answered): give it back, unless a trim ran within the last second
-    /// (the next sweep or release catches what that one missed).
+    /// Much memory was just freed (a closed session, a large request
+    /// answered): give it back now.
     pub fn freed(&self) {
-        let now = u64::try_from(self.origin.elapsed().as_millis()).unwrap_or(u64::MAX - 1);
+        self.last_ms.store(self.now_ms(), Ordering::Relaxed);
+        give_back();
+    }
+
+    /// Sessions were let go, as happens with every new session once
+    /// `serve.maxSessions` are held: give their memory back unless that was
+    /// done within the last second (the next release catches what this one
+    /// skips).
+    pub fn released(&self) {
+        let now = self.now_ms();
         let last = self.last_ms.load(Ordering::Relaxed);
         let due = last == u64::MAX || now.saturating_sub(last) >= MIN_INTERVAL.as_millis() as u64;
         if due
@@ -45,6 +54,10 @@ impl HeapTrim {
         {
             give_back();
         }
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.origin.elapsed().as_millis()).unwrap_or(u64::MAX - 1)
     }
 }
 
@@ -63,16 +76,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn trims_at_most_once_a_second() {
+    fn releases_trim_at_most_once_a_second() {
         let trim = HeapTrim::default();
-        trim.freed();
+        trim.released();
         let first = trim.last_ms.load(Ordering::Relaxed);
         assert_ne!(first, u64::MAX, "the first one runs");
-        trim.freed();
+        trim.released();
         assert_eq!(
             trim.last_ms.load(Ordering::Relaxed),
             first,
             "not again at once"
+        );
+        trim.freed();
+        assert!(
+            trim.last_ms.load(Ordering::Relaxed) >= first,
+            "a large free trims whatever the time"
         );
     }
 }

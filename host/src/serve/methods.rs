@@ -574,7 +574,7 @@ impl Service {
                     engine.close_session(&session.session_id).await;
                 }
             }
-            heap.freed();
+            heap.released();
         });
     }
 

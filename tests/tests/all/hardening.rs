@@ -391,3 +391,29 @@ async fn state_written_by_a_refused_answer_does_not_persist() {
         "a call that fails leaves none of its writes"
     );
 }
+
+/// A caller's large batch, sibling of a caller's tiny budget: one `ingest`
+/// of more messages than a correct engine's memory budget holds at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_larger_than_the_engines_memory_is_handed_over_in_parts() {
+    let (_dir, host) = zoo_host(
+        SandboxConfig {
+            memory_limit_mib: 8,
+            ..SandboxConfig::default()
+        },
+        GuardPolicy::default(),
+    );
+    // The SDK's default `ingest-batch`: it lifts every message it is given.
+    let engine = host.select(Some("abort-heeder")).await;
+    let entries = ctxbox_host::check::cases::conversation(15_000);
+    let result = engine
+        .ingest_batch(&CallOptions::default(), &session("big"), &entries, false)
+        .await
+        .expect("ingested");
+    assert!(
+        engine.take_events().is_empty(),
+        "the engine kept serving: {result:?}"
+    );
+    assert!(engine.serving_selected());
+    assert!(host.quarantine().get("abort-heeder").is_none());
+}

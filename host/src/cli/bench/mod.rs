@@ -8,6 +8,7 @@ mod compaction;
 mod convergence;
 mod index;
 mod instance_cost;
+mod large_request;
 mod measure;
 mod memory;
 mod powers;
@@ -102,6 +103,9 @@ enum Group {
     Shared,
     /// Engines' searchable memory: puts, searches, bytes on disk.
     Index,
+    /// One 16 MiB request through `ctxbox serve`: its peak and what stays
+    /// resident (run it alone: the peak is the process's).
+    LargeRequest,
 }
 
 /// What the measurements are given.
@@ -256,6 +260,9 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     // Memory first: later measurements grow the heap it would count.
     if wanted(Group::Memory) {
         memory::rows(&options, &mut rows).await?;
+    }
+    if wanted(Group::LargeRequest) {
+        large_request::rows(&options, &mut rows).await?;
     }
     if wanted(Group::Sandbox) {
         sandbox::rows(&options, &mut meter, &mut rows).await?;

@@ -61,6 +61,20 @@ impl Connection {
         Ok(answer.await?)
     }
 
+    /// The whole answer to `method` with `params` given as JSON text (a
+    /// request too large to build as a JSON tree first).
+    pub(super) async fn call_text(&self, method: &str, params: &str) -> anyhow::Result<Value> {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let (sender, answer) = oneshot::channel();
+        self.lock_waiting().insert(id, sender);
+        let line = format!(
+            r#"{{"id":{id},"method":{},"params":{params}}}"#,
+            json!(method)
+        );
+        self.write_line(&line).await?;
+        Ok(answer.await?)
+    }
+
     /// How many reverse `complete` requests were answered.
     pub(super) fn reverse_answered(&self) -> u64 {
         self.reverse_answered.load(Ordering::Relaxed)
@@ -98,8 +112,12 @@ impl Connection {
     }
 
     async fn write(&self, message: &Value) -> std::io::Result<()> {
-        let mut line = message.to_string();
-        line.push('\n');
-        self.writer.lock().await.write_all(line.as_bytes()).await
+        self.write_line(&message.to_string()).await
+    }
+
+    async fn write_line(&self, line: &str) -> std::io::Result<()> {
+        let mut writer = self.writer.lock().await;
+        writer.write_all(line.as_bytes()).await?;
+        writer.write_all(b"\n").await
     }
 }
