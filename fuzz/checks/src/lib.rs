@@ -206,8 +206,27 @@ fn powers_server() -> &'static PowersServer {
     })
 }
 
-/// How long the client waits for the server's next line before it hangs up.
-const POWERS_QUIET: std::time::Duration = std::time::Duration::from_millis(300);
+/// How long the client waits for the server's next line before it hangs up
+/// (normally it hangs up as soon as every request is answered).
+const POWERS_QUIET: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Whether the server answers `line` (it answers every line but blank
+/// ones and answers to its own reverse calls, as `serve` tells them apart).
+fn expects_an_answer(line: &str) -> bool {
+    let line = line.trim();
+    if line.is_empty() {
+        return false;
+    }
+    let reverse_answer = line.contains("srv-")
+        && serde_json::from_str::<serde_json::Value>(line).is_ok_and(|value| {
+            value
+                .get("id")
+                .and_then(serde_json::Value::as_str)
+                .is_some_and(|id| id.starts_with("srv-"))
+                && value.get("method").is_none()
+        });
+    !reverse_answer
+}
 
 /// A protocol-2 conversation with a server whose engine calls back (model
 /// completions) and offers tools: each line starting `>` is a request the
@@ -246,7 +265,10 @@ pub fn sidecar_powers(data: &[u8]) {
                 break;
             }
         }
-        while let Ok(Ok(Some(line))) = tokio::time::timeout(POWERS_QUIET, lines.next_line()).await {
+        let mut unanswered = 1 + requests.iter().filter(|line| expects_an_answer(line)).count();
+        while unanswered > 0
+            && let Ok(Ok(Some(line))) = tokio::time::timeout(POWERS_QUIET, lines.next_line()).await
+        {
             let value: serde_json::Value =
                 serde_json::from_str(&line).expect("every server line is JSON");
             assert!(value.is_object(), "every server line is an object: {line}");
@@ -256,6 +278,9 @@ pub fn sidecar_powers(data: &[u8]) {
                 .filter(|id| id.starts_with("srv-"))
                 .filter(|_| value.get("method").and_then(serde_json::Value::as_str) == Some("complete"));
             let Some(id) = reverse_id else {
+                if value.get("method").is_none() {
+                    unanswered = unanswered.saturating_sub(1);
+                }
                 continue;
             };
             let mut answer = answers
