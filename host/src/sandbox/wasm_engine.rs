@@ -631,7 +631,16 @@ mod tests {
 
     #[test]
     fn batches_keep_order_and_bounds() {
-        let entries = crate::check::cases::conversation(50);
+        let entries: Vec<MessageEntry> = (0..200)
+            .map(|index| MessageEntry {
+                id: format!("m{index}"),
+                parent_id: None,
+                timestamp_ms: 0,
+                message: crate::contract::types::AgentMessage::user_text(format!(
+                    "message {index}"
+                )),
+            })
+            .collect();
         let one = super::super::wire_size::entry(&entries[0]);
         let cut: Vec<&[MessageEntry]> = batches(&entries, one * 3, 7).collect();
         assert!(
