@@ -249,6 +249,27 @@ async fn a_missing_or_failing_enabled_engine_is_still_quarantined() {
 
 /// The reference propagates a host admission failure without quarantining
 /// the engine: here, no free instance slot while selecting.
+/// Starts a `sleeper` call that holds a slot of the pool until the returned
+/// token is cancelled (the task ends soon after).
+async fn hold_the_only_slot(host: &Engines) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+    let sleeper = host.select(Some("sleeper")).await;
+    let abort = CancellationToken::new();
+    let call = CallOptions::with_abort(abort.clone());
+    let busy = tokio::spawn(async move {
+        let history = History::new(conversation(2));
+        let _ = sleeper
+            .assemble(
+                &call,
+                &session("busy"),
+                &history,
+                &AssembleParams::default(),
+            )
+            .await;
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    (abort, busy)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_free_instance_slot_at_selection_is_an_admission_failure_the_caller_retries() {
     let config = SandboxConfig {
@@ -258,24 +279,7 @@ async fn no_free_instance_slot_at_selection_is_an_admission_failure_the_caller_r
     };
     let (_dir, host) = zoo_host(config, GuardPolicy::default());
     // The sleeper's call holds the pool's only slot while it sleeps.
-    let sleeper = host.select(Some("sleeper")).await;
-    let abort = CancellationToken::new();
-    let busy = {
-        let (sleeper, abort) = (sleeper.clone(), abort.clone());
-        tokio::spawn(async move {
-            let history = History::new(conversation(2));
-            let call = CallOptions::with_abort(abort);
-            let _ = sleeper
-                .assemble(
-                    &call,
-                    &session("busy"),
-                    &history,
-                    &AssembleParams::default(),
-                )
-                .await;
-        })
-    };
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (abort, busy) = hold_the_only_slot(&host).await;
 
     let engine = host.select(Some("keep-recent")).await;
     let failure = engine.resolution_failure().expect("why");
@@ -321,24 +325,7 @@ async fn no_free_instance_slot_at_call_time_refuses_the_call_without_a_stand_in(
     assert!(engine.serving_selected());
     // The sleeper's call takes the pool's only slot (keep-recent's idle
     // instance is recycled for it) and holds it while it sleeps.
-    let sleeper = host.select(Some("sleeper")).await;
-    let abort = CancellationToken::new();
-    let busy = {
-        let (sleeper, abort) = (sleeper.clone(), abort.clone());
-        tokio::spawn(async move {
-            let history = History::new(conversation(2));
-            let call = CallOptions::with_abort(abort);
-            let _ = sleeper
-                .assemble(
-                    &call,
-                    &session("busy"),
-                    &history,
-                    &AssembleParams::default(),
-                )
-                .await;
-        })
-    };
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (abort, busy) = hold_the_only_slot(&host).await;
 
     let refused = engine
         .assemble(
