@@ -321,6 +321,25 @@ mod tests {
         let error = session.sync(&bad).expect_err("unreadable");
         assert!(error.message.starts_with("message 2:"), "{}", error.message);
         assert_eq!(session.len(), 2, "a refused sync changes nothing");
+        // Still JSON text, but its number is past f64's range (found by the
+        // sidecar fuzz target): refused by name, never stored.
+        let huge = Sync {
+            base: 2,
+            messages: vec![
+                RawValue::from_string(
+                    r#"{"role":"user","content":"x","usage":{"cacheRead":2E99999}}"#.to_owned(),
+                )
+                .expect("JSON text"),
+            ],
+            ..Sync::default()
+        };
+        let error = session.sync(&huge).expect_err("out of range");
+        assert!(
+            error.message.starts_with("message 2:") && error.message.contains("out of range"),
+            "{}",
+            error.message
+        );
+        assert_eq!(session.len(), 2, "a refused sync changes nothing");
     }
 
     #[test]
