@@ -172,7 +172,13 @@ export interface DeltaOptions {
   maxBytes?: number;
 }
 
-/** Transcript entries appended after `cursor` (from the start when undefined). */
+/**
+ * The session's active branch after `cursor` (from the root when undefined).
+ * A rolled-back turn is never delivered: a cursor that had read it gets a
+ * reset whose reason starts with `anchor_missing` (keep its cursor and read
+ * again). During `bootstrap` and `assemble` the read stops before the current
+ * turn's own entries, which `history` holds.
+ */
 export function readTranscriptDelta(cursor?: string, options: DeltaOptions = {}): TranscriptDelta {
   const maxBytes = options.maxBytes === undefined ? undefined : BigInt(options.maxBytes);
   return call("readTranscriptDelta", () => raw.readTranscriptDelta(cursor, options.maxMessages, maxBytes));

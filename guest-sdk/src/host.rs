@@ -113,9 +113,12 @@ pub fn complete(request: &CompletionRequest) -> Result<Completion, HostError> {
     raw::complete(request)
 }
 
-/// Reads transcript entries appended after `cursor` (from the start when
+/// Reads the session's active branch after `cursor` (from the root when
 /// `None`), at most `max_messages` entries or `max_bytes` bytes (host defaults
-/// when `None`).
+/// when `None`). A rolled-back turn is never delivered: a cursor that had read
+/// it gets a reset whose reason starts with `anchor_missing` (keep the cursor
+/// it carries and read again). During `bootstrap` and `assemble` the read
+/// stops before the current turn's own entries, which `history` holds.
 pub fn read_transcript_delta(
     cursor: Option<&str>,
     max_messages: Option<u32>,

@@ -66,8 +66,14 @@ declare module 'ctxbox:engine/host@0.1.0' {
    */
   export function summarize(text: string, instructions: string | undefined, maxTokens: number): string;
   /**
-   * Reads transcript entries appended since `cursor` (from the start when
-   * none). Defaults: 1,000 messages and 1 MiB per page; caps: 10,000 and 64 MiB.
+   * Reads the entries of the session's active branch (root to leaf, as the
+   * context is built) after `cursor` (from the root when none): messages and
+   * compaction summaries, never an abandoned branch's entries (a rolled-back
+   * turn) and never runtime-context carriers (`openclaw.runtime-context`
+   * custom messages, which no engine sees). While the host builds a turn's
+   * prompt (`bootstrap`, `assemble`) the read ends before the turn's own
+   * first entry; later calls see it. Defaults: 1,000 messages and 1 MiB per
+   * page; caps: 10,000 and 64 MiB.
    * Entries are measured by their line in the transcript file; a page's
    * first entry may exceed `max-bytes`, never the 64 MiB cap. An entry larger
    * than the cap is never returned: when it is next, the answer is a `reset`
@@ -207,8 +213,12 @@ declare module 'ctxbox:engine/host@0.1.0' {
     val: TranscriptPage,
   }
   /**
-   * The cursor no longer applies (the transcript was rotated or rewritten,
-   * or the cursor belongs to another session): start again from `cursor`.
+   * The cursor no longer applies: start again from `cursor`. `reason`
+   * starts with a code: `invalid_cursor` (not one of this host's),
+   * `scope_mismatch` (another session's, or from before a rotation),
+   * `generation_mismatch` (the file was replaced or rewritten),
+   * `anchor_missing` (the last entry read left the active branch: a
+   * rolled-back turn or an abandoned branch), `anchor_moved`.
    * Also how an entry over the page cap is skipped (see
    * `read-transcript-delta`; `cursor` then continues after it).
    */

@@ -35,6 +35,11 @@ pub struct CallOptions {
     /// (`agents.list[].compaction.timeoutSeconds`) for `compact` and
     /// `after-turn`; `None`: the host's (`agents.defaults`).
     pub compaction_window: Option<Duration>,
+    /// The id of the current turn's first transcript entry while the turn's
+    /// prompt is being built (`bootstrap`, `assemble`): the engine's
+    /// `read-transcript-delta` stops before it, as the reference's
+    /// current-turn fence does. `None`: unfenced.
+    pub transcript_fence: Option<String>,
 }
 
 impl CallOptions {
@@ -49,6 +54,13 @@ impl CallOptions {
     /// These options, for an agent whose compaction window is `window`.
     pub fn compacting_within(mut self, window: Option<Duration>) -> Self {
         self.compaction_window = window;
+        self
+    }
+
+    /// These options, with transcript reads fenced before entry `id` (see
+    /// [`CallOptions::transcript_fence`]).
+    pub fn fenced_before(mut self, id: Option<String>) -> Self {
+        self.transcript_fence = id;
         self
     }
 

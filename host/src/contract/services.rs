@@ -94,6 +94,9 @@ pub struct ServiceCall<'a> {
     pub usage: &'a CallUsage,
     /// The embedding host's id for the request the engine call serves.
     pub request_id: Option<&'a str>,
+    /// Where transcript reads stop: the current turn's first entry
+    /// ([`CallOptions::transcript_fence`](super::engine::CallOptions::transcript_fence)).
+    pub transcript_fence: Option<&'a str>,
 }
 
 impl ServiceCall<'_> {
@@ -148,6 +151,7 @@ impl CallScratch {
             index: &self.index,
             usage: &self.usage,
             request_id: None,
+            transcript_fence: None,
         }
     }
 }

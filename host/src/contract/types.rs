@@ -162,7 +162,35 @@ pub enum MessageKind {
     BranchSummary,
 }
 
+/// The `customType` of OpenClaw's runtime-context carriers: hidden custom
+/// messages that hand the model a turn's runtime context. Engines never see
+/// one (see [`AgentMessage::is_runtime_context_carrier`]).
+pub const RUNTIME_CONTEXT_CUSTOM_TYPE: &str = "openclaw.runtime-context";
+
 impl AgentMessage {
+    /// Whether this is a runtime-context carrier: a custom message of type
+    /// [`RUNTIME_CONTEXT_CUSTOM_TYPE`] whose details do not say
+    /// `runtimeContextCarrier: false`. As in the reference, carriers stay out
+    /// of everything an engine is given (histories, transcript deltas, ingested
+    /// messages); the runner puts the current turn's at the end of the prompt
+    /// instead, and older ones reach no prompt.
+    pub fn is_runtime_context_carrier(&self) -> bool {
+        let Self::Custom {
+            custom_type,
+            details,
+            ..
+        } = self
+        else {
+            return false;
+        };
+        custom_type == RUNTIME_CONTEXT_CUSTOM_TYPE
+            && details
+                .as_deref()
+                .and_then(|text| serde_json::from_str::<serde_json::Value>(text).ok())
+                .and_then(|details| details.get("runtimeContextCarrier")?.as_bool())
+                != Some(false)
+    }
+
     /// A user message with one text block.
     pub fn user_text(text: impl Into<String>) -> Self {
         Self::User {

@@ -255,6 +255,7 @@ impl TurnRunner {
         progress: &mut TurnProgress,
     ) -> Result<(), TurnError> {
         let mut outcome = self.turn(session, inputs, abort, progress).await;
+        session.end_turn();
         // Nothing the turn appended is acknowledged before it is durable.
         if let Err(error) = session.commit()
             && outcome.is_ok()
@@ -284,6 +285,7 @@ impl TurnRunner {
 
         progress.inputs = session.append(&inputs)?;
         session.commit()?;
+        session.begin_turn(&progress.inputs);
 
         // Recovery attempts are drawn on across the turn's model calls.
         let mut recovery = overflow::Recovery::default();

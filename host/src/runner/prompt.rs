@@ -93,9 +93,11 @@ impl TurnRunner {
             prompt: latest_user_text(history.entries().iter().map(|entry| &entry.message)),
             runtime_settings: Some(self.runtime_settings(None)),
         };
+        // The engine's transcript reads stop before this turn's entries.
+        let fenced = call.clone().fenced_before(session.turn_fence());
         let assembled = self
             .engine
-            .assemble(call, session.session_ref(), &history, &params)
+            .assemble(&fenced, session.session_ref(), &history, &params)
             .await?;
         let system_prompt = match &assembled.system_prompt_addition {
             Some(addition) if !addition.is_empty() => {
@@ -138,6 +140,10 @@ impl TurnRunner {
         };
 
         let mut messages = pair_tool_messages(messages);
+        // The turn's runtime context reaches the model last, after the ask
+        // and its tool traffic, so everything before stays cacheable (the
+        // reference's carrier relocation); no history holds it.
+        messages.extend(session.turn_carriers().iter().cloned());
         if session.truncate_tool_traffic {
             cap_tool_results(
                 &mut messages,

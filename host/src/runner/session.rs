@@ -38,6 +38,18 @@ pub struct Session {
     /// A compaction by an engine that owns compaction, measured when its
     /// next prompt is assembled.
     pub(super) pending_pass: Option<PendingPass>,
+    /// The turn being run, from its inputs' append to its end.
+    current_turn: Option<CurrentTurn>,
+}
+
+/// What the runner keeps of the turn in progress.
+struct CurrentTurn {
+    /// The id of its first entry: reads of the transcript while its prompt
+    /// is built stop before it (the current-turn fence).
+    first_entry: String,
+    /// Its runtime-context carriers, which no history holds: each of the
+    /// turn's prompts ends with them.
+    carriers: Vec<AgentMessage>,
 }
 
 impl Session {
@@ -65,6 +77,7 @@ impl Session {
             calibration: Calibration::default(),
             progress: ProgressGuard::default(),
             pending_pass: None,
+            current_turn: None,
         }
     }
 
@@ -116,6 +129,37 @@ impl Session {
 
     pub(super) fn turn_done(&mut self) {
         self.turns += 1;
+    }
+
+    /// A turn begins with its `inputs`, just appended.
+    pub(super) fn begin_turn(&mut self, inputs: &[MessageEntry]) {
+        self.current_turn = inputs.first().map(|first| CurrentTurn {
+            first_entry: first.id.clone(),
+            carriers: inputs
+                .iter()
+                .filter(|entry| entry.message.is_runtime_context_carrier())
+                .map(|entry| entry.message.clone())
+                .collect(),
+        });
+    }
+
+    /// The turn is over (answered, failed or rolled back).
+    pub(super) fn end_turn(&mut self) {
+        self.current_turn = None;
+    }
+
+    /// The current turn's first entry, while a turn runs.
+    pub(super) fn turn_fence(&self) -> Option<String> {
+        self.current_turn
+            .as_ref()
+            .map(|turn| turn.first_entry.clone())
+    }
+
+    /// The current turn's runtime-context carriers.
+    pub(super) fn turn_carriers(&self) -> &[AgentMessage] {
+        self.current_turn
+            .as_ref()
+            .map_or(&[], |turn| turn.carriers.as_slice())
     }
 
     pub(super) fn append(

@@ -305,6 +305,8 @@ pub(crate) struct CallState {
     pub(crate) usage: CallUsage,
     /// The embedding host's id for the request the call serves.
     pub(crate) request_id: Option<String>,
+    /// Where the call's transcript reads stop (the current turn's first entry).
+    pub(crate) transcript_fence: Option<String>,
     /// Bytes the guest passed to host imports so far.
     pub(crate) input_bytes: u64,
     pub(crate) log_records: u32,
@@ -328,6 +330,7 @@ impl CallState {
             index: &self.index,
             usage: &self.usage,
             request_id: self.request_id.as_deref(),
+            transcript_fence: self.transcript_fence.as_deref(),
         }
     }
 
@@ -365,6 +368,7 @@ impl CallState {
             index: IndexBatch::default(),
             usage: CallUsage::default(),
             request_id: None,
+            transcript_fence: None,
             input_bytes: 0,
             log_records: 0,
             logs_dropped: 0,

@@ -163,6 +163,7 @@ impl Live {
         self.store.data_mut().call = CallState {
             runtime_settings: request.runtime_settings().map(str::to_owned),
             request_id: options.request_id.clone(),
+            transcript_fence: options.transcript_fence.clone(),
             ..CallState::new(
                 operation,
                 request.session().cloned(),

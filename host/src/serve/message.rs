@@ -14,7 +14,8 @@ use crate::transcript::{WireMessage, encode_message_entry};
 
 /// The host view of an OpenClaw message, or `None` when the message stays
 /// out of the model's context (e.g. a `bashExecution` with
-/// `excludeFromContext`). A role this host does not know is shown to the
+/// `excludeFromContext`) or out of engines' sight (a runtime-context
+/// carrier, which OpenClaw itself puts back at the prompt's end). A role this host does not know is shown to the
 /// engine as a hidden custom message holding the JSON, so it still counts
 /// towards the budget. Fails, naming the problem, on a known role with the
 /// wrong shape.
@@ -23,7 +24,10 @@ pub fn to_host(raw: &Value) -> Result<Option<AgentMessage>, String> {
         return Err("a message needs a string `role`".into());
     };
     match serde_json::from_value::<WireMessage>(raw.clone()) {
-        Ok(wire) => Ok(wire.into_message().map(|(message, _)| message)),
+        Ok(wire) => Ok(wire
+            .into_message()
+            .map(|(message, _)| message)
+            .filter(|message| !message.is_runtime_context_carrier())),
         Err(_) if !KNOWN_ROLES.contains(&role) => Ok(Some(AgentMessage::Custom {
             custom_type: role.to_owned(),
             content: vec![ContentBlock::text(raw.to_string())],
@@ -202,6 +206,21 @@ mod tests {
         let hidden = json!({"role": "bashExecution", "command": "ls", "output": "",
             "excludeFromContext": true, "timestamp": 3});
         assert_eq!(to_host(&hidden).expect("reads"), None);
+    }
+
+    #[test]
+    fn runtime_context_carriers_are_kept_from_engines_unless_marked_otherwise() {
+        let carrier = |details: Value| {
+            json!({"role": "custom", "customType": "openclaw.runtime-context",
+                "content": "cwd: /w", "display": false, "details": details, "timestamp": 1})
+        };
+        let hidden = carrier(json!({"source": "openclaw-runtime-context"}));
+        assert_eq!(to_host(&hidden).expect("reads"), None);
+        let shown = carrier(json!({"runtimeContextCarrier": false}));
+        assert!(matches!(
+            to_host(&shown).expect("reads"),
+            Some(AgentMessage::Custom { .. })
+        ));
     }
 
     #[test]

@@ -249,9 +249,15 @@ impl HostServices for NativeServices {
         let store = self.compactor.transcripts().clone();
         let path = PathBuf::from(&session.session_file);
         let cursor = cursor.map(str::to_owned);
+        let fence = call.transcript_fence.map(str::to_owned);
         // Reading must not lock the file or cut a line the agent is writing.
         tokio::task::spawn_blocking(move || match store.open_read_only(&path) {
-            Ok(transcript) => Ok(transcript.read_delta(cursor.as_deref(), max_messages, max_bytes)),
+            Ok(transcript) => Ok(transcript.read_delta(
+                cursor.as_deref(),
+                max_messages,
+                max_bytes,
+                fence.as_deref(),
+            )),
             Err(TranscriptError::NotFound { .. }) => Ok(TranscriptDelta::Missing),
             Err(error) => Err(ServiceError::Failed(error.to_string())),
         })

@@ -118,11 +118,14 @@ struct Messages {
 }
 
 impl Messages {
-    /// Adds the messages among `indices` (other entries add nothing).
+    /// Adds the messages among `indices` (other entries add nothing, and
+    /// neither do runtime-context carriers: no engine or later prompt sees
+    /// one).
     fn extend(&mut self, records: &[Record], indices: &[usize]) {
         for &index in indices {
             if let Some(NodeKind::Message { entry, tokens }) =
                 records[index].node.as_ref().map(|node| &node.kind)
+                && !entry.message.is_runtime_context_carrier()
             {
                 self.entries.push(entry.clone());
                 self.estimates.push(*tokens);

@@ -1,10 +1,18 @@
-//! `read-transcript-delta`: pages of the entries appended after a cursor.
+//! `read-transcript-delta`: pages of the entries appended after a cursor,
+//! along the session's active branch.
 //!
 //! A cursor is opaque to engines. It names the session, the generation of the
 //! file (its identity: a file replaced on disk, even with the same session,
-//! has another), the position (entries read so far, in file order) and an
-//! anchor (a digest of the last line read), so a cursor that no longer fits
-//! the file is answered with a reset instead of wrong entries.
+//! has another), the position (entries of the active branch read so far, from
+//! the root) and an anchor (the id and a digest of the last entry read). The
+//! branch is the path from the root to the leaf, as the context is built, so
+//! entries of an abandoned branch (a rolled-back turn) are never delivered; a
+//! cursor that no longer fits the branch is answered with a reset whose
+//! reason starts with the reference's code (`invalid_cursor`,
+//! `scope_mismatch`, `generation_mismatch`, `anchor_missing`,
+//! `anchor_moved`) instead of wrong entries. Runtime-context carriers are not
+//! delivered (engines never see them). A read may be fenced before the
+//! current turn's first entry: it then ends before that entry.
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -14,7 +22,7 @@ use crate::contract::services::TranscriptDelta;
 use crate::contract::types::MessageEntry;
 
 /// Prefix of every cursor this host issues.
-const CURSOR_PREFIX: &str = "ctxbox1.";
+const CURSOR_PREFIX: &str = "ctxbox2.";
 
 /// The most bytes a page may hold (ARCHITECTURE.md §7), whatever the caller asks: an
 /// entry larger than this is never returned (see [`read`]).
@@ -29,7 +37,16 @@ struct Cursor {
     #[serde(rename = "p")]
     position: u64,
     #[serde(rename = "a", default, skip_serializing_if = "Option::is_none")]
-    anchor: Option<String>,
+    anchor: Option<Anchor>,
+}
+
+/// The last entry a cursor read: its id and a digest of its line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Anchor {
+    #[serde(rename = "i")]
+    id: String,
+    #[serde(rename = "d")]
+    digest: String,
 }
 
 impl Cursor {
@@ -49,6 +66,8 @@ impl Cursor {
 pub(crate) struct DeltaSource<'a> {
     /// Entries after the header, in file order.
     pub records: &'a [Record],
+    /// The active branch: indices into `records` from the root to the leaf.
+    pub branch: &'a [usize],
     /// The header's session id.
     pub session_id: &'a str,
     /// The file's generation.
@@ -91,10 +110,16 @@ pub(crate) fn generation(header_line: &str, file_identity: Option<(u64, u64)>) -
 /// ends before it, and when it is the next entry the answer is a reset whose
 /// reason names it and whose cursor continues right after it (everything
 /// before it was delivered already).
+///
+/// `fence` is the id of the current turn's first entry during the calls
+/// that build its prompt (the reference's current-turn fence): the read
+/// stops before it. A cursor already past it (read during an earlier call
+/// of the same turn) gets an empty page and keeps its place.
 pub(crate) fn read(
     source: &DeltaSource<'_>,
     cursor: Option<&str>,
     limits: PageLimits,
+    fence: Option<&str>,
 ) -> TranscriptDelta {
     let start = match cursor {
         None => 0,
@@ -108,10 +133,21 @@ pub(crate) fn read(
             }
         },
     };
+    let end = fence
+        .and_then(|fence| position_of(source, fence))
+        .unwrap_or(source.branch.len());
+    if start > end {
+        return TranscriptDelta::Page {
+            cursor: cursor_at(source, start),
+            entries: Vec::new(),
+            has_more: false,
+        };
+    }
     let mut entries = Vec::new();
     let mut bytes = 0u64;
     let mut position = start;
-    while let Some(record) = source.records.get(position) {
+    while position < end {
+        let record = &source.records[source.branch[position]];
         if let Some(entry) = message_of(record) {
             let size = record.raw.len() as u64;
             if size > limits.cap_bytes {
@@ -137,9 +173,9 @@ pub(crate) fn read(
         }
         position += 1;
     }
-    let has_more = source.records[position..]
+    let has_more = source.branch[position..end]
         .iter()
-        .any(|record| message_of(record).is_some());
+        .any(|&index| message_of(&source.records[index]).is_some());
     TranscriptDelta::Page {
         cursor: cursor_at(source, position),
         entries,
@@ -147,39 +183,76 @@ pub(crate) fn read(
     }
 }
 
+/// The position on the branch of the entry with `id`.
+fn position_of(source: &DeltaSource<'_>, id: &str) -> Option<usize> {
+    source.branch.iter().position(|&index| {
+        source.records[index]
+            .node
+            .as_ref()
+            .is_some_and(|node| node.id == id)
+    })
+}
+
 /// Where a cursor resumes, or why it no longer applies.
 fn check(source: &DeltaSource<'_>, text: &str) -> Result<usize, String> {
     let Some(cursor) = Cursor::decode(text) else {
-        return Err("the cursor was not issued by this host".into());
+        return Err("invalid_cursor: the cursor was not issued by this host".into());
     };
     if cursor.session != source.session_id {
         return Err(if source.predecessor == Some(cursor.session.as_str()) {
             format!(
-                "the transcript rotated after a compaction: session `{}` continues as `{}`",
+                "scope_mismatch: the transcript rotated after a compaction: session `{}` continues as `{}`",
                 cursor.session, source.session_id
             )
         } else {
             format!(
-                "the cursor belongs to session `{}`, not `{}`",
+                "scope_mismatch: the cursor belongs to session `{}`, not `{}`",
                 cursor.session, source.session_id
             )
         });
     }
     if cursor.generation != source.generation {
-        return Err("the transcript file was replaced".into());
+        return Err("generation_mismatch: the transcript file was replaced".into());
     }
     let position = usize::try_from(cursor.position).unwrap_or(usize::MAX);
-    let anchor_matches = match position.checked_sub(1) {
-        None => cursor.anchor.is_none(),
-        Some(last) => source
-            .records
-            .get(last)
-            .is_some_and(|record| cursor.anchor.as_deref() == Some(anchor(record).as_str())),
+    let Some(anchor) = cursor.anchor else {
+        return if position == 0 {
+            Ok(0)
+        } else {
+            Err("invalid_cursor: the cursor has a position but no anchor".into())
+        };
     };
-    if !anchor_matches {
-        return Err("the transcript was rewritten since the cursor was issued".into());
+    let at = |position: usize| {
+        source
+            .branch
+            .get(position)
+            .map(|&index| &source.records[index])
+    };
+    match position.checked_sub(1).and_then(at) {
+        Some(last) if record_id(last) == Some(anchor.id.as_str()) => {
+            if digest(last) == anchor.digest {
+                Ok(position)
+            } else {
+                Err(format!(
+                    "generation_mismatch: entry `{}` was rewritten since the cursor was issued",
+                    anchor.id
+                ))
+            }
+        }
+        _ => Err(match position_of(source, &anchor.id) {
+            Some(moved) => format!(
+                "anchor_moved: entry `{}` is now at position {} of the active branch, not {}",
+                anchor.id,
+                moved + 1,
+                position
+            ),
+            None => format!(
+                "anchor_missing: entry `{}` is no longer on the active branch (a rolled-back turn or \
+                 an abandoned branch); read the active branch again from its start",
+                anchor.id
+            ),
+        }),
     }
-    Ok(position)
 }
 
 fn cursor_at(source: &DeltaSource<'_>, position: usize) -> String {
@@ -189,30 +262,43 @@ fn cursor_at(source: &DeltaSource<'_>, position: usize) -> String {
         position: position as u64,
         anchor: position
             .checked_sub(1)
-            .and_then(|last| source.records.get(last))
-            .map(anchor),
+            .and_then(|last| source.branch.get(last))
+            .map(|&index| &source.records[index])
+            .and_then(|record| {
+                Some(Anchor {
+                    id: record_id(record)?.to_owned(),
+                    digest: digest(record),
+                })
+            }),
     }
     .encode()
 }
 
+fn record_id(record: &Record) -> Option<&str> {
+    record.node.as_ref().map(|node| node.id.as_str())
+}
+
 /// A short digest of a line.
-fn anchor(record: &Record) -> String {
+fn digest(record: &Record) -> String {
     hex::encode(&Sha256::digest(record.raw.as_bytes())[..8])
 }
 
-/// The message a record contributes to a delta: context messages and
-/// compaction summaries (so an engine learns about compactions).
+/// The message a record contributes to a delta: context messages (not
+/// runtime-context carriers) and compaction summaries (so an engine learns
+/// about compactions).
 fn message_of(record: &Record) -> Option<MessageEntry> {
     let node = record.node.as_ref()?;
     match &node.kind {
-        NodeKind::Message { entry, .. } => Some(entry.clone()),
+        NodeKind::Message { entry, .. } if !entry.message.is_runtime_context_carrier() => {
+            Some(entry.clone())
+        }
         NodeKind::Compaction(compaction) => Some(MessageEntry {
             id: node.id.clone(),
             parent_id: node.parent_id.clone(),
             timestamp_ms: compaction.timestamp_ms,
             message: compaction.message(),
         }),
-        NodeKind::Other { .. } | NodeKind::Rotated(_) => None,
+        NodeKind::Message { .. } | NodeKind::Other { .. } | NodeKind::Rotated(_) => None,
     }
 }
 
@@ -270,8 +356,10 @@ mod tests {
         ];
         let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
         let all = records(&lines);
+        let branch: Vec<usize> = (0..all.len()).collect();
         let source = DeltaSource {
-            records: &all[..3],
+            records: &all,
+            branch: &branch[..3],
             session_id: "s",
             generation: 7,
             predecessor: None,
@@ -280,17 +368,17 @@ mod tests {
             max_messages: 1,
             ..LIMITS
         };
-        let (cursor, ids, more) = page(read(&source, None, two));
+        let (cursor, ids, more) = page(read(&source, None, two, None));
         assert_eq!((ids, more), (vec!["a".to_owned()], true));
-        let (cursor, ids, more) = page(read(&source, Some(&cursor), LIMITS));
+        let (cursor, ids, more) = page(read(&source, Some(&cursor), LIMITS, None));
         assert_eq!((ids, more), (vec!["b".to_owned()], false));
 
         // The file grows; the cursor picks up where it stopped.
         let grown = DeltaSource {
-            records: &all,
+            branch: &branch,
             ..source
         };
-        let (_, ids, more) = page(read(&grown, Some(&cursor), LIMITS));
+        let (_, ids, more) = page(read(&grown, Some(&cursor), LIMITS, None));
         assert_eq!((ids, more), (vec!["c".to_owned()], false));
     }
 
@@ -299,8 +387,10 @@ mod tests {
         let lines = [user("a", "", "one"), user("b", "a", "two")];
         let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
         let all = records(&lines);
+        let branch: Vec<usize> = (0..all.len()).collect();
         let source = DeltaSource {
             records: &all,
+            branch: &branch,
             session_id: "s",
             generation: 1,
             predecessor: None,
@@ -309,7 +399,7 @@ mod tests {
             max_bytes: 1,
             ..LIMITS
         };
-        let (_, ids, more) = page(read(&source, None, tiny));
+        let (_, ids, more) = page(read(&source, None, tiny, None));
         assert_eq!((ids, more), (vec!["a".to_owned()], true));
     }
 
@@ -319,8 +409,10 @@ mod tests {
         let lines = [user("a", "", "one"), big.clone(), user("c", "big", "three")];
         let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
         let all = records(&lines);
+        let branch: Vec<usize> = (0..all.len()).collect();
         let source = DeltaSource {
             records: &all,
+            branch: &branch,
             session_id: "s",
             generation: 1,
             predecessor: None,
@@ -330,7 +422,7 @@ mod tests {
             ..LIMITS
         };
         // The page stops before it ...
-        let (cursor, ids, more) = page(read(&source, None, capped));
+        let (cursor, ids, more) = page(read(&source, None, capped, None));
         assert_eq!((ids, more), (vec!["a".to_owned()], true));
         // ... and the next read skips it, saying so, however small max_bytes is.
         let (cursor, reason) = match read(
@@ -340,6 +432,7 @@ mod tests {
                 max_bytes: 1,
                 ..capped
             },
+            None,
         ) {
             TranscriptDelta::Reset { cursor, reason } => (cursor, reason),
             other => panic!("expected a reset, got {other:?}"),
@@ -348,7 +441,7 @@ mod tests {
             reason.contains("`big`") && reason.contains(&format!("{} bytes", big.len())),
             "{reason}"
         );
-        let (_, ids, more) = page(read(&source, Some(&cursor), capped));
+        let (_, ids, more) = page(read(&source, Some(&cursor), capped, None));
         assert_eq!((ids, more), (vec!["c".to_owned()], false));
     }
 
@@ -357,33 +450,150 @@ mod tests {
         let lines = [user("a", "", "one"), user("b", "a", "two")];
         let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
         let all = records(&lines);
+        let branch: Vec<usize> = (0..all.len()).collect();
         let source = DeltaSource {
             records: &all,
+            branch: &branch,
             session_id: "new",
             generation: 1,
             predecessor: Some("old"),
         };
-        let reset = |cursor: &str| match read(&source, Some(cursor), LIMITS) {
+        let reset = |cursor: &str| match read(&source, Some(cursor), LIMITS, None) {
             TranscriptDelta::Reset { reason, cursor } => {
                 assert!(Cursor::decode(&cursor).is_some_and(|c| c.position == 0));
                 reason
             }
             other => panic!("expected a reset, got {other:?}"),
         };
-        let foreign = |session: &str, generation, position, anchor: Option<&str>| {
+        let foreign = |session: &str, generation, position, anchor: Option<(&str, &str)>| {
             Cursor {
                 session: session.into(),
                 generation,
                 position,
-                anchor: anchor.map(str::to_owned),
+                anchor: anchor.map(|(id, digest)| Anchor {
+                    id: id.into(),
+                    digest: digest.into(),
+                }),
             }
             .encode()
         };
-        assert!(reset("garbage").contains("not issued"));
-        assert!(reset(&foreign("old", 1, 1, None)).contains("rotated"));
+        assert!(reset("garbage").starts_with("invalid_cursor:"));
+        assert!(reset(&foreign("new", 1, 1, None)).starts_with("invalid_cursor:"));
+        let rotated = reset(&foreign("old", 1, 1, None));
+        assert!(rotated.starts_with("scope_mismatch:") && rotated.contains("rotated"));
         assert!(reset(&foreign("other", 1, 1, None)).contains("belongs to session `other`"));
-        assert!(reset(&foreign("new", 2, 0, None)).contains("replaced"));
-        assert!(reset(&foreign("new", 1, 1, Some("00"))).contains("rewritten"));
-        assert!(reset(&foreign("new", 1, 9, None)).contains("rewritten"));
+        assert!(reset(&foreign("new", 2, 0, None)).starts_with("generation_mismatch:"));
+        let rewritten = reset(&foreign("new", 1, 1, Some(("a", "00"))));
+        assert!(rewritten.starts_with("generation_mismatch:") && rewritten.contains("rewritten"));
+        assert!(reset(&foreign("new", 1, 9, Some(("zz", "00")))).starts_with("anchor_missing:"));
+        let moved = reset(&foreign("new", 1, 2, Some(("a", "00"))));
+        assert!(moved.starts_with("anchor_moved:"), "{moved}");
+    }
+
+    fn entry_ids(delta: TranscriptDelta) -> Vec<String> {
+        page(delta).1
+    }
+
+    #[test]
+    fn the_cursor_follows_the_active_branch_and_resets_when_its_branch_is_abandoned() {
+        // a → b → c, then c is rolled back: the marker `r` continues from b,
+        // and d follows it. c stays in the file on a branch of its own.
+        let lines = [
+            user("a", "", "one"),
+            user("b", "a", "two"),
+            user("c", "b", "three"),
+            r#"{"type":"custom","id":"r","parentId":"b","customType":"ctxbox.turn-rolled-back","data":{}}"#.into(),
+            user("d", "r", "four"),
+        ];
+        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let all = records(&lines);
+        let before: Vec<usize> = vec![0, 1, 2];
+        let source = DeltaSource {
+            records: &all,
+            branch: &before,
+            session_id: "s",
+            generation: 1,
+            predecessor: None,
+        };
+        let (read_c, ids, _) = page(read(&source, None, LIMITS, None));
+        assert_eq!(ids, ["a", "b", "c"]);
+        let one = PageLimits {
+            max_messages: 2,
+            ..LIMITS
+        };
+        let (read_b, _, _) = page(read(&source, None, one, None));
+
+        let after: Vec<usize> = vec![0, 1, 3, 4];
+        let rolled_back = DeltaSource {
+            branch: &after,
+            ..source
+        };
+        // A cursor that had read b goes on along the branch: d, never c.
+        assert_eq!(
+            entry_ids(read(&rolled_back, Some(&read_b), LIMITS, None)),
+            ["d"]
+        );
+        // One that had read the abandoned c is told so, and starts again.
+        match read(&rolled_back, Some(&read_c), LIMITS, None) {
+            TranscriptDelta::Reset { cursor, reason } => {
+                assert!(
+                    reason.starts_with("anchor_missing:") && reason.contains("`c`"),
+                    "{reason}"
+                );
+                assert_eq!(
+                    entry_ids(read(&rolled_back, Some(&cursor), LIMITS, None)),
+                    ["a", "b", "d"]
+                );
+            }
+            other => panic!("expected a reset, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_fenced_read_stops_before_the_current_turns_entry() {
+        let lines = [
+            user("a", "", "one"),
+            user("b", "a", "two"),
+            user("t", "b", "this turn"),
+        ];
+        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let all = records(&lines);
+        let branch: Vec<usize> = (0..all.len()).collect();
+        let source = DeltaSource {
+            records: &all,
+            branch: &branch,
+            session_id: "s",
+            generation: 1,
+            predecessor: None,
+        };
+        let (cursor, ids, more) = page(read(&source, None, LIMITS, Some("t")));
+        assert_eq!((ids, more), (vec!["a".to_owned(), "b".to_owned()], false));
+        // Unfenced (after the turn), the same cursor reads the turn's entry.
+        let (past, ids, _) = page(read(&source, Some(&cursor), LIMITS, None));
+        assert_eq!(ids, ["t"]);
+        // A cursor already past the fence keeps its place with nothing new.
+        let (kept, ids, more) = page(read(&source, Some(&past), LIMITS, Some("t")));
+        assert_eq!((kept, ids.len(), more), (past, 0, false));
+    }
+
+    #[test]
+    fn runtime_context_carriers_are_not_delivered() {
+        let carrier = r#"{"type":"custom_message","id":"rc","parentId":"a","customType":"openclaw.runtime-context","content":"cwd: /w","display":false,"details":{"source":"openclaw-runtime-context"},"timestamp":"2026-01-01T00:00:00.000Z"}"#;
+        let lines = [user("a", "", "one"), carrier.into(), user("b", "rc", "two")];
+        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let all = records(&lines);
+        assert!(matches!(
+            all[1].node.as_ref().map(|node| &node.kind),
+            Some(NodeKind::Message { .. })
+        ));
+        let branch: Vec<usize> = (0..all.len()).collect();
+        let source = DeltaSource {
+            records: &all,
+            branch: &branch,
+            session_id: "s",
+            generation: 1,
+            predecessor: None,
+        };
+        assert_eq!(entry_ids(read(&source, None, LIMITS, None)), ["a", "b"]);
     }
 }

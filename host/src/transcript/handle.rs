@@ -533,13 +533,16 @@ impl Transcript {
         self.shared.logs.create(destination, contents.as_bytes())
     }
 
-    /// `read-transcript-delta`: the messages (and compaction summaries)
-    /// appended after `cursor`, in file order, from the start when `None`; at
-    /// most `max_messages` of them and about `max_bytes` (a page always holds
-    /// at least one, unless it is larger than [`MAX_DELTA_PAGE_BYTES`]: such
-    /// an entry is skipped with a reset naming it). A cursor that no longer
-    /// fits — another session's, one from before a rotation, from a replaced
-    /// file, or not one of ours — is answered with a reset to the start.
+    /// `read-transcript-delta`: the messages (and compaction summaries) of
+    /// the active branch after `cursor`, from the root when `None`; at most
+    /// `max_messages` of them and about `max_bytes` (a page always holds at
+    /// least one, unless it is larger than [`MAX_DELTA_PAGE_BYTES`]: such an
+    /// entry is skipped with a reset naming it). Runtime-context carriers are
+    /// left out. A cursor that no longer fits — another session's, one from
+    /// before a rotation, from a replaced file, one whose last entry left the
+    /// active branch (a rolled-back turn), or not one of ours — is answered
+    /// with a reset to the start. With `fence` (an entry id: the current
+    /// turn's first), the read ends before that entry.
     ///
     /// [`MAX_DELTA_PAGE_BYTES`]: super::MAX_DELTA_PAGE_BYTES
     pub fn read_delta(
@@ -547,10 +550,13 @@ impl Transcript {
         cursor: Option<&str>,
         max_messages: u32,
         max_bytes: u64,
+        fence: Option<&str>,
     ) -> TranscriptDelta {
         let state = self.state();
+        let branch = context::active_path(&state.records, &state.by_id, state.leaf);
         let source = DeltaSource {
             records: &state.records,
+            branch: &branch,
             session_id: &state.header.id,
             generation: state.generation,
             predecessor: state.predecessor.as_deref(),
@@ -563,6 +569,7 @@ impl Transcript {
                 max_bytes: max_bytes.clamp(1, delta::MAX_PAGE_BYTES),
                 cap_bytes: delta::MAX_PAGE_BYTES,
             },
+            fence,
         )
     }
 

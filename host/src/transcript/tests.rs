@@ -295,7 +295,7 @@ fn rotation_continues_the_context_in_a_new_file() {
     let path = write(dir.path(), &lines);
     let store = store();
     let old = store.open(&path).expect("open");
-    let old_cursor = match old.read_delta(None, 10, 1 << 20) {
+    let old_cursor = match old.read_delta(None, 10, 1 << 20, None) {
         TranscriptDelta::Page { cursor, .. } => cursor,
         other => panic!("expected a page, got {other:?}"),
     };
@@ -358,7 +358,7 @@ fn rotation_continues_the_context_in_a_new_file() {
         "the first kept entry hangs off the carried setting"
     );
 
-    match new.read_delta(Some(&old_cursor), 10, 1 << 20) {
+    match new.read_delta(Some(&old_cursor), 10, 1 << 20, None) {
         TranscriptDelta::Reset { reason, .. } => assert!(reason.contains("rotated"), "{reason}"),
         other => panic!("expected a reset, got {other:?}"),
     }

@@ -65,6 +65,18 @@ impl Host {
         session: &SessionRef,
         transcript: Option<&Transcript>,
     ) -> Result<String> {
+        self.probe_with(&CallOptions::default(), name, session, transcript)
+            .await
+    }
+
+    /// [`Host::probe`] with these call options.
+    async fn probe_with(
+        &self,
+        options: &CallOptions,
+        name: &str,
+        session: &SessionRef,
+        transcript: Option<&Transcript>,
+    ) -> Result<String> {
         let history = transcript
             .map(Transcript::history)
             .unwrap_or_else(|| ctxbox_host::contract::history::History::new(vec![]));
@@ -74,7 +86,7 @@ impl Host {
         };
         let result = self
             .engine
-            .assemble(&CallOptions::default(), session, &history, &params)
+            .assemble(options, session, &history, &params)
             .await?;
         match result.items.last() {
             Some(AssembledItem::Insert(AgentMessage::Custom { content, .. })) => {
@@ -270,5 +282,61 @@ async fn deltas_page_through_appends_and_reset_after_rotation() -> Result<()> {
 
     let missing = SessionRef::new("gone", host.dir.join("gone.jsonl").to_string_lossy());
     ensure!(host.probe("delta", &missing, None).await? == "missing");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delta_follows_the_active_branch_and_stops_at_the_current_turn() -> Result<()> {
+    let host = host(1 << 20, CompactionConfig::default()).await?;
+    let transcript = host.session("branch.jsonl")?;
+    let session = transcript.session_ref();
+    let report = host.probe("delta", &session, Some(&transcript)).await?;
+    ensure!(paged_ids(&report) == ids(&transcript, 0), "{report}");
+
+    // A turn with a runtime-context carrier: the engine reads the turn's
+    // messages, never the carrier (the reference's hidden runtime context).
+    let before_turn = transcript.leaf_id();
+    let turn = transcript.append(&[
+        AgentMessage::Custom {
+            custom_type: "openclaw.runtime-context".into(),
+            content: vec![ContentBlock::text("cwd: /srv/app")],
+            display: false,
+            details: Some(r#"{"source":"openclaw-runtime-context"}"#.into()),
+        },
+        AgentMessage::user_text("a turn that will be rolled back"),
+        AgentMessage::assistant_text("an answer on the abandoned branch"),
+    ])?;
+    let report = host.probe("delta", &session, Some(&transcript)).await?;
+    ensure!(
+        paged_ids(&report) == [turn[1].id.clone(), turn[2].id.clone()],
+        "{report}"
+    );
+    ensure!(
+        !ids(&transcript, 0).contains(&turn[0].id),
+        "no history holds the carrier"
+    );
+
+    // The turn is rolled back: the cursor had read the abandoned branch, so
+    // it is reset and the active branch is read again, without the turn.
+    let abandoned: Vec<String> = turn.iter().map(|entry| entry.id.clone()).collect();
+    transcript.roll_back_to(before_turn.as_deref(), &abandoned, "test")?;
+    let report = host.probe("delta", &session, Some(&transcript)).await?;
+    let first = report.lines().next().unwrap_or_default();
+    ensure!(
+        first.starts_with("reset anchor_missing:") && first.contains(&turn[2].id),
+        "{report}"
+    );
+    ensure!(paged_ids(&report) == ids(&transcript, 0), "{report}");
+
+    // The current turn's ask, appended before its prompt is built: a read
+    // fenced before it does not see it; after the turn, the same cursor does.
+    let ask = transcript.append(&[AgentMessage::user_text("the current ask")])?;
+    let fenced = CallOptions::default().fenced_before(Some(ask[0].id.clone()));
+    let report = host
+        .probe_with(&fenced, "delta", &session, Some(&transcript))
+        .await?;
+    ensure!(paged_ids(&report).is_empty(), "{report}");
+    let report = host.probe("delta", &session, Some(&transcript)).await?;
+    ensure!(paged_ids(&report) == [ask[0].id.clone()], "{report}");
     Ok(())
 }

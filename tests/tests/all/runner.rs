@@ -54,6 +54,8 @@ pub(crate) struct Spy {
     /// `compact` shrinks: an engine whose compactions really shrink its
     /// prompt (the runner measures them).
     padding: Mutex<Option<Padding>>,
+    /// The transcript fence each `assemble` was given.
+    assemble_fences: Mutex<Vec<Option<String>>>,
 }
 
 /// The padding of a [`Spy::padded`]: `chars` now, `step` fewer after each
@@ -111,6 +113,7 @@ impl Spy {
             compactor: Mutex::new(None),
             runtime: Mutex::new(Vec::new()),
             padding: Mutex::new(None),
+            assemble_fences: Mutex::new(Vec::new()),
         })
     }
 
@@ -238,12 +241,16 @@ impl ContextEngine for Spy {
 
     async fn assemble(
         &self,
-        _: &CallOptions,
+        options: &CallOptions,
         _: &SessionRef,
         history: &History,
         params: &AssembleParams,
     ) -> EngineResult<AssembleResult> {
         self.saw(Operation::Assemble);
+        self.assemble_fences
+            .lock()
+            .expect("lock")
+            .push(options.transcript_fence.clone());
         self.note_runtime(Operation::Assemble, &params.runtime_settings, &None);
         let keep = AssembledItem::Keep {
             start: 0,
@@ -1272,4 +1279,104 @@ async fn a_light_isolated_subagent_is_spawned_without_asking_the_engine() {
         .await
         .expect("spawned");
     assert_eq!(spy.count(Operation::PrepareSubagentSpawn), 1);
+}
+
+/// A runtime-context carrier as OpenClaw writes one.
+fn carrier(text: &str) -> AgentMessage {
+    AgentMessage::Custom {
+        custom_type: ctxbox_host::contract::types::RUNTIME_CONTEXT_CUSTOM_TYPE.into(),
+        content: vec![ctxbox_host::contract::types::ContentBlock::text(text)],
+        display: false,
+        details: Some(r#"{"source":"openclaw-runtime-context"}"#.into()),
+    }
+}
+
+/// The reference keeps hidden runtime-context carriers out of every engine
+/// hook (`context-engine-lifecycle.test.ts`) and moves the current turn's to
+/// the end of the prompt; older ones reach no prompt.
+#[tokio::test]
+async fn runtime_context_carriers_reach_no_engine_and_only_their_turns_prompts_last() {
+    let spy = Spy::new(false, Vec::new());
+    let provider = scripted(vec![answer(), answer()]);
+    let mut harness = harness(spy.clone(), provider.clone(), false);
+    for (context, ask) in [("turn one context", "one"), ("turn two context", "two")] {
+        harness
+            .runner
+            .run_turn(
+                &mut harness.session,
+                vec![carrier(context), AgentMessage::user_text(ask)],
+                &CancellationToken::new(),
+            )
+            .await
+            .expect("answers");
+    }
+    let carriers_in = |prompt: &[AgentMessage]| -> Vec<String> {
+        prompt
+            .iter()
+            .filter(|message| message.is_runtime_context_carrier())
+            .map(text_of)
+            .collect()
+    };
+    let prompts = provider.prompts();
+    assert_eq!(prompts.len(), 2);
+    // The spy keeps its whole history: a carrier in a prompt is the
+    // runner's, never one the engine was given.
+    assert_eq!(carriers_in(&prompts[0]), ["turn one context"]);
+    assert_eq!(carriers_in(&prompts[1]), ["turn two context"]);
+    for prompt in &prompts {
+        assert!(
+            prompt
+                .last()
+                .is_some_and(AgentMessage::is_runtime_context_carrier),
+            "{prompt:?}"
+        );
+    }
+    assert_eq!(user_texts(&prompts[1]), ["one", "two"]);
+    let news = spy.after_turn_news.lock().expect("lock").clone();
+    assert_eq!(news.len(), 2);
+    assert!(
+        news.iter()
+            .flatten()
+            .all(|message| !message.is_runtime_context_carrier()),
+        "{news:?}"
+    );
+    assert_eq!(user_texts(&news[1]), ["two"]);
+    // The transcript keeps them, as OpenClaw's does.
+    let raw = std::fs::read_to_string(harness.session.transcript().path()).expect("read");
+    assert!(raw.contains("turn one context") && raw.contains("turn two context"));
+}
+
+/// The reference's current-turn fence: transcript reads made while a turn's
+/// prompt is built stop before the turn's first entry (the service itself:
+/// `host_services::a_delta_follows_the_active_branch_and_stops_at_the_current_turn`).
+#[tokio::test]
+async fn assemble_is_fenced_before_the_current_turns_first_entry() {
+    let spy = Spy::new(false, Vec::new());
+    let provider = scripted(vec![answer(), answer()]);
+    let mut harness = harness(spy.clone(), provider, false);
+    harness.turn("one").await.expect("answers");
+    harness
+        .runner
+        .run_turn(
+            &mut harness.session,
+            vec![carrier("context"), AgentMessage::user_text("two")],
+            &CancellationToken::new(),
+        )
+        .await
+        .expect("answers");
+    let branch = harness.session.transcript().active_branch();
+    let first_of = |text: &str| {
+        branch
+            .iter()
+            .position(|entry| text_of(&entry.message) == text)
+            .map(|at| branch[at].id.clone())
+    };
+    let fences = spy.assemble_fences.lock().expect("lock").clone();
+    // The second turn's first entry is its carrier, just before "two".
+    let carrier_id = branch
+        .iter()
+        .find(|entry| entry.message.is_runtime_context_carrier())
+        .map(|entry| entry.id.clone());
+    assert_eq!(fences, [first_of("one"), carrier_id]);
+    assert!(fences.iter().all(Option::is_some));
 }

@@ -211,7 +211,7 @@ fn transcripts_page_deltas_branch_and_rotate() {
         let mut cursor: Option<String> = None;
         let mut paged = Vec::new();
         for expected in [3, 3, 1, 0] {
-            match transcript.read_delta(cursor.as_deref(), 3, 1 << 20) {
+            match transcript.read_delta(cursor.as_deref(), 3, 1 << 20, None) {
                 TranscriptDelta::Page {
                     cursor: next,
                     entries,
@@ -282,7 +282,7 @@ fn transcripts_page_deltas_branch_and_rotate() {
         match other
             .open_read_only(successor.path())
             .expect("reads")
-            .read_delta(None, 100, 1 << 20)
+            .read_delta(None, 100, 1 << 20, None)
         {
             TranscriptDelta::Page { entries, .. } => assert_eq!(entries.len(), 3, "{name}"),
             other => panic!("{name}: a page, not {other:?}"),
