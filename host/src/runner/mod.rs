@@ -43,7 +43,10 @@ pub use self::report::{
 use self::runtime_settings::{CompactionTrigger, after_turn_context, compaction_context};
 pub use self::script::{FailedTurn, RunReport};
 pub use self::session::Session;
-pub use self::subagent::{PARENT_FORK_MAX_TOKENS, SpawnOutcome, SubagentPlan, SubagentRequest};
+pub use self::subagent::{
+    PARENT_FORK_MAX_TOKENS, SpawnOutcome, Subagent, SubagentPlan, SubagentRequest, SubagentStart,
+    subagent_session_key,
+};
 use crate::contract::engine::{CallOptions, ContextEngine};
 use crate::contract::history::History;
 use crate::contract::text::clip;

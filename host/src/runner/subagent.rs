@@ -1,9 +1,12 @@
 //! Subagents: how a child's context starts (the reference's spawn-context
 //! rules: isolated unless a fork is asked for, no fork of a parent too large
-//! to fit, and no engine preparation for a light isolated child), then the
-//! engine prepares for the spawn, and when the spawn fails the preparation is
-//! rolled back exactly once — even when it failed because the caller
-//! aborted.
+//! to fit, and no engine preparation for a light isolated child), the
+//! child's own session (its key `agent:<agent>:subagent:<uuid>`, its own
+//! session id and transcript, a copy of the parent's active branch for a
+//! fork), then the engine prepares for the spawn. When the spawn fails the
+//! preparation is rolled back exactly once — even when it failed because the
+//! caller aborted — and the child's transcript is deleted; when the child
+//! ends, the engine hears so once.
 
 use std::future::Future;
 use std::time::Duration;
@@ -13,7 +16,8 @@ use tokio_util::sync::CancellationToken;
 use super::{Session, TurnRunner};
 use crate::contract::engine::{CallOptions, ContextEngine};
 use crate::contract::failure::EngineFailure;
-use crate::contract::types::{ContextMode, SubagentEndReason, SubagentSpawn};
+use crate::contract::types::{ContextMode, SessionRef, SubagentEndReason, SubagentSpawn};
+use crate::transcript::TranscriptError;
 
 /// The largest parent context, tokens, a subagent may fork from (the
 /// reference's default); a larger parent's child starts isolated instead.
@@ -44,9 +48,41 @@ pub struct SubagentPlan {
 /// per-call limits apply within it too).
 const ROLLBACK_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// A new session key for a subagent of agent `agent_id`, as the reference
+/// mints them: `agent:<agent_id>:subagent:<uuid>`.
+pub fn subagent_session_key(agent_id: &str) -> String {
+    format!("agent:{agent_id}:subagent:{}", uuid::Uuid::new_v4())
+}
+
+/// A subagent whose spawn succeeded: [`TurnRunner::start_subagent`]'s answer.
+/// Hand it back to [`TurnRunner::end_subagent`] when the child ends.
+pub struct Subagent<T> {
+    /// The child's own session (its key: `session.session_ref().session_key`).
+    pub session: Session,
+    /// How its context started.
+    pub plan: SubagentPlan,
+    /// What the host's spawn answered.
+    pub spawned: T,
+}
+
+/// What [`TurnRunner::start_subagent`] is asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubagentStart {
+    /// The agent the child runs as (the key's `<agent>`).
+    pub agent_id: String,
+    /// Its context.
+    pub request: SubagentRequest,
+    /// How long the child may live, if the host bounds it.
+    pub ttl_ms: Option<u64>,
+}
+
 /// How [`TurnRunner::spawn_subagent`] ended when the spawn did not succeed.
 #[derive(Debug, thiserror::Error)]
 pub enum SpawnOutcome<E: std::error::Error + 'static> {
+    /// The child's transcript could not be created; nothing was spawned and
+    /// the engine was not asked.
+    #[error("creating the subagent's session failed: {0}")]
+    SessionFailed(TranscriptError),
     /// The engine could not prepare; nothing was spawned.
     #[error("preparing the subagent spawn failed: {0}")]
     PrepareFailed(EngineFailure),
@@ -84,6 +120,107 @@ impl TurnRunner {
         plan.prepare_engine =
             !(request.light_context && plan.context_mode == ContextMode::Isolated);
         plan
+    }
+
+    /// The session of a subagent of `parent` running as `agent_id`, as
+    /// `plan` says: a new key and session id, and a transcript next to the
+    /// parent's naming it as its parent, holding a copy of the parent's
+    /// active branch (up to its last completed answer) for a fork, empty
+    /// otherwise.
+    pub fn create_subagent_session(
+        &self,
+        parent: &Session,
+        agent_id: &str,
+        plan: &SubagentPlan,
+    ) -> Result<Session, TranscriptError> {
+        let session_id = uuid::Uuid::new_v4().to_string();
+        let transcript = self.transcripts.create_child(
+            parent.transcript(),
+            &session_id,
+            plan.context_mode == ContextMode::Fork,
+        )?;
+        Ok(Session::new(
+            transcript,
+            Some(subagent_session_key(agent_id)),
+        ))
+    }
+
+    /// Starts a subagent of `parent`: plans its context, creates its session
+    /// ([`create_subagent_session`](Self::create_subagent_session)), asks
+    /// the engine to prepare (unless the plan needs none) and runs `start`
+    /// (the host's actual spawn) with the child's session. If the spawn or
+    /// the preparation fails, what was prepared is undone: the engine's
+    /// preparation rolled back exactly once and the child's transcript
+    /// deleted (a deletion that fails is logged; the spawn's error is what
+    /// the caller hears).
+    pub async fn start_subagent<T, E, F, Fut>(
+        &self,
+        parent: &Session,
+        child: &SubagentStart,
+        abort: &CancellationToken,
+        start: F,
+    ) -> Result<Subagent<T>, SpawnOutcome<E>>
+    where
+        E: std::error::Error + 'static,
+        F: FnOnce(SessionRef) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        let plan = self.plan_subagent(parent, &child.request);
+        let session = self
+            .create_subagent_session(parent, &child.agent_id, &plan)
+            .map_err(SpawnOutcome::SessionFailed)?;
+        let parent_ref = parent.session_ref();
+        let spawn = SubagentSpawn {
+            parent_session_key: parent_ref
+                .session_key
+                .clone()
+                .unwrap_or_else(|| parent_ref.session_id.clone()),
+            child_session_key: session
+                .session_ref()
+                .session_key
+                .clone()
+                .unwrap_or_default(),
+            context_mode: plan.context_mode,
+            ttl_ms: child.ttl_ms,
+        };
+        let started = start(session.session_ref().clone());
+        match self
+            .spawn_planned_subagent(&plan, &spawn, abort, started)
+            .await
+        {
+            Ok(spawned) => Ok(Subagent {
+                session,
+                plan,
+                spawned,
+            }),
+            Err(outcome) => {
+                let transcript = session.transcript().clone();
+                drop(session);
+                if let Err(error) = self.transcripts.discard(transcript) {
+                    tracing::warn!(%error, "the failed subagent's transcript was not deleted");
+                }
+                Err(outcome)
+            }
+        }
+    }
+
+    /// A subagent [`started`](Self::start_subagent) has ended: its last
+    /// background maintenance is waited for, then the engine is told,
+    /// once (the child is consumed). Its transcript stays.
+    pub async fn end_subagent<T>(
+        &self,
+        mut child: Subagent<T>,
+        reason: SubagentEndReason,
+        abort: &CancellationToken,
+    ) -> Result<(), EngineFailure> {
+        child.session.wait_for_maintenance().await;
+        let key = child
+            .session
+            .session_ref()
+            .session_key
+            .clone()
+            .unwrap_or_default();
+        self.subagent_ended(&key, reason, abort).await
     }
 
     /// [`spawn_subagent`](Self::spawn_subagent) as `plan` says: without

@@ -484,6 +484,27 @@ impl Transcript {
         Ok(successor)
     }
 
+    /// Writes a new transcript `new_path` headed `new_header` holding this
+    /// one's active branch up to its last completed answer: a subagent's
+    /// forked context (see `fork.rs`).
+    pub(super) fn fork_into(
+        &self,
+        new_path: &Path,
+        new_header: &SessionHeader,
+    ) -> Result<(), TranscriptError> {
+        let contents = {
+            let state = self.state();
+            let branch = context::active_path(&state.records, &state.by_id, state.leaf);
+            super::fork::compose(new_header, &state.records, &branch).map_err(|error| {
+                TranscriptError::InvalidAppend {
+                    path: new_path.to_owned(),
+                    reason: format!("the forked session's header cannot be written: {error}"),
+                }
+            })?
+        };
+        self.shared.logs.create(new_path, contents.as_bytes())
+    }
+
     /// Takes the entries after `leaf` (`None`: every entry) off the active
     /// branch, durably: a `custom` entry (`ctxbox.turn-rolled-back`, naming
     /// `entry_ids` and `reason`) becomes the leaf as a child of `leaf`, so the

@@ -53,6 +53,10 @@ pub trait TranscriptLogs: Send + Sync + Debug {
     /// The first line of transcript `path`, if there is one and it is
     /// readable.
     fn header_line(&self, path: &Path) -> Option<String>;
+
+    /// Deletes transcript `path` and every line of it;
+    /// [`TranscriptError::NotFound`] if there is none.
+    fn remove(&self, path: &Path) -> Result<(), TranscriptError>;
 }
 
 /// One open transcript's appends.
@@ -103,5 +107,17 @@ impl TranscriptLogs for Files {
         let mut first = String::new();
         std::io::BufReader::new(file).read_line(&mut first).ok()?;
         Some(first)
+    }
+
+    fn remove(&self, path: &Path) -> Result<(), TranscriptError> {
+        std::fs::remove_file(path).map_err(|error| {
+            if error.kind() == std::io::ErrorKind::NotFound {
+                TranscriptError::NotFound {
+                    path: path.to_owned(),
+                }
+            } else {
+                TranscriptError::io(path, "remove", error)
+            }
+        })
     }
 }

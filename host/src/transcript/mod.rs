@@ -40,6 +40,7 @@ mod context;
 mod delta;
 mod error;
 mod file;
+mod fork;
 mod handle;
 mod log;
 pub mod openclaw;

@@ -203,6 +203,50 @@ impl TranscriptLogs for PostgresLogs {
             .ok()
             .flatten()
     }
+
+    fn remove(&self, path: &Path) -> Result<(), TranscriptError> {
+        let text = name_of(path).to_string_lossy().into_owned();
+        let postgres = self.postgres.clone();
+        let removed: bool = self
+            .postgres
+            .run(move |mut client| async move {
+                let fail = |error| postgres.query_error("remove a transcript", &error);
+                let transaction = client.transaction().await.map_err(fail)?;
+                let Some(row) = transaction
+                    .query_opt(
+                        "SELECT id FROM ctxbox_transcripts WHERE name = $1 FOR UPDATE",
+                        &[&text],
+                    )
+                    .await
+                    .map_err(|error| postgres.query_error("remove a transcript", &error))?
+                else {
+                    return Ok(false);
+                };
+                let id: i64 = row.get(0);
+                for statement in [
+                    "DELETE FROM ctxbox_transcript_lines WHERE transcript = $1",
+                    "DELETE FROM ctxbox_transcripts WHERE id = $1",
+                ] {
+                    transaction
+                        .execute(statement, &[&id])
+                        .await
+                        .map_err(|error| postgres.query_error("remove a transcript", &error))?;
+                }
+                transaction
+                    .commit()
+                    .await
+                    .map_err(|error| postgres.query_error("remove a transcript", &error))?;
+                Ok(true)
+            })
+            .map_err(store_error(path))?;
+        if removed {
+            Ok(())
+        } else {
+            Err(TranscriptError::NotFound {
+                path: path.to_owned(),
+            })
+        }
+    }
 }
 
 impl TranscriptLog for PostgresLog {

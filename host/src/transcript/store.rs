@@ -166,6 +166,61 @@ impl TranscriptStore {
         })
     }
 
+    /// A new transcript for a subagent of `parent`, session `session_id`,
+    /// next to the parent's file, its header naming the parent's file
+    /// (`parentSession`). With `fork`, it starts with the parent's active
+    /// branch up to its last completed answer; otherwise it is empty.
+    pub fn create_child(
+        &self,
+        parent: &Transcript,
+        session_id: &str,
+        fork: bool,
+    ) -> Result<Transcript, TranscriptError> {
+        let path = parent.path().with_file_name(format!("{session_id}.jsonl"));
+        let parent_session = Some(parent.path().to_string_lossy().into_owned());
+        if !fork {
+            return self.create(
+                &path,
+                NewSession {
+                    session_id: Some(session_id.to_owned()),
+                    cwd: parent.header().cwd,
+                    parent_session,
+                },
+            );
+        }
+        let header = SessionHeader::new(session_id.to_owned(), parent.header().cwd, parent_session);
+        parent.fork_into(&path, &header)?;
+        self.open(&path)
+    }
+
+    /// Deletes `transcript` (a subagent's whose spawn failed) if it is still
+    /// the session it was: a transcript replaced under the same name since
+    /// (another session id in its header) is left alone and named in the
+    /// error.
+    pub fn discard(&self, transcript: Transcript) -> Result<(), TranscriptError> {
+        let path = transcript.path().to_owned();
+        let session_id = transcript.session_id();
+        drop(transcript);
+        let current = self
+            .inner
+            .logs
+            .header_line(&path)
+            .and_then(|line| serde_json::from_str::<SessionHeader>(&line).ok());
+        if current
+            .as_ref()
+            .is_some_and(|header| header.id != session_id)
+        {
+            return Err(TranscriptError::InvalidAppend {
+                path,
+                reason: format!(
+                    "not discarded: the transcript is no longer session `{session_id}`"
+                ),
+            });
+        }
+        self.registry().remove(&path);
+        self.inner.logs.remove(&path)
+    }
+
     fn registry(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, Weak<Shared>>> {
         // The map is only ever updated by single inserts and retains.
         self.inner

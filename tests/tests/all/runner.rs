@@ -1380,3 +1380,178 @@ async fn assemble_is_fenced_before_the_current_turns_first_entry() {
     assert_eq!(fences, [first_of("one"), carrier_id]);
     assert!(fences.iter().all(Option::is_some));
 }
+
+fn fork_request() -> ctxbox_host::runner::SubagentStart {
+    ctxbox_host::runner::SubagentStart {
+        agent_id: "main".into(),
+        request: ctxbox_host::runner::SubagentRequest {
+            context: Some(ContextMode::Fork),
+            light_context: false,
+        },
+        ttl_ms: None,
+    }
+}
+
+/// The reference's parent fork (`session-accessor.sqlite-parent-fork.ts`):
+/// the child gets its own key and session id, and its transcript copies the
+/// parent's active branch up to the last completed answer — no abandoned
+/// branch, no turn in progress (the spawning tool call).
+#[tokio::test]
+async fn a_forked_subagent_gets_its_own_session_holding_the_parents_active_branch() {
+    let spy = Spy::new(false, vec![]);
+    let provider = scripted(vec![
+        answer(),
+        Err(ProviderError::Failed("upstream 500".into())),
+        answer(),
+    ]);
+    let mut harness = harness(spy.clone(), provider, false);
+    harness.turn("one").await.expect("answers");
+    harness.turn("rolled back").await.expect_err("fails");
+    harness.turn("two").await.expect("answers");
+    harness
+        .session
+        .transcript()
+        .append(&[
+            AgentMessage::user_text("spawn a helper"),
+            AgentMessage::tool_call("c1", "sessions_spawn", "{}"),
+        ])
+        .expect("append");
+
+    let mut seen = None;
+    let child = harness
+        .runner
+        .start_subagent(
+            &harness.session,
+            &fork_request(),
+            &CancellationToken::new(),
+            |session| {
+                seen = Some(session);
+                async { Ok::<_, SpawnFailed>("child") }
+            },
+        )
+        .await
+        .expect("spawned");
+    let child_ref = child.session.session_ref().clone();
+    assert_eq!(
+        seen.as_ref(),
+        Some(&child_ref),
+        "the spawn runs the child's session"
+    );
+    let key = child_ref.session_key.clone().expect("a key");
+    let uuid = key
+        .strip_prefix("agent:main:subagent:")
+        .expect("the reference's key shape");
+    assert!(
+        uuid.len() == 36
+            && uuid.split('-').map(str::len).eq([8, 4, 4, 4, 12])
+            && uuid.chars().all(|c| c == '-' || c.is_ascii_hexdigit()),
+        "{key}"
+    );
+    let parent = harness.session.session_ref();
+    assert_ne!(child_ref.session_id, parent.session_id);
+    assert_ne!(child_ref.session_file, parent.session_file);
+    assert_eq!(child.plan.context_mode, ContextMode::Fork);
+
+    let transcript = child.session.transcript();
+    assert_eq!(
+        transcript.header().parent_session.as_deref(),
+        Some(parent.session_file.as_str())
+    );
+    let texts: Vec<String> = transcript
+        .active_branch()
+        .iter()
+        .map(|entry| text_of(&entry.message))
+        .collect();
+    assert_eq!(texts, ["one", "done", "two", "done"]);
+    let raw = std::fs::read_to_string(&child_ref.session_file).expect("read");
+    assert!(!raw.contains("rolled back") && !raw.contains("spawn a helper"));
+    assert_eq!(
+        spy.count(Operation::PrepareSubagentSpawn),
+        1,
+        "a forked child is prepared for"
+    );
+
+    harness
+        .runner
+        .end_subagent(
+            child,
+            SubagentEndReason::Completed,
+            &CancellationToken::new(),
+        )
+        .await
+        .expect("ended");
+    assert_eq!(spy.count(Operation::OnSubagentEnded), 1);
+    assert!(
+        std::path::Path::new(&child_ref.session_file).exists(),
+        "an ended child keeps its transcript"
+    );
+}
+
+/// The reference's spawn rollback (`subagent-spawn.fork-cleanup.test.ts`:
+/// "removes the failed child … and preserves the parent"): the engine's
+/// preparation is rolled back once and the child's session deleted.
+#[tokio::test]
+async fn a_failed_subagent_spawn_rolls_back_once_and_deletes_the_childs_transcript() {
+    let spy = Spy::new(false, vec![]);
+    let mut harness = harness(spy.clone(), scripted(vec![answer()]), false);
+    harness.turn("one").await.expect("answers");
+    let parent_before = std::fs::read(harness.session.transcript().path()).expect("read");
+
+    let mut child_file = None;
+    let outcome = harness
+        .runner
+        .start_subagent(
+            &harness.session,
+            &fork_request(),
+            &CancellationToken::new(),
+            |session| {
+                assert!(std::path::Path::new(&session.session_file).exists());
+                child_file = Some((session.session_file, session.session_key));
+                async { Err::<(), _>(SpawnFailed) }
+            },
+        )
+        .await;
+    let Err(SpawnOutcome::SpawnFailed { rollback, .. }) = outcome else {
+        panic!("the spawn failed");
+    };
+    assert!(matches!(rollback, Some(Ok(()))));
+    let (file, key) = child_file.expect("the spawn was attempted");
+    assert_eq!(
+        *spy.rollbacks.lock().expect("lock"),
+        vec![format!("prep-{}", key.expect("a key"))]
+    );
+    assert!(
+        !std::path::Path::new(&file).exists(),
+        "the child's transcript is gone"
+    );
+    assert_eq!(
+        std::fs::read(harness.session.transcript().path()).expect("read"),
+        parent_before,
+        "the parent is untouched"
+    );
+
+    // An isolated child starts empty, its header still naming the parent.
+    let isolated = harness
+        .runner
+        .start_subagent(
+            &harness.session,
+            &ctxbox_host::runner::SubagentStart {
+                request: ctxbox_host::runner::SubagentRequest::default(),
+                ..fork_request()
+            },
+            &CancellationToken::new(),
+            |_| async { Ok::<_, SpawnFailed>(()) },
+        )
+        .await
+        .expect("spawned");
+    assert!(isolated.session.transcript().active_branch().is_empty());
+    assert_eq!(
+        isolated
+            .session
+            .transcript()
+            .header()
+            .parent_session
+            .as_deref(),
+        Some(harness.session.session_ref().session_file.as_str())
+    );
+}

@@ -291,6 +291,57 @@ fn transcripts_page_deltas_branch_and_rotate() {
 }
 
 #[test]
+fn a_subagents_transcript_forks_the_active_branch_and_is_discarded_whole() {
+    for backend in backends("a_subagents_transcript_forks_the_active_branch_and_is_discarded_whole")
+    {
+        let name = backend.name();
+        let store = backend.transcripts();
+        let path = backend.path("parent.jsonl");
+        let parent = store.create(&path, session("parent")).expect("creates");
+        let kept = parent.append(&texts(4, "kept")).expect("appends");
+        let abandoned = parent.append(&texts(2, "abandoned")).expect("appends");
+        let ids: Vec<String> = abandoned.iter().map(|entry| entry.id.clone()).collect();
+        parent
+            .roll_back_to(Some(&kept[3].id), &ids, "test")
+            .expect("rolls back");
+
+        let child = store.create_child(&parent, "child-1", true).expect("forks");
+        assert_eq!(child.session_id(), "child-1", "{name}");
+        let forked: Vec<String> = child.active_branch().into_iter().map(|e| e.id).collect();
+        let expected: Vec<String> = kept.iter().map(|entry| entry.id.clone()).collect();
+        assert_eq!(forked, expected, "{name}: the active branch only");
+        child
+            .append(&texts(1, "child only"))
+            .expect("the child goes on");
+        assert_eq!(
+            parent.active_branch().len(),
+            4,
+            "{name}: the parent is untouched"
+        );
+
+        let child_path = child.path().to_owned();
+        store.discard(child).expect("discards");
+        assert!(
+            matches!(
+                backend.transcripts().open(&child_path),
+                Err(TranscriptError::NotFound { .. })
+            ),
+            "{name}: gone for every host"
+        );
+        assert_eq!(
+            backend
+                .transcripts()
+                .open_read_only(&path)
+                .expect("reads")
+                .active_branch()
+                .len(),
+            4,
+            "{name}: the parent survives the discard"
+        );
+    }
+}
+
+#[test]
 fn a_second_writer_cannot_interleave_appends() {
     for backend in backends("a_second_writer_cannot_interleave_appends") {
         let name = backend.name();
