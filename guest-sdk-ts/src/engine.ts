@@ -104,6 +104,12 @@ export interface Engine {
   ingestBatch(session: SessionRef, entries: MessageEntry[], isHeartbeat: boolean): IngestBatchResult;
   compact(session: SessionRef, history: History, params: CompactParams): CompactResult;
   afterTurn(session: SessionRef, history: History, params: AfterTurnParams): void;
+  /**
+   * Housekeeping. `runtimeContext` (JSON) holds the `sessionTarget` (`agentId`,
+   * `sessionId`, `sessionKey`, `storePath`), `workspaceDir`, `agentDir`, `cwd`,
+   * and after a compaction its `trigger` and, when it rotated the session,
+   * `previousSessionId`.
+   */
   maintain(session: SessionRef, history: History, reason: MaintainReason, runtimeContext: Json | undefined): MaintainResult;
   prepareSubagentSpawn(spawn: SubagentSpawn): string | undefined;
   rollbackSubagentSpawn(preparationId: string): void;

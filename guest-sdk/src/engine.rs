@@ -178,7 +178,11 @@ pub trait Engine: Default + 'static {
         Ok(())
     }
 
-    /// Housekeeping. Default: nothing changed.
+    /// Housekeeping. Default: nothing changed. `runtime_context` (JSON, when
+    /// the engine accepts `HostParam::RuntimeContext`) holds the
+    /// `sessionTarget` (`agentId`, `sessionId`, `sessionKey`, `storePath`),
+    /// `workspaceDir`, `agentDir`, `cwd`, and after a compaction its `trigger`
+    /// and, when it rotated the session, `previousSessionId`.
     fn maintain(
         &mut self,
         _session: &SessionRef,

@@ -220,6 +220,15 @@ declare module 'ctxbox:engine/types@0.1.0' {
    * ## `"runtime-settings"`
    * 
    * ## `"runtime-context"`
+   * 
+   * The runtime context (JSON) of `compact`, `after-turn` and `maintain`.
+   * It carries the reference's `sessionTarget` (`agentId`, `sessionId`,
+   * `sessionKey`, `storePath`); a compaction's also its `trigger`,
+   * `currentTokenCount` and overflow `attempt`; `maintain`'s the agent's
+   * `workspaceDir` and `agentDir`, the session's `cwd`, a compaction's
+   * `trigger`, `previousSessionId` after a rotation (the target is then
+   * the successor's) and `allowDeferredCompactionExecution` when it runs
+   * in the background. Fields the host does not know are left out.
    */
   export type HostParam = 'session-key' | 'prompt' | 'runtime-settings' | 'runtime-context';
   /**

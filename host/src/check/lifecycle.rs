@@ -1,6 +1,9 @@
 //! The lifecycle exports (`bootstrap`, `ingest`, `ingest-batch`,
 //! `after-turn`, `maintain`) on a session with history, on a session the
 //! engine has never seen and on an empty history; and the subagent hooks.
+//! `after-turn` and `maintain` are given the runtime context a host gives
+//! (the session target, the workspace, a compaction's trigger), so an engine
+//! that reads it is checked on the real shape.
 
 use super::judge::Finding;
 use super::{Checker, cases, failure_text};
@@ -12,6 +15,35 @@ use crate::contract::types::{
     SubagentEndReason, SubagentSpawn,
 };
 use crate::sandbox::WasmEngine;
+
+/// The subagent the subagent hooks are asked about, keyed as a host keys
+/// them (`agent:<agent>:subagent:<uuid>`).
+const CHECK_CHILD_KEY: &str = "agent:check:subagent:00000000-0000-4000-8000-000000000000";
+
+/// The runtime context a host gives `after-turn` and (with `reason`)
+/// `maintain` about `session`: its `sessionTarget`, the agent's
+/// `workspaceDir`, the session's `cwd`, and for `maintain(compaction)` the
+/// compaction's `trigger`.
+fn host_context(session: &SessionRef, reason: Option<MaintainReason>) -> serde_json::Value {
+    let mut context = serde_json::json!({
+        "sessionTarget": {
+            "agentId": "check",
+            "sessionId": session.session_id,
+            "sessionKey": session.session_key.clone().unwrap_or_else(|| "agent:check:main".into()),
+            "storePath": std::path::Path::new(&session.session_file)
+                .parent()
+                .map(|dir| dir.to_string_lossy().into_owned()),
+        }
+    });
+    if reason.is_some() {
+        context["workspaceDir"] = serde_json::json!("/workspace");
+        context["cwd"] = serde_json::json!("/workspace");
+    }
+    if reason == Some(MaintainReason::Compaction) {
+        context["trigger"] = serde_json::json!("budget");
+    }
+    context
+}
 
 /// One round of lifecycle calls.
 struct Round<'a> {
@@ -183,11 +215,13 @@ impl Checker {
         self.record(&name, "a count no larger than the batch", batch);
 
         let name = format!("{label}after-turn");
+        let mut after_context = host_context(session, None);
+        after_context["currentTokenCount"] = serde_json::json!(3_000);
         let after = AfterTurnParams {
             pre_prompt_message_count: history.len().saturating_sub(size) as u32,
             token_budget: Some(4_000),
             is_heartbeat: false,
-            runtime_context: Some(r#"{"channel":"check"}"#.into()),
+            runtime_context: Some(after_context.to_string()),
             runtime_settings: Some(r#"{"schemaVersion":1}"#.into()),
         };
         let after_turn = self
@@ -205,11 +239,12 @@ impl Checker {
 
         for &reason in round.maintain {
             let name = format!("{label}maintain: {reason:?}").to_lowercase();
+            let context = host_context(session, Some(reason)).to_string();
             let maintained = self
                 .timed(
                     &name,
                     Operation::Maintain,
-                    engine.maintain(&call, session, history, reason, None),
+                    engine.maintain(&call, session, history, reason, Some(&context)),
                 )
                 .await;
             self.record(
@@ -257,7 +292,7 @@ impl Checker {
         let call = CallOptions::default();
         let spawn = SubagentSpawn {
             parent_session_key: "agent:main".into(),
-            child_session_key: "agent:main:sub:check".into(),
+            child_session_key: CHECK_CHILD_KEY.into(),
             context_mode: ContextMode::Isolated,
             ttl_ms: Some(60_000),
         };
@@ -288,11 +323,7 @@ impl Checker {
             .timed(
                 name,
                 Operation::OnSubagentEnded,
-                engine.on_subagent_ended(
-                    &call,
-                    "agent:main:sub:check",
-                    SubagentEndReason::Completed,
-                ),
+                engine.on_subagent_ended(&call, CHECK_CHILD_KEY, SubagentEndReason::Completed),
             )
             .await
             .map(|()| "ok".to_owned())

@@ -88,6 +88,7 @@ pub async fn run_load(
         model: None,
         tools: Vec::new(),
         compaction_window: None,
+        agent: Default::default(),
     };
     let started = Instant::now();
     let mut tasks = Vec::with_capacity(plan.sessions);

@@ -18,6 +18,7 @@
 //! foreground or in the background (awaited before the session's next engine
 //! call).
 
+mod compaction_hooks;
 mod engine_tools;
 pub mod load;
 mod overflow;
@@ -37,10 +38,14 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+pub use self::compaction_hooks::{CompactionFinished, CompactionHooks, CompactionStarting};
 pub use self::report::{
     COMPACTION_FAILURE_HINT, CompactionPass, PromptSent, TurnError, TurnReport,
 };
-use self::runtime_settings::{CompactionTrigger, after_turn_context, compaction_context};
+use self::runtime_settings::{
+    CompactionTrigger, MaintainContext, after_turn_context, compaction_context, session_target,
+    with_session_target,
+};
 pub use self::script::{FailedTurn, RunReport};
 pub use self::session::Session;
 pub use self::subagent::{
@@ -86,6 +91,20 @@ pub struct RunnerConfig {
     /// The agent's compaction window (`compaction.timeoutSeconds`) for the
     /// engine's `compact` and `after-turn`; `None`: the host's.
     pub compaction_window: Option<Duration>,
+    /// The agent the runner works for, as engines are told.
+    pub agent: AgentIdentity,
+}
+
+/// Who a runner works for: the session target's `agentId` and the
+/// `workspaceDir` and `agentDir` of `maintain`'s runtime context.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AgentIdentity {
+    /// The agent's id (`agents.list[].id`).
+    pub id: Option<String>,
+    /// Its workspace.
+    pub workspace_dir: Option<std::path::PathBuf>,
+    /// Its directory.
+    pub agent_dir: Option<std::path::PathBuf>,
 }
 
 impl RunnerConfig {
@@ -112,6 +131,8 @@ pub struct TurnRunner {
     tool_definition_tokens: u64,
     transcripts: TranscriptStore,
     config: RunnerConfig,
+    /// Told of every compaction, if the host listens.
+    compaction_hooks: Option<Arc<dyn CompactionHooks>>,
 }
 
 impl TurnRunner {
@@ -146,7 +167,14 @@ impl TurnRunner {
             tools,
             transcripts,
             config,
+            compaction_hooks: None,
         }
+    }
+
+    /// This runner, telling `hooks` of every compaction it runs.
+    pub fn with_compaction_hooks(mut self, hooks: Arc<dyn CompactionHooks>) -> Self {
+        self.compaction_hooks = Some(hooks);
+        self
     }
 
     /// The session's context as the model would count it, by the weighted
@@ -392,13 +420,22 @@ impl TurnRunner {
         self.engine
             .bootstrap(call, session.session_ref(), &history)
             .await?;
+        let context = self.maintain_context(
+            session,
+            &MaintainContext {
+                reason: MaintainReason::Bootstrap,
+                trigger: None,
+                previous_session_id: None,
+                background: false,
+            },
+        );
         self.engine
             .maintain(
                 call,
                 session.session_ref(),
                 &history,
                 MaintainReason::Bootstrap,
-                None,
+                Some(&context),
             )
             .await?;
         session.mark_bootstrapped();
@@ -490,6 +527,25 @@ impl TurnRunner {
         let transcript = session.transcript().clone();
         let leaf_before = transcript.leaf_id();
         let owns_compaction = self.engine.info().owns_compaction;
+        let trigger = params
+            .runtime_context
+            .as_deref()
+            .and_then(|text| serde_json::from_str::<serde_json::Value>(text).ok())
+            .and_then(|context| Some(context.get("trigger")?.as_str()?.to_owned()));
+        let before_id = session.session_ref().session_id.clone();
+        if let Some(hooks) = &self.compaction_hooks {
+            hooks.before_compaction(&CompactionStarting {
+                session: session.session_ref().clone(),
+                message_count: history.len(),
+                token_count: session.context_tokens(),
+                trigger: trigger.clone(),
+            });
+        }
+        let target = session_target(self.config.agent.id.as_deref(), session);
+        let params = &CompactParams {
+            runtime_context: Some(with_session_target(params.runtime_context.clone(), &target)),
+            ..params.clone()
+        };
         let result = self
             .engine
             .compact_checked(call, session.session_ref(), &history, params, |result| {
@@ -508,19 +564,41 @@ impl TurnRunner {
         // compaction) is followed whatever the engine answered afterwards,
         // or the session would append to the file that refuses appends.
         session.reload(&self.transcripts)?;
+        let rotated_from = Some(before_id).filter(|id| *id != session.session_ref().session_id);
         if result.compacted {
             report.compactions += 1;
             session.projection = None;
             let history = session.history();
+            let context = self.maintain_context(
+                session,
+                &MaintainContext {
+                    reason: MaintainReason::Compaction,
+                    trigger: trigger.as_deref(),
+                    previous_session_id: rotated_from.as_deref(),
+                    background: false,
+                },
+            );
             self.engine
                 .maintain(
                     call,
                     session.session_ref(),
                     &history,
                     MaintainReason::Compaction,
-                    None,
+                    Some(&context),
                 )
                 .await?;
+        }
+        if result.ok
+            && let Some(hooks) = &self.compaction_hooks
+        {
+            hooks.after_compaction(&CompactionFinished {
+                session: session.session_ref().clone(),
+                previous_session_id: rotated_from,
+                compacted: result.compacted,
+                message_count: session.history().len(),
+                token_count: session.context_tokens(),
+                trigger,
+            });
         }
         Ok(result)
     }
@@ -580,7 +658,10 @@ impl TurnRunner {
             pre_prompt_message_count: pre_prompt_count(&history, inputs, answers) as u32,
             token_budget: Some(self.config.prompt_budget()),
             is_heartbeat: false,
-            runtime_context: after_turn_context(answers),
+            runtime_context: Some(with_session_target(
+                after_turn_context(answers),
+                &session_target(self.config.agent.id.as_deref(), session),
+            )),
             runtime_settings: Some(self.runtime_settings(None)),
         };
         self.engine
@@ -591,13 +672,30 @@ impl TurnRunner {
 
         let history = session.history();
         let session_ref = session.session_ref().clone();
+        let background =
+            self.engine.info().turn_maintenance_mode == Some(TurnMaintenanceMode::Background);
+        let context = self.maintain_context(
+            session,
+            &MaintainContext {
+                reason: MaintainReason::Turn,
+                trigger: None,
+                previous_session_id: None,
+                background,
+            },
+        );
         match self.engine.info().turn_maintenance_mode {
             Some(TurnMaintenanceMode::Background) => {
                 let engine = self.engine.clone();
                 let call = call.clone();
                 session.maintenance = Some(tokio::spawn(async move {
                     if let Err(failure) = engine
-                        .maintain(&call, &session_ref, &history, MaintainReason::Turn, None)
+                        .maintain(
+                            &call,
+                            &session_ref,
+                            &history,
+                            MaintainReason::Turn,
+                            Some(&context),
+                        )
                         .await
                     {
                         tracing::warn!(reason = %failure, "background maintenance failed");
@@ -606,7 +704,13 @@ impl TurnRunner {
             }
             _ => {
                 self.engine
-                    .maintain(call, &session_ref, &history, MaintainReason::Turn, None)
+                    .maintain(
+                        call,
+                        &session_ref,
+                        &history,
+                        MaintainReason::Turn,
+                        Some(&context),
+                    )
                     .await?;
             }
         }

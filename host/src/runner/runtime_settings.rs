@@ -2,16 +2,20 @@
 //! the reference uses: the runtime settings of `assemble`, `compact` and
 //! `after-turn` (schema version 1: runtime mode, model, engine selection,
 //! limits, diagnostics), and the runtime context of a compaction (its
-//! `trigger`, the observed `currentTokenCount`, the overflow attempt) and of
-//! `after-turn` (the last prompt's `currentTokenCount`).
+//! `trigger`, the observed `currentTokenCount`, the overflow attempt), of
+//! `after-turn` (the last prompt's `currentTokenCount`) and of `maintain`
+//! (the compaction's `trigger`, the agent's `workspaceDir` and `agentDir`,
+//! the session's `cwd`, the predecessor of a rotated session). Each runtime
+//! context also carries the `sessionTarget` (`agentId`, `sessionId`,
+//! `sessionKey`, `storePath`), as the reference's does.
 //!
 //! Both are JSON, and both reach an engine only if its
 //! `accepted-host-params` lets them (the guard projects them away otherwise).
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
-use super::TurnRunner;
-use crate::contract::types::{AgentMessage, Json, MessageEntry};
+use super::{Session, TurnRunner};
+use crate::contract::types::{AgentMessage, Json, MaintainReason, MessageEntry};
 
 /// What asked for a compaction (the reference's `trigger`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,6 +138,86 @@ pub(super) fn after_turn_context(answers: &[MessageEntry]) -> Option<Json> {
         })
         .filter(|tokens| *tokens > 0)?;
     Some(json!({ "currentTokenCount": prompt_tokens }).to_string())
+}
+
+/// The reference's `sessionTarget` of `session` for the runner's agent:
+/// `agentId`, `sessionId`, `sessionKey` and `storePath` (the directory that
+/// holds the session's transcript), the absent ones left out.
+pub(super) fn session_target(agent_id: Option<&str>, session: &Session) -> Value {
+    let session_ref = session.session_ref();
+    let mut target = Map::new();
+    if let Some(agent_id) = agent_id {
+        target.insert("agentId".into(), agent_id.into());
+    }
+    target.insert("sessionId".into(), session_ref.session_id.as_str().into());
+    if let Some(key) = &session_ref.session_key {
+        target.insert("sessionKey".into(), key.as_str().into());
+    }
+    if let Some(store) = std::path::Path::new(&session_ref.session_file).parent() {
+        target.insert("storePath".into(), store.to_string_lossy().into());
+    }
+    Value::Object(target)
+}
+
+/// `context` (a JSON object, or nothing) with `sessionTarget` set to
+/// `target`.
+pub(super) fn with_session_target(context: Option<Json>, target: &Value) -> Json {
+    let mut context = context
+        .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+        .filter(Value::is_object)
+        .unwrap_or_else(|| json!({}));
+    context["sessionTarget"] = target.clone();
+    context.to_string()
+}
+
+/// What a `maintain` call is told besides its reason.
+pub(super) struct MaintainContext<'a> {
+    pub(super) reason: MaintainReason,
+    /// The compaction's trigger (`maintain(compaction)`).
+    pub(super) trigger: Option<&'a str>,
+    /// The session the compaction rotated away from, if it did.
+    pub(super) previous_session_id: Option<&'a str>,
+    /// Whether it runs in the background, after the turn returned.
+    pub(super) background: bool,
+}
+
+impl TurnRunner {
+    /// The runtime context of `maintain` for `session`: the session target,
+    /// the agent's `workspaceDir` and `agentDir`, the session's `cwd`, and
+    /// what `context` says (`trigger`, `previousSessionId`,
+    /// `allowDeferredCompactionExecution` in the background).
+    pub(super) fn maintain_context(
+        &self,
+        session: &Session,
+        context: &MaintainContext<'_>,
+    ) -> Json {
+        let agent = &self.config.agent;
+        let mut value = json!({
+            "sessionTarget": session_target(agent.id.as_deref(), session),
+            "cwd": session.transcript().header().cwd,
+        });
+        let paths = [
+            ("workspaceDir", &agent.workspace_dir),
+            ("agentDir", &agent.agent_dir),
+        ];
+        for (key, path) in paths {
+            if let Some(path) = path {
+                value[key] = json!(path.to_string_lossy());
+            }
+        }
+        if context.reason == MaintainReason::Compaction
+            && let Some(trigger) = context.trigger
+        {
+            value["trigger"] = json!(trigger);
+        }
+        if let Some(previous) = context.previous_session_id {
+            value["previousSessionId"] = json!(previous);
+        }
+        if context.background {
+            value["allowDeferredCompactionExecution"] = json!(true);
+        }
+        value.to_string()
+    }
 }
 
 #[cfg(test)]

@@ -284,6 +284,11 @@ impl Runtime {
                 compaction_window: Some(std::time::Duration::from_secs(
                     agent.compaction_timeout_seconds,
                 )),
+                agent: crate::runner::AgentIdentity {
+                    id: Some(agent.id.clone()),
+                    workspace_dir: agent.workspace.clone(),
+                    agent_dir: agent.agent_dir.clone(),
+                },
             },
         )
     }

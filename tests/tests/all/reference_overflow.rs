@@ -419,6 +419,7 @@ fn the_reserve_is_at_least_twenty_thousand_tokens_and_at_most_a_quarter_of_the_w
         model: None,
         tools: Vec::new(),
         compaction_window: None,
+        agent: Default::default(),
     };
     assert_eq!(config(200_000, 16_384).reserve(), 20_000);
     assert_eq!(config(200_000, 16_384).prompt_budget(), 180_000);

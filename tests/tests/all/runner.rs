@@ -74,7 +74,10 @@ struct Padding {
 struct Seen {
     operation: Operation,
     settings: Option<serde_json::Value>,
+    /// The runtime context without its `sessionTarget`, …
     context: Option<serde_json::Value>,
+    /// … which is here.
+    target: Option<serde_json::Value>,
 }
 
 fn parse_json(json: &Option<String>) -> Option<serde_json::Value> {
@@ -156,10 +159,15 @@ impl Spy {
         settings: &Option<String>,
         context: &Option<String>,
     ) {
+        let mut context = parse_json(context);
+        let target = context
+            .as_mut()
+            .and_then(|context| context.as_object_mut()?.remove("sessionTarget"));
         self.runtime.lock().expect("lock").push(Seen {
             operation,
             settings: parse_json(settings),
-            context: parse_json(context),
+            context: context.filter(|context| context.as_object().is_none_or(|o| !o.is_empty())),
+            target,
         });
     }
 
@@ -362,8 +370,9 @@ impl ContextEngine for Spy {
         _: &SessionRef,
         _: &History,
         _: MaintainReason,
-        _: Option<&str>,
+        context: Option<&str>,
     ) -> EngineResult<MaintainResult> {
+        self.note_runtime(Operation::Maintain, &None, &context.map(str::to_owned));
         // Long enough work that anything running alongside gets a turn.
         for _ in 0..50 {
             tokio::task::yield_now().await;
@@ -553,6 +562,11 @@ pub(crate) fn harness_sized(
             model: None,
             tools: vec!["exec".into()],
             compaction_window: None,
+            agent: ctxbox_host::runner::AgentIdentity {
+                id: Some("main".into()),
+                workspace_dir: Some("/work/space".into()),
+                agent_dir: None,
+            },
         },
     );
     Harness {
@@ -1554,4 +1568,181 @@ async fn a_failed_subagent_spawn_rolls_back_once_and_deletes_the_childs_transcri
             .as_deref(),
         Some(harness.session.session_ref().session_file.as_str())
     );
+}
+
+/// The reference's session target (`agentId`, `sessionId`, `sessionKey`,
+/// `storePath`) reaches compact, after-turn and maintain in their runtime
+/// context; maintain's also names the agent's workspace, the session's cwd,
+/// a compaction's trigger and, after a rotation, the session it continues.
+#[tokio::test]
+async fn engines_are_told_the_session_target_and_maintain_its_runtime_context() {
+    let spy = Spy::new(false, vec![compacted()]);
+    let provider = scripted(vec![answer()]);
+    let mut harness = harness(spy.clone(), provider, false);
+    harness
+        .runner
+        .compact_now(&mut harness.session, None, &CancellationToken::new())
+        .await
+        .expect("compacts");
+    harness.turn("hi").await.expect("answers");
+    let session = harness.session.session_ref().clone();
+    let store = std::path::Path::new(&session.session_file)
+        .parent()
+        .expect("a directory")
+        .to_string_lossy()
+        .into_owned();
+    let expected = serde_json::json!({
+        "agentId": "main",
+        "sessionId": session.session_id,
+        "sessionKey": "agent:main",
+        "storePath": store,
+    });
+    for operation in [
+        Operation::Compact,
+        Operation::AfterTurn,
+        Operation::Maintain,
+    ] {
+        let seen = spy.runtime_of(operation);
+        assert!(!seen.is_empty(), "{operation:?}");
+        for seen in seen {
+            assert_eq!(seen.target.as_ref(), Some(&expected), "{operation:?}");
+        }
+    }
+    let maintained = spy.runtime_of(Operation::Maintain);
+    // compaction, bootstrap (at the first turn), turn.
+    assert_eq!(maintained.len(), 3, "{maintained:?}");
+    for seen in &maintained {
+        let context = seen.context.as_ref().expect("a context");
+        assert_eq!(context["workspaceDir"], "/work/space");
+        assert_eq!(context["cwd"], "/");
+        assert!(context.get("allowDeferredCompactionExecution").is_none());
+    }
+    let triggers: Vec<&serde_json::Value> = maintained
+        .iter()
+        .map(|seen| &seen.context.as_ref().expect("context")["trigger"])
+        .collect();
+    assert_eq!(
+        triggers,
+        [
+            &serde_json::json!("manual"),
+            &serde_json::Value::Null,
+            &serde_json::Value::Null
+        ]
+    );
+}
+
+/// Listens to a runner's compactions.
+#[derive(Default)]
+struct HookLog(Mutex<Vec<String>>);
+
+impl ctxbox_host::runner::CompactionHooks for HookLog {
+    fn before_compaction(&self, event: &ctxbox_host::runner::CompactionStarting) {
+        self.0.lock().expect("lock").push(format!(
+            "before {} {}",
+            event.trigger.as_deref().unwrap_or("-"),
+            event.message_count
+        ));
+    }
+
+    fn after_compaction(&self, event: &ctxbox_host::runner::CompactionFinished) {
+        self.0.lock().expect("lock").push(format!(
+            "after {} compacted={} rotated={}",
+            event.trigger.as_deref().unwrap_or("-"),
+            event.compacted,
+            event.previous_session_id.is_some()
+        ));
+    }
+}
+
+/// The reference's `before_compaction` / `after_compaction` hooks: before
+/// every compaction, after one that answered `ok` (a skipped one says it
+/// compacted nothing), none after a failure.
+#[tokio::test]
+async fn compaction_hooks_hear_before_and_after_each_compaction() {
+    let failed = CompactResult {
+        ok: false,
+        compacted: false,
+        reason: Some("no room".into()),
+        ..nothing_to_compact()
+    };
+    let spy = Spy::new(false, vec![compacted(), nothing_to_compact(), failed]);
+    let mut harness = harness(spy, scripted(vec![]), false);
+    harness.append_turn("something to compact").expect("append");
+    let hooks = Arc::new(HookLog::default());
+    let Harness {
+        _dir,
+        store,
+        runner,
+        mut session,
+    } = harness;
+    let runner = runner.with_compaction_hooks(hooks.clone());
+    for _ in 0..3 {
+        let _ = runner
+            .compact_now(&mut session, None, &CancellationToken::new())
+            .await;
+    }
+    drop((store, _dir));
+    assert_eq!(
+        *hooks.0.lock().expect("lock"),
+        [
+            "before manual 2",
+            "after manual compacted=true rotated=false",
+            "before manual 2",
+            "after manual compacted=false rotated=false",
+            "before manual 2",
+        ]
+    );
+}
+
+/// A compaction that rotates the session (`truncateAfterCompaction`): the
+/// maintenance after it is told the successor's target and the session it
+/// continues, and the hooks hear of the rotation.
+#[tokio::test]
+async fn after_a_rotation_maintain_gets_the_successors_target() {
+    let spy = Spy::new(false, vec![]);
+    let mut harness = harness(spy.clone(), scripted(vec![]), false);
+    for turn in 0..6 {
+        harness
+            .append_turn(&format!("turn {turn}: {}", "context words ".repeat(200)))
+            .expect("append");
+    }
+    let config = CompactionConfig {
+        keep_recent_tokens: 1,
+        truncate_after_compaction: true,
+        ..CompactionConfig::default()
+    };
+    *spy.compactor.lock().expect("lock") = Some(Arc::new(
+        Compactor::from_config(harness.store().clone(), config).expect("compactor"),
+    ));
+    let before = harness.session.session_ref().clone();
+    let hooks = Arc::new(HookLog::default());
+    let Harness {
+        _dir,
+        store,
+        runner,
+        mut session,
+    } = harness;
+    let runner = runner.with_compaction_hooks(hooks.clone());
+    let result = runner
+        .compact_now(&mut session, None, &CancellationToken::new())
+        .await
+        .expect("compacts");
+    assert!(result.compacted, "{result:?}");
+    let after = session.session_ref().clone();
+    assert_ne!(after.session_id, before.session_id, "rotated");
+    let maintained = spy.runtime_of(Operation::Maintain);
+    let last = maintained.last().expect("maintain(compaction)");
+    assert_eq!(
+        last.target.as_ref().expect("a target")["sessionId"],
+        after.session_id.as_str()
+    );
+    assert_eq!(
+        last.context.as_ref().expect("a context")["previousSessionId"],
+        before.session_id.as_str()
+    );
+    assert_eq!(
+        hooks.0.lock().expect("lock").last().map(String::as_str),
+        Some("after manual compacted=true rotated=true")
+    );
+    drop((store, _dir));
 }
