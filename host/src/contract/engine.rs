@@ -40,6 +40,23 @@ pub struct CallOptions {
     /// `read-transcript-delta` stops before it, as the reference's
     /// current-turn fence does. `None`: unfenced.
     pub transcript_fence: Option<String>,
+    /// The lease under which the call's session is worked on in a shared
+    /// store: the call's state and index writes are refused once another
+    /// host holds a newer lease on the session. `None`: unfenced (a host
+    /// alone with its data).
+    pub write_fence: Option<WriteFence>,
+}
+
+/// A host's right to write for one session in a shared store: the fencing
+/// token of its lease on the session. Writes made under an older token than
+/// the session's current lease are refused, so a host that stalled past its
+/// lease cannot overwrite what the host that took over wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteFence {
+    /// The session the lease is on.
+    pub session_id: String,
+    /// The lease's fencing token (grows with every takeover).
+    pub token: i64,
 }
 
 impl CallOptions {
@@ -64,6 +81,13 @@ impl CallOptions {
         self
     }
 
+    /// These options, with writes fenced by `fence` (see
+    /// [`CallOptions::write_fence`]).
+    pub fn fenced_by(mut self, fence: Option<WriteFence>) -> Self {
+        self.write_fence = fence;
+        self
+    }
+
     /// These options, serving the embedding host's request `id`.
     pub fn serving(mut self, id: impl Into<String>) -> Self {
         self.request_id = Some(id.into());
@@ -71,13 +95,24 @@ impl CallOptions {
     }
 }
 
+/// Why a call's writes were not committed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CommitRefusal {
+    /// The store refused or failed them (a store failure, or concurrent
+    /// calls of the engine that together passed its limits).
+    #[error("{0}")]
+    Refused(String),
+    /// Another host took the session's lease over
+    /// ([`CallOptions::write_fence`]): not the engine's doing.
+    #[error("{0}")]
+    LeaseLost(String),
+}
+
 /// The state writes of a call that answered, not yet committed.
 #[async_trait]
 pub trait PendingWrites: Send {
-    /// Commits the writes in one transaction; the error says why they could
-    /// not be (a store failure, or concurrent calls of the engine that
-    /// together passed its limits).
-    async fn commit(self: Box<Self>) -> Result<(), String>;
+    /// Commits the writes in one transaction, or says why they were not.
+    async fn commit(self: Box<Self>) -> Result<(), CommitRefusal>;
 }
 
 /// A slot for the state writes of one call ([`CallOptions::held_writes`]):

@@ -114,6 +114,10 @@ pub enum FailureKind {
     /// The host had no free instance slot (every instance busy). Not the
     /// engine's fault: never quarantines.
     Overloaded,
+    /// Another host took the session's lease over before the call's writes
+    /// were committed, so they were refused. Not the engine's fault: never
+    /// quarantines; the caller retries.
+    LeaseLost,
 }
 
 impl FailureKind {
@@ -133,6 +137,7 @@ impl FailureKind {
             Self::Trap => "trap",
             Self::Load => "load",
             Self::Overloaded => "overloaded",
+            Self::LeaseLost => "lease-lost",
         }
     }
 }

@@ -44,6 +44,10 @@ pub enum ServiceError {
     /// The service failed.
     #[error("{0}")]
     Failed(String),
+    /// A write refused because another host holds a newer lease on the
+    /// session ([`WriteFence`](super::engine::WriteFence)).
+    #[error("lease lost: {0}")]
+    LeaseLost(String),
 }
 
 /// A page of the transcript after a cursor (the WIT `transcript-delta`).
@@ -97,6 +101,8 @@ pub struct ServiceCall<'a> {
     /// Where transcript reads stop: the current turn's first entry
     /// ([`CallOptions::transcript_fence`](super::engine::CallOptions::transcript_fence)).
     pub transcript_fence: Option<&'a str>,
+    /// The lease the call's writes are fenced by, in a shared store.
+    pub write_fence: Option<&'a super::engine::WriteFence>,
 }
 
 impl ServiceCall<'_> {
@@ -152,6 +158,7 @@ impl CallScratch {
             usage: &self.usage,
             request_id: None,
             transcript_fence: None,
+            write_fence: None,
         }
     }
 }

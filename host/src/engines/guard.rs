@@ -24,7 +24,9 @@ use std::time::Instant;
 use async_trait::async_trait;
 use serde::Serialize;
 
-use crate::contract::engine::{CallOptions, ContextEngine, EngineResult, HeldWrites};
+use crate::contract::engine::{
+    CallOptions, CommitRefusal, ContextEngine, EngineResult, HeldWrites,
+};
 use crate::contract::failure::{EngineFailure, FailureKind, Operation};
 use crate::contract::history::History;
 use crate::contract::tools::EngineTool;
@@ -86,6 +88,10 @@ pub enum GuardAction {
     /// asked, without an answer: the call was served by `legacy`
     /// (reported, for `compact` and in strict mode), nothing quarantined.
     Stopped,
+    /// Another host took the session's lease over before the call's writes
+    /// were committed: they were refused and the call failed for the caller
+    /// to retry; nothing quarantined.
+    LeaseLost,
 }
 
 impl GuardAction {
@@ -99,6 +105,7 @@ impl GuardAction {
             Self::Recovered => "recovered",
             Self::Declined => "declined",
             Self::Stopped => "stopped",
+            Self::LeaseLost => "lease-lost",
         }
     }
 }
@@ -404,6 +411,13 @@ impl GuardedEngine {
             self.note(&failure, session, GuardAction::Overloaded);
             return (Err(failure), CallOutcome::Overloaded);
         }
+        if failure.kind == FailureKind::LeaseLost {
+            // Another host took the session over while this one worked on
+            // it: its writes were refused, the engine did nothing wrong,
+            // and nobody may answer from here.
+            self.note(&failure, session, GuardAction::LeaseLost);
+            return (Err(failure), CallOutcome::LeaseLost);
+        }
         // An engine that stopped because the host said its time was nearly
         // up did what it was asked: its call is served elsewhere, and it
         // keeps serving.
@@ -537,8 +551,12 @@ impl GuardedEngine {
         let Some(writes) = options.held_writes.as_ref().and_then(HeldWrites::take) else {
             return Ok(());
         };
-        writes.commit().await.map_err(|message| {
-            EngineFailure::new(&self.id, operation, FailureKind::HostLimit, message)
+        writes.commit().await.map_err(|refusal| {
+            let kind = match refusal {
+                CommitRefusal::Refused(_) => FailureKind::HostLimit,
+                CommitRefusal::LeaseLost(_) => FailureKind::LeaseLost,
+            };
+            EngineFailure::new(&self.id, operation, kind, refusal.to_string())
         })
     }
 

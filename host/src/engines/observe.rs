@@ -31,11 +31,14 @@ pub enum CallOutcome {
     /// The host had no room for the engine (no free instance slot): refused
     /// for the caller to retry.
     Overloaded,
+    /// Another host took the session's lease over: the call's writes were
+    /// refused, for the caller to retry.
+    LeaseLost,
 }
 
 impl CallOutcome {
     /// Every outcome, in order.
-    pub const ALL: [Self; 7] = [
+    pub const ALL: [Self; 8] = [
         Self::Served,
         Self::FellBack,
         Self::Quarantined,
@@ -43,6 +46,7 @@ impl CallOutcome {
         Self::Refused,
         Self::Aborted,
         Self::Overloaded,
+        Self::LeaseLost,
     ];
 
     /// The snake_case name used in metrics.
@@ -55,6 +59,7 @@ impl CallOutcome {
             Self::Refused => "refused",
             Self::Aborted => "aborted",
             Self::Overloaded => "overloaded",
+            Self::LeaseLost => "lease_lost",
         }
     }
 }

@@ -307,6 +307,8 @@ pub(crate) struct CallState {
     pub(crate) request_id: Option<String>,
     /// Where the call's transcript reads stop (the current turn's first entry).
     pub(crate) transcript_fence: Option<String>,
+    /// The lease the call's writes are fenced by (shared store).
+    pub(crate) write_fence: Option<crate::contract::engine::WriteFence>,
     /// Bytes the guest passed to host imports so far.
     pub(crate) input_bytes: u64,
     pub(crate) log_records: u32,
@@ -331,6 +333,7 @@ impl CallState {
             usage: &self.usage,
             request_id: self.request_id.as_deref(),
             transcript_fence: self.transcript_fence.as_deref(),
+            write_fence: self.write_fence.as_ref(),
         }
     }
 
@@ -369,6 +372,7 @@ impl CallState {
             usage: CallUsage::default(),
             request_id: None,
             transcript_fence: None,
+            write_fence: None,
             input_bytes: 0,
             log_records: 0,
             logs_dropped: 0,

@@ -345,7 +345,9 @@ pub(crate) fn to_wit_host_error(error: ServiceError) -> wit_host::HostError {
         ServiceError::InvalidArgument(_) => wit_host::HostErrorKind::InvalidArgument,
         ServiceError::QuotaExceeded(_) => wit_host::HostErrorKind::QuotaExceeded,
         ServiceError::Aborted(_) => wit_host::HostErrorKind::Aborted,
-        ServiceError::Failed(_) => wit_host::HostErrorKind::Failed,
+        // Lease loss only refuses a call's commit, after the engine
+        // answered; should a service ever report it, it is a failure.
+        ServiceError::Failed(_) | ServiceError::LeaseLost(_) => wit_host::HostErrorKind::Failed,
     };
     wit_host::HostError {
         kind,

@@ -17,9 +17,9 @@ use super::history_resource::HistoryHandle;
 use super::pool::{DisposalFailures, PoolTicket};
 use super::store::StoreState;
 use super::wire_size;
-use crate::contract::engine::{CallOptions, HeldWrites, PendingWrites};
+use crate::contract::engine::{CallOptions, CommitRefusal, HeldWrites, PendingWrites};
 use crate::contract::failure::{EngineFailure, FailureKind, Operation};
-use crate::contract::services::HostServices;
+use crate::contract::services::{HostServices, ServiceError};
 use crate::contract::text::{MAX_ENGINE_TEXT_BYTES, untrusted_line};
 
 /// How a call on a live instance failed.
@@ -98,13 +98,9 @@ impl Live {
         };
         match outcome {
             Ok(Ok(bindings)) => {
-                if let Err(message) = commit_state(&mut store).await {
-                    return Err(failure_of(
-                        &store,
-                        operation,
-                        FailureKind::HostLimit,
-                        message,
-                    ));
+                if let Err(refusal) = commit_state(&mut store).await {
+                    let (kind, message) = refusal_failure(refusal);
+                    return Err(failure_of(&store, operation, kind, message));
                 }
                 Ok(Self {
                     store,
@@ -164,6 +160,7 @@ impl Live {
             runtime_settings: request.runtime_settings().map(str::to_owned),
             request_id: options.request_id.clone(),
             transcript_fence: options.transcript_fence.clone(),
+            write_fence: options.write_fence.clone(),
             ..CallState::new(
                 operation,
                 request.session().cloned(),
@@ -233,12 +230,9 @@ impl Live {
                 // here and its writes are dropped.
                 if let Some(slot) = &options.held_writes {
                     hold_state(&mut self.store, slot, &config);
-                } else if let Err(message) = commit_state(&mut self.store).await {
-                    return Err(CallError::Answered(self.failure(
-                        operation,
-                        FailureKind::HostLimit,
-                        message,
-                    )));
+                } else if let Err(refusal) = commit_state(&mut self.store).await {
+                    let (kind, message) = refusal_failure(refusal);
+                    return Err(CallError::Answered(self.failure(operation, kind, message)));
                 }
                 Ok(response)
             }
@@ -299,8 +293,9 @@ impl Live {
 
 /// Commits the state writes the call in `store` left pending, in one
 /// transaction; the error says why they could not be (a store failure, or
-/// concurrent calls of the engine that together passed its limits).
-async fn commit_state(store: &mut Store<StoreState>) -> Result<(), String> {
+/// concurrent calls of the engine that together passed its limits, or the
+/// session's lease taken over by another host).
+async fn commit_state(store: &mut Store<StoreState>) -> Result<(), CommitRefusal> {
     let state = store.data();
     if !state.call.has_writes() {
         return Ok(());
@@ -309,7 +304,25 @@ async fn commit_state(store: &mut Store<StoreState>) -> Result<(), String> {
     services
         .commit_state(state.call.service_call(&state.engine_id))
         .await
-        .map_err(|error| format!("the call's state writes could not be committed: {error}"))
+        .map_err(commit_refusal)
+}
+
+/// How a refused commit reads.
+fn commit_refusal(error: ServiceError) -> CommitRefusal {
+    let message = format!("the call's state writes could not be committed: {error}");
+    match error {
+        ServiceError::LeaseLost(_) => CommitRefusal::LeaseLost(message),
+        _ => CommitRefusal::Refused(message),
+    }
+}
+
+/// The failure a refused commit makes of the call: the engine's for a store
+/// that refused its writes, the host's for a lost lease.
+fn refusal_failure(refusal: CommitRefusal) -> (FailureKind, String) {
+    match refusal {
+        CommitRefusal::Refused(message) => (FailureKind::HostLimit, message),
+        CommitRefusal::LeaseLost(message) => (FailureKind::LeaseLost, message),
+    }
 }
 
 /// Moves the state writes the call in `store` left pending into `slot`, for
@@ -336,11 +349,11 @@ struct HeldCall {
 
 #[async_trait]
 impl PendingWrites for HeldCall {
-    async fn commit(self: Box<Self>) -> Result<(), String> {
+    async fn commit(self: Box<Self>) -> Result<(), CommitRefusal> {
         self.services
             .commit_state(self.call.service_call(&self.engine_id))
             .await
-            .map_err(|error| format!("the call's state writes could not be committed: {error}"))
+            .map_err(commit_refusal)
     }
 }
 

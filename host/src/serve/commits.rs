@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
 use super::sessions::RawMessage;
+use crate::contract::engine::WriteFence;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde::Serialize;
 
@@ -30,6 +31,17 @@ pub enum CommitError {
     /// The shared store failed.
     #[error("turn commit store: {0}")]
     Store(#[from] crate::store::StoreError),
+    /// Another host holds a newer lease on the session: the turn was not
+    /// recorded by this host.
+    #[error(
+        "session `{session}`: another host took the session over (this host's lease, token {token}, is no longer current); the turn was not committed here"
+    )]
+    LeaseLost {
+        /// The session.
+        session: String,
+        /// The stale lease's fencing token.
+        token: i64,
+    },
 }
 
 /// A turn's messages as one JSON array: the client's own text, joined.
@@ -53,11 +65,14 @@ pub trait TurnCommits: Send + Sync {
     /// `Duplicate` when the session already recorded the key (whatever the
     /// messages), by this host or any other sharing the store. Keys are
     /// scoped by session: the same key in another session is another turn.
+    /// With `fence` (a shared store), refused ([`CommitError::LeaseLost`])
+    /// when another host holds a newer lease on the session.
     fn commit(
         &self,
         key: &str,
         session_id: &str,
         messages: &[RawMessage],
+        fence: Option<&WriteFence>,
     ) -> Result<CommitStatus, CommitError>;
 
     /// The message count recorded for the turn `key` of `session_id`, if any.
@@ -170,6 +185,7 @@ impl TurnCommits for CommitStore {
         key: &str,
         session_id: &str,
         messages: &[RawMessage],
+        _fence: Option<&WriteFence>,
     ) -> Result<CommitStatus, CommitError> {
         let json = messages_json(messages);
         let now = crate::transcript::unix_millis(std::time::SystemTime::now());
@@ -248,17 +264,17 @@ mod tests {
         let messages = hi();
         let store = CommitStore::open(&path).expect("opens");
         assert_eq!(
-            store.commit("k1", "s", &messages).expect("commits"),
+            store.commit("k1", "s", &messages, None).expect("commits"),
             CommitStatus::Committed
         );
         assert_eq!(
-            store.commit("k1", "s", &[]).expect("answers"),
+            store.commit("k1", "s", &[], None).expect("answers"),
             CommitStatus::Duplicate
         );
         drop(store);
         let store = CommitStore::open(&path).expect("reopens");
         assert_eq!(
-            store.commit("k1", "s", &messages).expect("answers"),
+            store.commit("k1", "s", &messages, None).expect("answers"),
             CommitStatus::Duplicate
         );
         assert_eq!(store.get("s", "k1").expect("reads"), Some(1));
@@ -272,13 +288,15 @@ mod tests {
         let turn = hi();
         for session in ["a", "b"] {
             assert_eq!(
-                store.commit("turn-1", session, &turn).expect("commits"),
+                store
+                    .commit("turn-1", session, &turn, None)
+                    .expect("commits"),
                 CommitStatus::Committed,
                 "session {session}"
             );
         }
         assert_eq!(
-            store.commit("turn-1", "b", &turn).expect("answers"),
+            store.commit("turn-1", "b", &turn, None).expect("answers"),
             CommitStatus::Duplicate
         );
         assert_eq!(store.keys("a").expect("lists"), ["turn-1"]);
@@ -311,12 +329,12 @@ mod tests {
         );
         assert_eq!(store.get("a", "z").expect("reads"), Some(2));
         assert_eq!(
-            store.commit("k", "a", &[]).expect("answers"),
+            store.commit("k", "a", &[], None).expect("answers"),
             CommitStatus::Duplicate,
             "a migrated key is still a duplicate in its session"
         );
         assert_eq!(
-            store.commit("k", "b", &[]).expect("commits"),
+            store.commit("k", "b", &[], None).expect("commits"),
             CommitStatus::Committed,
             "and free in another"
         );

@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use super::commits::{CommitError, CommitStatus, TurnCommits, messages_json};
 use super::sessions::RawMessage;
-use crate::store::Postgres;
+use crate::contract::engine::WriteFence;
+use crate::store::{Postgres, lease_is_current};
 
 /// Turn commits in PostgreSQL.
 #[derive(Debug, Clone)]
@@ -28,14 +29,26 @@ impl TurnCommits for PostgresCommits {
         key: &str,
         session_id: &str,
         messages: &[RawMessage],
+        fence: Option<&WriteFence>,
     ) -> Result<CommitStatus, CommitError> {
         let json = messages_json(messages);
         let count = messages.len() as i64;
         let now = crate::transcript::unix_millis(std::time::SystemTime::now());
         let (key, session_id, postgres) =
             (key.to_owned(), session_id.to_owned(), self.postgres.clone());
-        self.postgres.run(move |client| async move {
-            let inserted = client
+        let fence = fence.cloned();
+        self.postgres.run(move |mut client| async move {
+            let fail = |error| postgres.query_error("commit a turn", &error);
+            let transaction = client.transaction().await.map_err(fail)?;
+            if let Some(fence) = &fence
+                && !lease_is_current(&transaction, fence).await.map_err(fail)?
+            {
+                return Err(CommitError::LeaseLost {
+                    session: fence.session_id.clone(),
+                    token: fence.token,
+                });
+            }
+            let inserted = transaction
                 .execute(
                     "INSERT INTO ctxbox_turn_commits
                          (advancement_key, session_id, message_count, messages_json, committed_at_ms)
@@ -44,7 +57,8 @@ impl TurnCommits for PostgresCommits {
                     &[&key, &session_id, &count, &json, &now],
                 )
                 .await
-                .map_err(|error| postgres.query_error("commit a turn", &error))?;
+                .map_err(fail)?;
+            transaction.commit().await.map_err(fail)?;
             Ok(if inserted == 1 {
                 CommitStatus::Committed
             } else {

@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::commits::{CommitStatus, CommitStore, TurnCommits};
+use super::commits::{CommitError, CommitStatus, CommitStore, TurnCommits};
 use super::commits_postgres::PostgresCommits;
 use super::heap::HeapTrim;
 use super::metrics::{LiveFigures, MetricsSnapshot, RequestOutcome, ServeMetrics};
@@ -542,10 +542,7 @@ impl Service {
         if let Some(sync) = &target.sync {
             history.sync(sync)?;
         }
-        Ok(OpenSession {
-            history,
-            _lease: lease,
-        })
+        Ok(OpenSession { history, lease })
     }
 
     /// Gives up the sessions idle past `serve.idleSessionSeconds`.
@@ -588,6 +585,7 @@ impl Service {
     async fn bootstrap(&self, call: &CallOptions, target: Target) -> Result<Value, ProtocolError> {
         let engine = self.engine(target.engine.as_deref()).await?;
         let session = self.open(&target, &engine).await?;
+        let call = &session.fenced(call);
         let history = session.history();
         let result = engine
             .bootstrap(call, &target.session(), &history)
@@ -609,6 +607,7 @@ impl Service {
     ) -> Result<Value, ProtocolError> {
         let engine = self.engine(args.target.engine.as_deref()).await?;
         let mut session = self.open(&args.target, &engine).await?;
+        let call = &session.fenced(call);
         let first_new = session.append(&args.own.messages, args.own.digests.as_deref())?;
         let history = session.history();
         let result = engine
@@ -634,6 +633,7 @@ impl Service {
     ) -> Result<Value, ProtocolError> {
         let engine = self.engine(args.target.engine.as_deref()).await?;
         let session = self.open(&args.target, &engine).await?;
+        let call = &session.fenced(call);
         let history = session.history();
         let own = args.own;
         let by_reference = match own.answer.as_deref() {
@@ -696,6 +696,7 @@ impl Service {
         }
         let engine = self.engine(args.target.engine.as_deref()).await?;
         let mut session = self.open(&args.target, &engine).await?;
+        let call = &session.fenced(call);
         // Checked before anything is stored, so a bad message is not committed.
         let mut staged = SessionHistory::default();
         staged.append(&own.messages, own.digests.as_deref())?;
@@ -714,16 +715,24 @@ impl Service {
             args.target.session_id.clone(),
             own.messages.clone(),
         );
-        let status =
-            tokio::task::spawn_blocking(move || commits.commit(&key, &session_id, &messages))
-                .await
-                .map_err(|error| {
-                    ProtocolError::new(
-                        ErrorCode::Internal,
-                        format!("the commit task failed: {error}"),
-                    )
-                })?
-                .map_err(|error| ProtocolError::new(ErrorCode::Storage, error.to_string()))?;
+        let fence = call.write_fence.clone();
+        let status = tokio::task::spawn_blocking(move || {
+            commits.commit(&key, &session_id, &messages, fence.as_ref())
+        })
+        .await
+        .map_err(|error| {
+            ProtocolError::new(
+                ErrorCode::Internal,
+                format!("the commit task failed: {error}"),
+            )
+        })?
+        .map_err(|error| match error {
+            // Another host serves the session now: the client retries there.
+            CommitError::LeaseLost { .. } => {
+                ProtocolError::new(ErrorCode::SessionBusy, error.to_string())
+            }
+            _ => ProtocolError::new(ErrorCode::Storage, error.to_string()),
+        })?;
         if status == CommitStatus::Duplicate {
             return Ok(json!({ "status": status, "length": session.len() }));
         }
@@ -768,6 +777,7 @@ impl Service {
     ) -> Result<Value, ProtocolError> {
         let engine = self.engine(args.target.engine.as_deref()).await?;
         let session = self.open(&args.target, &engine).await?;
+        let call = &session.fenced(call);
         let history = session.history();
         let own = args.own;
         let after = AfterTurnParams {
@@ -791,6 +801,7 @@ impl Service {
     ) -> Result<Value, ProtocolError> {
         let engine = self.engine(args.target.engine.as_deref()).await?;
         let session = self.open(&args.target, &engine).await?;
+        let call = &session.fenced(call);
         let history = session.history();
         let context = args.own.runtime_context.map(|context| context.to_string());
         let result = engine
@@ -819,6 +830,7 @@ impl Service {
     ) -> Result<Value, ProtocolError> {
         let engine = self.engine(args.target.engine.as_deref()).await?;
         let session = self.open(&args.target, &engine).await?;
+        let call = &session.fenced(call);
         let history = session.history();
         let own = args.own;
         let compact = CompactParams {
@@ -886,7 +898,15 @@ impl Service {
 /// lease, held until the request ends.
 struct OpenSession {
     history: tokio::sync::OwnedMutexGuard<SessionHistory>,
-    _lease: Lease,
+    lease: Lease,
+}
+
+impl OpenSession {
+    /// `call`, its writes fenced by this session's lease (a shared store's:
+    /// refused once another host took the session over).
+    fn fenced(&self, call: &CallOptions) -> CallOptions {
+        call.clone().fenced_by(self.lease.fence())
+    }
 }
 
 impl std::ops::Deref for OpenSession {
@@ -911,6 +931,10 @@ fn engine_error(call: &CallOptions, failure: EngineFailure) -> ProtocolError {
     }
     if failure.kind == FailureKind::Overloaded {
         return ProtocolError::new(ErrorCode::Overloaded, failure.to_string());
+    }
+    if failure.kind == FailureKind::LeaseLost {
+        // Another host serves the session now: the client retries there.
+        return ProtocolError::new(ErrorCode::SessionBusy, failure.to_string());
     }
     ProtocolError::new(ErrorCode::EngineFailed, failure.to_string())
 }

@@ -79,8 +79,13 @@ impl RequestOutcome {
     }
 }
 
-/// Room for the outcomes of either kind ([`RequestOutcome`], [`CallOutcome`]).
-pub(super) const OUTCOMES: usize = 7;
+/// Room for the outcomes of either kind ([`RequestOutcome`], [`CallOutcome`]):
+/// the longer list's length, so a new outcome can never index past it.
+pub(super) const OUTCOMES: usize = if RequestOutcome::ALL.len() > CallOutcome::ALL.len() {
+    RequestOutcome::ALL.len()
+} else {
+    CallOutcome::ALL.len()
+};
 
 /// Outcome counts and latencies of one kind of request or call.
 pub(super) struct Tally {

@@ -263,6 +263,7 @@ mod tests {
             .commit(
                 "e",
                 index(vec![put("a", "alpha one"), put("b", "beta two")]),
+                None,
             )
             .expect("puts");
         store
@@ -275,6 +276,7 @@ mod tests {
                         id: "b".to_owned(),
                     },
                 ]),
+                None,
             )
             .expect("replaces and deletes");
         let connection = Connection::open(dir.path().join(crate::services::state::STATE_DB_FILE))
@@ -306,6 +308,7 @@ mod tests {
                     put("long", &long),
                     put("dense", "缓存 cache 缓存 cache"),
                 ]),
+                None,
             )
             .expect("puts");
         for text in ["cache", "缓存"] {
@@ -339,7 +342,7 @@ mod tests {
                 session_id: session.clone(),
                 document,
             };
-            if store.commit("e", index(vec![op])).is_err() {
+            if store.commit("e", index(vec![op]), None).is_err() {
                 break;
             }
             stored += 1;

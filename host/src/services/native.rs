@@ -156,6 +156,7 @@ fn service_error(error: StateError) -> ServiceError {
         StateError::Sqlite { .. } | StateError::Store(_) | StateError::DataDir { .. } => {
             ServiceError::Failed(error.to_string())
         }
+        StateError::LeaseLost { .. } => ServiceError::LeaseLost(error.to_string()),
     }
 }
 
@@ -406,7 +407,9 @@ impl HostServices for NativeServices {
             index: call.index.take(),
         };
         let engine = call.engine_id.to_owned();
-        self.state(move |store| store.commit(&engine, writes)).await
+        let fence = call.write_fence.cloned();
+        self.state(move |store| store.commit(&engine, writes, fence.as_ref()))
+            .await
     }
 }
 

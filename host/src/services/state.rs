@@ -26,6 +26,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, pa
 use serde::{Deserialize, Serialize};
 
 use super::{index, index_sqlite};
+use crate::contract::engine::WriteFence;
 use crate::contract::index::{IndexOp, IndexPage, IndexQuery};
 pub use crate::contract::state_batch::{StateUsage, StateWrite};
 
@@ -96,6 +97,17 @@ pub enum StateError {
         /// The I/O error.
         #[source]
         source: std::io::Error,
+    },
+    /// Another host holds a newer lease on the session the writes were
+    /// made for: they were refused.
+    #[error(
+        "session `{session}`: another host took the session over (this host's lease, token {token}, is no longer current); the writes were refused"
+    )]
+    LeaseLost {
+        /// The session.
+        session: String,
+        /// The stale lease's fencing token.
+        token: i64,
     },
     /// The write would take the engine past its quota.
     #[error(
@@ -197,7 +209,15 @@ pub trait EngineState: Send + Sync + std::fmt::Debug {
     /// transaction: all of them, or none if the batch would take `engine`
     /// past a limit (judged where the whole batch ends), a write breaks a
     /// rule or the store fails.
-    fn commit(&self, engine: &str, writes: CallWrites) -> Result<(), StateError>;
+    /// With `fence`, in a shared store: refused ([`StateError::LeaseLost`])
+    /// when the session's current lease is not the fence's; an embedded
+    /// store has one host and no leases, and ignores it.
+    fn commit(
+        &self,
+        engine: &str,
+        writes: CallWrites,
+        fence: Option<&WriteFence>,
+    ) -> Result<(), StateError>;
 
     /// One page of `engine`'s documents containing every word of `query`
     /// (case-insensitively, as substrings), best first, with snippets: in
@@ -462,7 +482,12 @@ impl EngineState for StateStore {
             .map_err(|source| self.sqlite(source))
     }
 
-    fn commit(&self, engine: &str, writes: CallWrites) -> Result<(), StateError> {
+    fn commit(
+        &self,
+        engine: &str,
+        writes: CallWrites,
+        _fence: Option<&WriteFence>,
+    ) -> Result<(), StateError> {
         self.apply(engine, &writes.state, &writes.index).map(|_| ())
     }
 
@@ -773,6 +798,7 @@ mod tests {
                     ("z-big".to_owned(), None),
                     ("never-stored".to_owned(), None),
                 ]),
+                None,
             )
             .expect("within the quota once applied");
         assert_eq!(store.get("e", "a").expect("get"), Some(vec![1; 20]));
@@ -785,6 +811,7 @@ mod tests {
                     ("b".to_owned(), None),
                     ("c".to_owned(), Some(vec![3; 30])),
                 ]),
+                None,
             )
             .expect_err("over the quota");
         assert!(matches!(error, StateError::QuotaExceeded { .. }), "{error}");
@@ -945,7 +972,7 @@ mod tests {
                 document,
             }],
         };
-        store.commit("e", writes).expect("puts");
+        store.commit("e", writes, None).expect("puts");
         let writer = store.connection();
         let searcher = {
             let store = store.clone();
@@ -1004,7 +1031,7 @@ mod tests {
                 document,
             }],
         };
-        store.commit("e", writes).expect("indexes");
+        store.commit("e", writes, None).expect("indexes");
         assert_eq!(store.usage("e").expect("usage"), 66 + cost);
         let query = IndexQuery {
             text: "migration".to_owned(),

@@ -16,6 +16,7 @@ use super::state::{
     check_key, entry_cost, prefix_end,
 };
 use super::{index, index_postgres};
+use crate::contract::engine::WriteFence;
 use crate::contract::index::{IndexOp, IndexPage, IndexQuery};
 use crate::store::Postgres;
 
@@ -52,6 +53,7 @@ impl PostgresState {
         engine: &str,
         writes: Vec<StateWrite>,
         index: Vec<IndexOp>,
+        fence: Option<WriteFence>,
     ) -> Result<usize, StateError> {
         for (key, _) in &writes {
             check_key(key)?;
@@ -66,6 +68,16 @@ impl PostgresState {
                 postgres.query_error("write engine state", &error).into()
             };
             let transaction = client.transaction().await.map_err(fail)?;
+            if let Some(fence) = &fence
+                && !crate::store::lease_is_current(&transaction, fence)
+                    .await
+                    .map_err(fail)?
+            {
+                return Err(StateError::LeaseLost {
+                    session: fence.session_id.clone(),
+                    token: fence.token,
+                });
+            }
             let before = lock_usage(&transaction, &engine).await.map_err(fail)?;
             let mut after = before;
             let mut removed = 0;
@@ -140,12 +152,13 @@ impl EngineState for PostgresState {
             engine,
             vec![(key.to_owned(), Some(value.to_vec()))],
             Vec::new(),
+            None,
         )
         .map(|_| ())
     }
 
     fn delete(&self, engine: &str, key: &str) -> Result<bool, StateError> {
-        self.apply(engine, vec![(key.to_owned(), None)], Vec::new())
+        self.apply(engine, vec![(key.to_owned(), None)], Vec::new(), None)
             .map(|removed| removed > 0)
     }
 
@@ -245,8 +258,14 @@ impl EngineState for PostgresState {
         })
     }
 
-    fn commit(&self, engine: &str, writes: CallWrites) -> Result<(), StateError> {
-        self.apply(engine, writes.state, writes.index).map(|_| ())
+    fn commit(
+        &self,
+        engine: &str,
+        writes: CallWrites,
+        fence: Option<&WriteFence>,
+    ) -> Result<(), StateError> {
+        self.apply(engine, writes.state, writes.index, fence.cloned())
+            .map(|_| ())
     }
 
     fn search(

@@ -5,14 +5,24 @@
 //! host that dies leaves a lease that simply runs out. Another host asking
 //! meanwhile waits up to its bound, then hears [`LeaseError::Busy`].
 //!
+//! Every grant to a new holder gets a fresh fencing token (a database
+//! sequence, so it only grows): writes made for the session carry it
+//! ([`WriteFence`]) and check, in their own transaction, that it is still
+//! the session's lease ([`lease_is_current`]). A host that stalls past its
+//! lease (a long pause, SIGSTOP) while another takes the session over finds
+//! its writes refused when it wakes, instead of overwriting the new
+//! holder's.
+//!
 //! With the embedded store there is one host, whose per-session lock already
-//! serializes the work: leases are granted at once and cost nothing.
+//! serializes the work: leases are granted at once, cost nothing and fence
+//! nothing.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::error::StoreError;
 use super::postgres::Postgres;
+use crate::contract::engine::WriteFence;
 
 /// How often a busy lease is asked for again while waiting.
 const RETRY_EVERY: Duration = Duration::from_millis(50);
@@ -59,7 +69,7 @@ pub struct Lease {
 struct Held {
     postgres: Arc<Postgres>,
     session: String,
-    holder: String,
+    token: i64,
     renewal: tokio::task::JoinHandle<()>,
 }
 
@@ -100,13 +110,13 @@ impl SessionLeases {
         let started = Instant::now();
         loop {
             let (granted, holder, expires_in_ms) = try_take(shared, session, &self.holder).await?;
-            if granted {
+            if let Some(token) = granted {
                 return Ok(Lease {
                     held: Some(Held {
                         postgres: shared.postgres.clone(),
                         session: session.to_owned(),
-                        holder: self.holder.clone(),
-                        renewal: renew(shared, session, &self.holder),
+                        token,
+                        renewal: renew(shared, session, &self.holder, token),
                     }),
                 });
             }
@@ -129,6 +139,32 @@ impl Lease {
     pub fn is_shared(&self) -> bool {
         self.held.is_some()
     }
+
+    /// What writes made under this lease carry: its session and fencing
+    /// token (`None` for a local lease, which fences nothing).
+    pub fn fence(&self) -> Option<WriteFence> {
+        self.held.as_ref().map(|held| WriteFence {
+            session_id: held.session.clone(),
+            token: held.token,
+        })
+    }
+}
+
+/// Whether `fence` is still its session's lease, checked inside
+/// `transaction`: the lease row stays locked (`FOR SHARE`) until the
+/// transaction ends, so no other host can take the session over between the
+/// check and the commit of the writes it guards.
+pub async fn lease_is_current(
+    transaction: &deadpool_postgres::Transaction<'_>,
+    fence: &WriteFence,
+) -> Result<bool, tokio_postgres::Error> {
+    Ok(transaction
+        .query_opt(
+            "SELECT 1 FROM ctxbox_session_leases WHERE session_id = $1 AND token = $2 FOR SHARE",
+            &[&fence.session_id, &fence.token],
+        )
+        .await?
+        .is_some())
 }
 
 impl Drop for Lease {
@@ -143,8 +179,8 @@ impl Drop for Lease {
             if let Ok(client) = pool.get().await {
                 let _ = client
                     .execute(
-                        "DELETE FROM ctxbox_session_leases WHERE session_id = $1 AND holder = $2",
-                        &[&held.session, &held.holder],
+                        "DELETE FROM ctxbox_session_leases WHERE session_id = $1 AND token = $2",
+                        &[&held.session, &held.token],
                     )
                     .await;
             }
@@ -152,12 +188,14 @@ impl Drop for Lease {
     }
 }
 
-/// One attempt: (granted, current holder, ms until its lease ends).
+/// One attempt: (the fencing token if granted, current holder, ms until its
+/// lease ends). A grant to another holder than the row's gets a new token;
+/// the same holder taking its own lease again keeps it.
 async fn try_take(
     shared: &Shared,
     session: &str,
     holder: &str,
-) -> Result<(bool, String, u64), StoreError> {
+) -> Result<(Option<i64>, String, u64), StoreError> {
     let postgres = shared.postgres.clone();
     let (session, holder) = (session.to_owned(), holder.to_owned());
     let ttl_ms = shared.ttl.as_millis() as i64;
@@ -165,18 +203,21 @@ async fn try_take(
     let task = worker.run_async(move |client| async move {
         let taken = client
             .query_opt(
-                "INSERT INTO ctxbox_session_leases AS lease (session_id, holder, expires_at)
-                 VALUES ($1, $2, now() + make_interval(secs => $3::bigint / 1000.0))
+                "INSERT INTO ctxbox_session_leases AS lease (session_id, holder, expires_at, token)
+                 VALUES ($1, $2, now() + make_interval(secs => $3::bigint / 1000.0),
+                         nextval('ctxbox_lease_tokens'))
                  ON CONFLICT (session_id) DO UPDATE
-                     SET holder = excluded.holder, expires_at = excluded.expires_at
+                     SET holder = excluded.holder, expires_at = excluded.expires_at,
+                         token = CASE WHEN lease.holder = excluded.holder
+                                      THEN lease.token ELSE excluded.token END
                      WHERE lease.expires_at < now() OR lease.holder = excluded.holder
-                 RETURNING true",
+                 RETURNING token",
                 &[&session, &holder, &ttl_ms],
             )
             .await
             .map_err(|error| postgres.query_error("take a session lease", &error))?;
-        if taken.is_some() {
-            return Ok((true, holder, 0));
+        if let Some(row) = taken {
+            return Ok((Some(row.get(0)), holder, 0));
         }
         let row = client
             .query_opt(
@@ -187,16 +228,17 @@ async fn try_take(
             .await
             .map_err(|error| postgres.query_error("read a session lease", &error))?;
         Ok(match row {
-            Some(row) => (false, row.get(0), row.get::<_, i64>(1).max(0) as u64),
+            Some(row) => (None, row.get(0), row.get::<_, i64>(1).max(0) as u64),
             // Released in between: the next attempt takes it.
-            None => (false, String::new(), 0),
+            None => (None, String::new(), 0),
         })
     });
     task.await
 }
 
-/// Renews the lease every third of its lifetime until aborted.
-fn renew(shared: &Shared, session: &str, holder: &str) -> tokio::task::JoinHandle<()> {
+/// Renews the lease every third of its lifetime until aborted, as long as
+/// it is still this holder's with this token.
+fn renew(shared: &Shared, session: &str, holder: &str, token: i64) -> tokio::task::JoinHandle<()> {
     let pool = shared.postgres.pool().clone();
     let (session, holder) = (session.to_owned(), holder.to_owned());
     let ttl = shared.ttl;
@@ -209,8 +251,8 @@ fn renew(shared: &Shared, session: &str, holder: &str) -> tokio::task::JoinHandl
                     .execute(
                         "UPDATE ctxbox_session_leases
                          SET expires_at = now() + make_interval(secs => $3::bigint / 1000.0)
-                         WHERE session_id = $1 AND holder = $2",
-                        &[&session, &holder, &ttl_ms],
+                         WHERE session_id = $1 AND holder = $2 AND token = $4",
+                        &[&session, &holder, &ttl_ms, &token],
                     )
                     .await
                     .map(|rows| rows == 1)

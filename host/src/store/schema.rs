@@ -91,6 +91,13 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE ctxbox_turn_commits DROP CONSTRAINT ctxbox_turn_commits_pkey;
     ALTER TABLE ctxbox_turn_commits ADD PRIMARY KEY (session_id, advancement_key);
     "#,
+    // 4: fencing tokens: every lease granted to a new holder takes the next
+    // value, and writes for the session carry their lease's.
+    r#"
+    CREATE SEQUENCE ctxbox_lease_tokens;
+    ALTER TABLE ctxbox_session_leases
+        ADD COLUMN token BIGINT NOT NULL DEFAULT nextval('ctxbox_lease_tokens');
+    "#,
 ];
 
 /// Brings the database to [`SCHEMA_VERSION`].

@@ -4,13 +4,15 @@
 //! middle and its sessions go to the others, which retry the unanswered turn
 //! with the same advancement key. Afterwards every acknowledged turn is in
 //! the store, each session's turns are there once each, in turn order, and
-//! two hosts racing on the same turn commit it once.
+//! two hosts racing on the same turn commit it once. And fencing: a host
+//! stopped (SIGSTOP) past its lease while another takes its session over
+//! has its writes refused when it continues (SIGCONT).
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::{Sender, channel};
+use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -20,6 +22,7 @@ use ctxbox_host::store::Postgres;
 use serde_json::{Value, json};
 
 use crate::pg_cluster;
+use ctxbox_tests::guests;
 
 const HOST: &str = env!("CARGO_BIN_EXE_serve-host");
 const HOSTS: usize = 4;
@@ -36,6 +39,8 @@ pub(crate) struct Host {
     waiting: Arc<Mutex<HashMap<u64, Sender<Option<Value>>>>>,
     next_id: AtomicUsize,
     alive: std::sync::atomic::AtomicBool,
+    /// The host's own requests to its client (reverse calls).
+    reverse: Mutex<Receiver<Value>>,
 }
 
 impl Host {
@@ -50,17 +55,23 @@ impl Host {
         let stdin = child.stdin.take().expect("stdin");
         let stdout = child.stdout.take().expect("stdout");
         let waiting: Arc<Mutex<HashMap<u64, Sender<Option<Value>>>>> = Arc::default();
+        let (reverse_to, reverse) = channel();
         let host = Arc::new(Self {
             child: Mutex::new(child),
             stdin: Mutex::new(stdin),
             waiting: waiting.clone(),
             next_id: AtomicUsize::new(1),
             alive: true.into(),
+            reverse: Mutex::new(reverse),
         });
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
                 let answer: Value = serde_json::from_str(&line).expect("answers are JSON");
+                if !answer["method"].is_null() {
+                    let _ = reverse_to.send(answer);
+                    continue;
+                }
                 let id = answer["id"].as_u64().expect("answers carry our id");
                 if let Some(sender) = waiting.lock().unwrap().remove(&id) {
                     let _ = sender.send(Some(answer));
@@ -76,19 +87,49 @@ impl Host {
 
     /// The answer to `method`, or `None` if the host died first.
     pub(crate) fn call(&self, method: &str, params: Value) -> Option<Value> {
+        self.send(method, params)
+            .recv_timeout(Duration::from_secs(90))
+            .ok()
+            .flatten()
+    }
+
+    /// Sends `method`; its answer (`None` if the host died first) arrives
+    /// on the channel.
+    fn send(&self, method: &str, params: Value) -> Receiver<Option<Value>> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed) as u64;
         let (sender, answer) = channel();
-        self.waiting.lock().unwrap().insert(id, sender);
+        self.waiting.lock().unwrap().insert(id, sender.clone());
         let line = json!({"id": id, "method": method, "params": params, "deadlineMs": 60_000});
-        let sent = {
-            let mut stdin = self.stdin.lock().unwrap();
-            writeln!(stdin, "{line}").and_then(|()| stdin.flush())
-        };
-        if sent.is_err() {
+        if self.write(&line).is_err() {
             self.waiting.lock().unwrap().remove(&id);
-            return None;
+            let _ = sender.send(None);
         }
-        answer.recv_timeout(Duration::from_secs(90)).ok().flatten()
+        answer
+    }
+
+    fn write(&self, line: &Value) -> std::io::Result<()> {
+        let mut stdin = self.stdin.lock().unwrap();
+        writeln!(stdin, "{line}").and_then(|()| stdin.flush())
+    }
+
+    /// The next request the host sends its client.
+    fn next_reverse(&self) -> Value {
+        self.reverse
+            .lock()
+            .unwrap()
+            .recv_timeout(Duration::from_secs(120))
+            .expect("a reverse request")
+    }
+
+    /// Sends the process `signal` (`STOP`, `CONT`).
+    fn signal(&self, signal: &str) {
+        let pid = self.child.lock().unwrap().id();
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(pid.to_string())
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "kill -{signal} {pid}");
     }
 
     /// Requests sent and not answered yet.
@@ -341,4 +382,82 @@ fn four_hosts_lose_nothing_when_one_is_killed_mid_run() {
     statuses.sort();
     assert_eq!(statuses, ["committed", "duplicate"], "{answers:?}");
     assert_eq!(commits.keys("raced").expect("lists"), ["raced:0"]);
+}
+
+/// Fencing, with real processes: host A serves a call that waits on its
+/// client (the engine asks for a completion) while it holds the session's
+/// lease and the call's index write; A is stopped (SIGSTOP) until its lease
+/// runs out, host B takes the session over and writes, then A continues
+/// (SIGCONT). A's write is refused (the client hears `session-busy`, to
+/// retry), B's stays, and A's engine is not blamed for it.
+#[test]
+fn a_host_stalled_past_its_lease_has_its_writes_refused() {
+    let Some(url) = pg_cluster::database("a_host_stalled_past_its_lease") else {
+        return;
+    };
+    let dirs: Vec<tempfile::TempDir> = (0..2).map(|_| tempfile::tempdir().expect("dir")).collect();
+    let (a, b) = (
+        Host::start(&url, dirs[0].path()),
+        Host::start(&url, dirs[1].path()),
+    );
+    for host in [&a, &b] {
+        let hello = host
+            .call(
+                "hello",
+                json!({"protocol": 2, "capabilities": ["complete"]}),
+            )
+            .expect("a host answers");
+        assert_eq!(hello["result"]["protocol"], 2, "{hello}");
+        let loaded = host
+            .call("info", json!({"engine": guests::POWERS_PROBE}))
+            .expect("loads the engine");
+        assert!(loaded["error"].is_null(), "{loaded}");
+    }
+    let assemble = |command: &str| {
+        json!({
+            "sessionId": "s", "engine": guests::POWERS_PROBE, "prompt": command,
+            "sync": {"base": 0, "messages": [
+                {"role": "user", "content": "hello", "timestamp": 1}
+            ]}
+        })
+    };
+
+    let stalled = a.send(
+        "assemble",
+        assemble("complete-then-put engine stale written by the stalled host"),
+    );
+    let asked = a.next_reverse();
+    assert_eq!(asked["method"], "complete", "{asked}");
+    a.signal("STOP");
+    // Long past A's lease: its renewals are stopped with it.
+    std::thread::sleep(Duration::from_millis(LEASE_MS * 2));
+    let taken = b
+        .call(
+            "assemble",
+            assemble("put engine current written by the new holder"),
+        )
+        .expect("B answers");
+    assert!(taken.to_string().contains("put=ok"), "{taken}");
+    a.signal("CONT");
+    a.write(&json!({"id": asked["id"], "result": {"text": "nothing to add"}}))
+        .expect("answers the reverse call");
+
+    let refused = stalled
+        .recv_timeout(Duration::from_secs(90))
+        .expect("A answers")
+        .expect("A is alive");
+    assert_eq!(refused["error"]["code"], "session-busy", "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|message| message.contains("took the session over")),
+        "{refused}"
+    );
+    // Only B's document was stored; and A, asked again, is served by the
+    // engine: a lost lease is not the engine's failure.
+    let searched = a
+        .call("assemble", assemble("search engine written"))
+        .expect("A answers");
+    assert!(searched.to_string().contains("hits=current"), "{searched}");
+    assert!(!searched.to_string().contains("stale"), "{searched}");
 }

@@ -496,6 +496,7 @@ fn a_calls_batch_of_state_writes_commits_all_or_none() {
                     ("b".to_owned(), Some(b"two".to_vec())),
                     ("z".to_owned(), None),
                 ]),
+                None,
             )
             .expect("commits");
         assert_eq!(
@@ -517,6 +518,7 @@ fn a_calls_batch_of_state_writes_commits_all_or_none() {
                 ("b".to_owned(), None),
                 ("c".to_owned(), Some(vec![3; 150])),
             ]),
+            None,
         );
         assert!(
             matches!(refused, Err(StateError::QuotaExceeded { .. })),
@@ -601,12 +603,12 @@ fn a_turn_commits_once_for_every_host() {
         for turn in 0..3 {
             let key = format!("s:{turn}");
             assert_eq!(
-                host_a.commit(&key, "s", &messages).expect("commits"),
+                host_a.commit(&key, "s", &messages, None).expect("commits"),
                 CommitStatus::Committed,
                 "{name}"
             );
             assert_eq!(
-                host_b.commit(&key, "s", &[]).expect("answers"),
+                host_b.commit(&key, "s", &[], None).expect("answers"),
                 CommitStatus::Duplicate,
                 "{name}"
             );
@@ -625,7 +627,9 @@ fn a_turn_commits_once_for_every_host() {
             "{name}: another session's key"
         );
         assert_eq!(
-            host_b.commit("s:1", "other", &messages).expect("commits"),
+            host_b
+                .commit("s:1", "other", &messages, None)
+                .expect("commits"),
             CommitStatus::Committed,
             "{name}: the same key in another session is another turn"
         );
@@ -639,13 +643,15 @@ fn turn_commits_keyed_across_sessions_are_migrated_to_keys_scoped_by_session() {
         return;
     };
     // The schema as it was before migration 3 (a key unique across
-    // sessions), with a commit in it: migrated to the newest, then the turn
-    // commits' key taken back.
+    // sessions, no fencing tokens), with a commit in it: migrated to the
+    // newest, then the turn commits' key taken back.
     drop(Backend::connect(&url));
     pg_cluster::psql(
         &url,
         "ALTER TABLE ctxbox_turn_commits DROP CONSTRAINT ctxbox_turn_commits_pkey;
          ALTER TABLE ctxbox_turn_commits ADD PRIMARY KEY (advancement_key);
+         ALTER TABLE ctxbox_session_leases DROP COLUMN token;
+         DROP SEQUENCE ctxbox_lease_tokens;
          DELETE FROM ctxbox_schema WHERE version >= 3;
          INSERT INTO ctxbox_turn_commits
              (advancement_key, session_id, message_count, messages_json, committed_at_ms)
@@ -654,11 +660,11 @@ fn turn_commits_keyed_across_sessions_are_migrated_to_keys_scoped_by_session() {
     let commits = PostgresCommits::new(Backend::connect(&url));
     assert_eq!(commits.get("a", "turn-1").expect("reads"), Some(2), "kept");
     assert_eq!(
-        commits.commit("turn-1", "a", &[]).expect("answers"),
+        commits.commit("turn-1", "a", &[], None).expect("answers"),
         CommitStatus::Duplicate
     );
     assert_eq!(
-        commits.commit("turn-1", "b", &[]).expect("commits"),
+        commits.commit("turn-1", "b", &[], None).expect("commits"),
         CommitStatus::Committed,
         "the same key in another session"
     );
@@ -703,6 +709,94 @@ async fn a_session_lease_has_one_holder_and_is_renewed_while_held() {
         .acquire("s1")
         .await
         .expect("granted after the release");
+}
+
+/// Fencing: a host whose lease ran out while it stalled (its renewals
+/// stopped, as under SIGSTOP; here the row is made to run out) and whose
+/// session another host took over has its turn commits and engine-state
+/// writes refused; the new holder's go through, and the stale host's
+/// release leaves the new lease alone. The processes' version of this is
+/// `multi_host::a_host_stalled_past_its_lease_has_its_writes_refused`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_lease_cannot_write_once_another_host_took_the_session_over() {
+    let Some(url) = pg_cluster::database("a_stale_lease_cannot_write") else {
+        return;
+    };
+    let postgres = Backend::connect(&url);
+    let leases = |wait_ms| {
+        SessionLeases::postgres(
+            postgres.clone(),
+            Duration::from_millis(60_000),
+            Duration::from_millis(wait_ms),
+        )
+    };
+    let (host_a, host_b) = (leases(0), leases(200));
+    let stale = host_a.acquire("s").await.expect("granted");
+    let stale_fence = stale.fence().expect("a shared lease fences");
+    // A's lease runs out without A noticing.
+    let run_out = postgres.clone();
+    postgres
+        .run_async(move |client| async move {
+            client
+                .execute(
+                    "UPDATE ctxbox_session_leases SET expires_at = now() - interval '1 second'",
+                    &[],
+                )
+                .await
+                .map_err(|error| run_out.query_error("expire", &error))
+        })
+        .await
+        .expect("expires");
+    let current = host_b.acquire("s").await.expect("taken over");
+    let fence = current.fence().expect("fences");
+    assert!(
+        fence.token > stale_fence.token,
+        "{fence:?} after {stale_fence:?}"
+    );
+
+    let state = PostgresState::new(postgres.clone(), &StateConfig::default());
+    let writes = |value: &[u8]| CallWrites {
+        state: vec![("k".to_owned(), Some(value.to_vec()))],
+        index: Vec::new(),
+    };
+    let refused = state.commit("e", writes(b"stale"), Some(&stale_fence));
+    assert!(
+        matches!(refused, Err(StateError::LeaseLost { ref session, .. }) if session == "s"),
+        "{refused:?}"
+    );
+    state
+        .commit("e", writes(b"current"), Some(&fence))
+        .expect("the holder writes");
+    assert_eq!(
+        state.get("e", "k").expect("reads"),
+        Some(b"current".to_vec())
+    );
+
+    let commits = PostgresCommits::new(postgres.clone());
+    let refused = commits.commit("turn-1", "s", &[], Some(&stale_fence));
+    assert!(
+        refused.as_ref().is_err_and(|error| error
+            .to_string()
+            .contains("another host took the session over")),
+        "{refused:?}"
+    );
+    assert_eq!(
+        commits
+            .commit("turn-1", "s", &[], Some(&fence))
+            .expect("commits"),
+        CommitStatus::Committed,
+        "the stale refusal left no row behind"
+    );
+    assert_eq!(commits.count("s").expect("counts"), 1);
+
+    // A's release (its drop) does not release B's lease.
+    drop(stale);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    match leases(0).acquire("s").await {
+        Err(LeaseError::Busy { holder, .. }) => assert_eq!(holder, host_b.holder()),
+        other => panic!("still B's, not {:?}", other.map(|_| ())),
+    }
+    drop(current);
 }
 
 #[test]

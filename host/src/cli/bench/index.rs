@@ -261,7 +261,7 @@ fn index_all(
                 .collect(),
         };
         let started = Instant::now();
-        state.commit(engine, writes)?;
+        state.commit(engine, writes, None)?;
         took += started.elapsed();
     }
     Ok(took)
@@ -387,7 +387,7 @@ fn remove_all(
                 })
                 .collect(),
         };
-        state.commit(engine, writes)?;
+        state.commit(engine, writes, None)?;
     }
     Ok(())
 }

@@ -7,6 +7,9 @@
 //!   `session`); reports `put=ok` or the error;
 //! - `put-then-trap SCOPE ID TEXT…`: indexes a document, then panics (the
 //!   call fails: its writes must be dropped);
+//! - `complete-then-put SCOPE ID TEXT…`: asks the host's model once, then
+//!   indexes a document (a call that waits on its host while it holds
+//!   writes: the fencing test stalls the host there);
 //! - `delete SCOPE ID`: reports `deleted=true|false` (or the error);
 //! - `search SCOPE WORDS…`: reports `hits=ID,ID,…` (or the error);
 //! - `flood`: puts 4 KiB documents until the host refuses; reports
@@ -61,6 +64,14 @@ fn run(command: &str) -> String {
                 Ok(()) => "put=ok".to_owned(),
                 Err(error) => format!("put error={}", failure(&error)),
             }
+        }
+        Some("complete-then-put") => {
+            let request = CompletionRequest::prompt("anything to add?", 16).with_purpose("probe");
+            if let Err(error) = host::complete(&request) {
+                return format!("complete error={}", failure(&error));
+            }
+            let rest: Vec<&str> = words.collect();
+            format!("completed {}", run(&format!("put {}", rest.join(" "))))
         }
         Some("put-then-trap") => {
             let scope = scope(words.next().unwrap_or("session"));

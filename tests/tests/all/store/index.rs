@@ -124,7 +124,7 @@ fn documents_are_found_by_every_word_as_a_substring() {
             .iter()
             .map(|(id, text)| put(Some("s1"), document(id, text)))
             .collect();
-        state.commit("alpha", index(ops)).expect("indexes");
+        state.commit("alpha", index(ops), None).expect("indexes");
         let other_host = backend.state(&config());
         for text in [
             // Long words (the trigram index), short ones (patterns), both.
@@ -211,6 +211,7 @@ fn documents_are_replaced_and_deleted_with_their_index() {
                     put(None, with_metadata.clone()),
                     put(None, document("b", "another text about queues")),
                 ]),
+                None,
             )
             .expect("indexes");
         let page = search(state.as_ref(), "e", None, "first version");
@@ -227,7 +228,7 @@ fn documents_are_replaced_and_deleted_with_their_index() {
         // A put replaces: the old text is no longer found, the new one is.
         let replacement = document("a", "now it is about streams");
         state
-            .commit("e", index(vec![put(None, replacement.clone())]))
+            .commit("e", index(vec![put(None, replacement.clone())]), None)
             .expect("replaces");
         assert!(
             search(state.as_ref(), "e", None, "first version")
@@ -263,6 +264,7 @@ fn documents_are_replaced_and_deleted_with_their_index() {
                     delete(None, "b"),
                     delete(None, "never-stored"),
                 ]),
+                None,
             )
             .expect("commits");
         assert!(
@@ -281,12 +283,12 @@ fn documents_are_replaced_and_deleted_with_their_index() {
             "{name}: usage follows the documents"
         );
         state
-            .commit("e", index(vec![delete(None, "a")]))
+            .commit("e", index(vec![delete(None, "a")]), None)
             .expect("deletes");
         assert_eq!(state.usage("e").expect("usage"), 0, "{name}");
         assert!(
             matches!(
-                state.commit("e", index(vec![put(Some(""), document("x", "y"))])),
+                state.commit("e", index(vec![put(Some(""), document("x", "y"))]), None),
                 Err(StateError::BadDocument { .. })
             ),
             "{name}: an empty session id"
@@ -307,12 +309,14 @@ fn documents_are_private_to_their_engine_and_scope() {
                     put(Some("s1"), document("d", "shared word in session one")),
                     put(Some("s2"), document("d", "shared word in session two")),
                 ]),
+                None,
             )
             .expect("indexes");
         state
             .commit(
                 "beta",
                 index(vec![put(Some("s1"), document("d", "shared word of beta"))]),
+                None,
             )
             .expect("indexes");
         let scopes = |engine: &str, session: Option<&str>| -> BTreeSet<(Option<String>, String)> {
@@ -354,10 +358,11 @@ fn documents_are_private_to_their_engine_and_scope() {
             .commit(
                 "beta",
                 index(vec![delete(None, "own"), delete(Some("s1"), "d")]),
+                None,
             )
             .expect("beta deletes its own");
         other_host
-            .commit("alpha", index(vec![delete(Some("s1"), "d")]))
+            .commit("alpha", index(vec![delete(Some("s1"), "d")]), None)
             .expect("deletes");
         assert_eq!(
             scopes("alpha", None),
@@ -379,7 +384,7 @@ fn searches_page_through_every_hit_once() {
                 put(Some("s"), document(&format!("d{n:02}"), &text))
             })
             .collect();
-        state.commit("e", index(ops)).expect("indexes");
+        state.commit("e", index(ops), None).expect("indexes");
         for text in ["page item", "pa"] {
             let mut seen = Vec::new();
             for (offset, expected, more) in [(0, 10, true), (10, 10, true), (20, 5, false)] {
@@ -414,7 +419,7 @@ fn documents_and_state_share_one_quota() {
         let state = backend.state(&config);
         state.set("e", "k", &[0; 100]).expect("sets");
         state
-            .commit("e", index(vec![put(None, small.clone())]))
+            .commit("e", index(vec![put(None, small.clone())]), None)
             .expect("indexes");
         assert_eq!(state.usage("e").expect("usage"), entry + cost, "{name}");
 
@@ -429,6 +434,7 @@ fn documents_and_state_share_one_quota() {
                     delete(None, "d1"),
                 ],
             },
+            None,
         );
         assert!(
             matches!(refused, Err(StateError::QuotaExceeded { .. })),
@@ -456,7 +462,7 @@ fn documents_and_state_share_one_quota() {
             document_cost(&d2) <= 2 * cost + entry,
             "{name}: the test's sizes"
         );
-        let refused = state.commit("e", index(vec![put(None, d2.clone())]));
+        let refused = state.commit("e", index(vec![put(None, d2.clone())]), None);
         assert!(
             matches!(refused, Err(StateError::QuotaExceeded { .. })),
             "{name}: {refused:?}"
@@ -469,6 +475,7 @@ fn documents_and_state_share_one_quota() {
                     state: vec![("k".to_owned(), None)],
                     index: vec![put(None, d2.clone())],
                 },
+                None,
             )
             .expect("fits once the entry is gone");
         assert_eq!(
@@ -483,11 +490,12 @@ fn documents_and_state_share_one_quota() {
             max_keys: 100,
         });
         lowered
-            .commit("e", index(vec![put(None, document("d1", "tiny"))]))
+            .commit("e", index(vec![put(None, document("d1", "tiny"))]), None)
             .expect("shrinks");
         let refused = lowered.commit(
             "e",
             index(vec![put(None, document("d1", "tiny, but longer"))]),
+            None,
         );
         assert!(
             matches!(refused, Err(StateError::QuotaExceeded { .. })),
@@ -529,9 +537,10 @@ fn a_document_is_a_key() {
                     put(Some("s"), document("d1", "one in a session")),
                     put(None, document("d3", "three")),
                 ]),
+                None,
             )
             .expect("three more keys");
-        let refused = other_host.commit("e", index(vec![put(None, document("d5", "five"))]));
+        let refused = other_host.commit("e", index(vec![put(None, document("d5", "five"))]), None);
         assert!(
             matches!(refused, Err(StateError::TooManyKeys { keys: 4, .. })),
             "{name}: {refused:?}"
@@ -551,6 +560,7 @@ fn a_document_is_a_key() {
                     delete(None, "d3"),
                     put(None, document("d5", "five")),
                 ]),
+                None,
             )
             .expect("replacing one key by another");
         assert_eq!(
@@ -669,7 +679,7 @@ fn recall_on_the_fixtures_is_high() {
                 .iter()
                 .map(|(session, id, text)| put(Some(session), document(id, text)))
                 .collect();
-            state.commit("recall", index(ops)).expect("indexes");
+            state.commit("recall", index(ops), None).expect("indexes");
         }
         let lowered: Vec<String> = messages
             .iter()
@@ -746,8 +756,9 @@ fn the_shared_index_migrates_from_schema_version_1() {
     };
     let state = PostgresState::new(Backend::connect(&url), &config());
     state.set("e", "k", b"kept").expect("sets");
-    // Back to version 1: no index table, no extension (migration 3, turn
-    // commits keyed by session, runs again: it is repeatable).
+    // Back to version 1: no index table, no extension, no fencing tokens
+    // (migration 3, turn commits keyed by session, runs again: it is
+    // repeatable).
     let postgres = Backend::connect(&url);
     let server = postgres.clone();
     postgres
@@ -756,6 +767,8 @@ fn the_shared_index_migrates_from_schema_version_1() {
                 .batch_execute(
                     "DROP TABLE ctxbox_index_documents;
                      DROP EXTENSION pg_trgm;
+                     ALTER TABLE ctxbox_session_leases DROP COLUMN token;
+                     DROP SEQUENCE ctxbox_lease_tokens;
                      DELETE FROM ctxbox_schema WHERE version >= 2;",
                 )
                 .await
@@ -771,6 +784,7 @@ fn the_shared_index_migrates_from_schema_version_1() {
                 None,
                 document("d", "indexed after the migration"),
             )]),
+            None,
         )
         .expect("indexes");
     assert_eq!(search(&state, "e", None, "migration").hits.len(), 1);
@@ -786,7 +800,7 @@ fn a_database_of_ctype_c_still_finds_every_script() {
         .iter()
         .map(|(id, text)| put(None, document(id, text)))
         .collect();
-    state.commit("e", index(ops)).expect("indexes");
+    state.commit("e", index(ops), None).expect("indexes");
     // Under `C` ASCII letters fold and every script is found; other
     // letters do not fold, so upper-case Cyrillic is not found by the
     // (lowercased) query word.
