@@ -20,6 +20,7 @@ use super::metrics::{LiveFigures, MetricsSnapshot, RequestOutcome, ServeMetrics}
 use super::protocol::{ErrorCode, PROTOCOL_VERSION, ProtocolError, params};
 use super::resident::{Released, ResidentSessions};
 use super::sessions::{RawMessage, SessionHistory, Sync};
+use super::stored_histories::{HistoryWriteError, StoredHistories};
 use crate::contract::engine::{CallOptions, ContextEngine};
 use crate::contract::failure::{EngineFailure, FailureKind};
 use crate::contract::types::{
@@ -46,6 +47,8 @@ pub struct Service {
     heap: Arc<HeapTrim>,
     commits: Arc<dyn TurnCommits>,
     leases: SessionLeases,
+    /// Sessions' histories in the shared store (none without one).
+    histories: Option<StoredHistories>,
     default_engine: Option<String>,
     /// Engine ids of the `.wasm` paths clients named, by path.
     wasm_ids: Mutex<HashMap<String, String>>,
@@ -227,6 +230,7 @@ impl Service {
                 )
             }
         };
+        let histories = runtime.shared_store().cloned().map(StoredHistories::new);
         let bounds = &runtime.config().serve;
         let sessions = ResidentSessions::new(bounds.max_sessions, bounds.idle_limit());
         let metrics = Arc::new(ServeMetrics::default());
@@ -239,6 +243,7 @@ impl Service {
             heap: Arc::default(),
             commits,
             leases,
+            histories,
             default_engine,
             wasm_ids: Mutex::new(HashMap::new()),
             started: Instant::now(),
@@ -539,10 +544,84 @@ impl Service {
                 }
                 LeaseError::Store(_) => ProtocolError::new(ErrorCode::Storage, error.to_string()),
             })?;
-        if let Some(sync) = &target.sync {
-            history.sync(sync)?;
+        // New to this host (moved here, or given up since): the history
+        // the last host stored, so the client need not resend it.
+        let fresh = !history.loaded;
+        if fresh {
+            self.load_history(&mut history, &target.session_id).await?;
         }
-        Ok(OpenSession { history, lease })
+        let mut session = OpenSession { history, lease };
+        let Some(sync) = &target.sync else {
+            return Ok(session);
+        };
+        match session.history.sync(sync) {
+            // This host's copy is older than the store's (another host
+            // served the session meanwhile): the store's, then the sync.
+            Err(mismatch) if mismatch.code == ErrorCode::HistoryMismatch && !fresh => {
+                if self.histories.is_none() {
+                    return Err(mismatch);
+                }
+                self.load_history(&mut session.history, &target.session_id)
+                    .await?;
+                session.history.sync(sync)?;
+            }
+            other => other?,
+        }
+        self.store_history(&session, &target.session_id, sync.base)
+            .await?;
+        Ok(session)
+    }
+
+    /// Replaces `history` with the one the shared store holds for
+    /// `session_id`, if it holds one (nothing without a shared store).
+    async fn load_history(
+        &self,
+        history: &mut SessionHistory,
+        session_id: &str,
+    ) -> Result<(), ProtocolError> {
+        let Some(stored) = &self.histories else {
+            return Ok(());
+        };
+        let (messages, digests) = stored
+            .load(session_id)
+            .await
+            .map_err(|error| ProtocolError::new(ErrorCode::Storage, error.to_string()))?;
+        if !messages.is_empty() {
+            history.restore(&messages, digests)?;
+        }
+        history.loaded = true;
+        Ok(())
+    }
+
+    /// Stores `session`'s history from position `from` on in the shared
+    /// store (nothing without one), fenced by its lease.
+    async fn store_history(
+        &self,
+        session: &OpenSession,
+        session_id: &str,
+        from: usize,
+    ) -> Result<(), ProtocolError> {
+        let Some(stored) = &self.histories else {
+            return Ok(());
+        };
+        let (messages, digests) = session.history.suffix(from);
+        stored
+            .write(
+                session_id,
+                from,
+                messages,
+                digests,
+                session.lease.fence().as_ref(),
+            )
+            .await
+            .map_err(|error| match error {
+                HistoryWriteError::LeaseLost { .. } => {
+                    ProtocolError::new(ErrorCode::SessionBusy, error.to_string())
+                }
+                HistoryWriteError::Store(_) => {
+                    ProtocolError::new(ErrorCode::Storage, error.to_string())
+                }
+            })
     }
 
     /// Gives up the sessions idle past `serve.idleSessionSeconds`.
@@ -608,7 +687,10 @@ impl Service {
         let engine = self.engine(args.target.engine.as_deref()).await?;
         let mut session = self.open(&args.target, &engine).await?;
         let call = &session.fenced(call);
+        let before = session.len();
         let first_new = session.append(&args.own.messages, args.own.digests.as_deref())?;
+        self.store_history(&session, &args.target.session_id, before)
+            .await?;
         let history = session.history();
         let result = engine
             .ingest_batch(
@@ -737,7 +819,16 @@ impl Service {
             return Ok(json!({ "status": status, "length": session.len() }));
         }
         let before = session.history().len() as u32;
+        let stored_from = session.len();
         let first_new = session.append(&own.messages, own.digests.as_deref())?;
+        // The turn is committed: a history that could not be stored is a
+        // resend for the next host, not a failed turn.
+        if let Err(error) = self
+            .store_history(&session, &args.target.session_id, stored_from)
+            .await
+        {
+            tracing::warn!(reason = %error.message, "a committed turn's history was not stored");
+        }
         let reference = args.target.session();
         let history = session.history();
         // The turn is durable now; the engine's hearing of it goes through

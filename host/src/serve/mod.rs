@@ -26,6 +26,7 @@ pub mod reverse;
 pub mod server;
 pub mod sessions;
 pub mod snapshots;
+pub mod stored_histories;
 mod tools;
 
 pub use self::commits_postgres::PostgresCommits;

@@ -52,6 +52,9 @@ pub struct SessionHistory {
     positions: Vec<usize>,
     /// Entry ids are never reused, even after the client replaced a suffix.
     next_id: u64,
+    /// Whether the shared store was asked for this session's history since
+    /// this host began holding it.
+    pub(super) loaded: bool,
 }
 
 impl SessionHistory {
@@ -97,6 +100,30 @@ impl SessionHistory {
         self.digests.truncate(sync.base);
         self.positions.retain(|position| *position < sync.base);
         self.push(&sync.messages, digests, views);
+        Ok(())
+    }
+
+    /// The messages from position `from` on, with their digests: what a
+    /// change from `from` on has to store.
+    pub fn suffix(&self, from: usize) -> (&[RawMessage], &[Option<String>]) {
+        let from = from.min(self.raw.len());
+        (&self.raw[from..], &self.digests[from..])
+    }
+
+    /// Takes up a history stored by a host that held the session before
+    /// (`messages` with their `digests`, in order), in place of an empty
+    /// one. Refused, changing nothing, when a message cannot be read.
+    pub fn restore(
+        &mut self,
+        messages: &[RawMessage],
+        digests: Vec<Option<String>>,
+    ) -> Result<(), ProtocolError> {
+        let views = read_all(messages, 0)?;
+        self.raw.clear();
+        self.digests.clear();
+        self.positions.clear();
+        self.view = History::default();
+        self.push(messages, digests, views);
         Ok(())
     }
 

@@ -98,6 +98,17 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE ctxbox_session_leases
         ADD COLUMN token BIGINT NOT NULL DEFAULT nextval('ctxbox_lease_tokens');
     "#,
+    // 5: the sidecar's session histories, so a session that moves to
+    // another host is loaded instead of resent.
+    r#"
+    CREATE TABLE ctxbox_session_messages (
+        session_id TEXT NOT NULL,
+        position   BIGINT NOT NULL,
+        message    TEXT NOT NULL,
+        digest     TEXT,
+        PRIMARY KEY (session_id, position)
+    );
+    "#,
 ];
 
 /// Brings the database to [`SCHEMA_VERSION`].

@@ -328,7 +328,9 @@ fn four_hosts_lose_nothing_when_one_is_killed_mid_run() {
             .count();
         // Served by its home host, or by that and then one other after the
         // kill; never back and forth. Each host's copy of the session holds
-        // exactly the turns it committed (2 messages each), none of another's.
+        // the turns it committed (2 messages each) and, after a move, those
+        // the previous host stored (loaded from the store, not resent), never
+        // more than the session has.
         let served: Vec<usize> = acks[&session].iter().map(|(_, ack)| ack.host).collect();
         let moves = served.windows(2).filter(|pair| pair[0] != pair[1]).count();
         assert!(served[0] == session % HOSTS, "session {id}: starts at home");
@@ -337,16 +339,29 @@ fn four_hosts_lose_nothing_when_one_is_killed_mid_run() {
             "session {id}: moved only off the killed host: {served:?}"
         );
         let mut committed_on: HashMap<usize, u64> = HashMap::new();
+        let mut last_length = 0;
         for (turn, ack) in &acks[&session] {
             let count = committed_on.entry(ack.host).or_default();
             if ack.status == "committed" {
                 *count += 1;
             }
-            assert_eq!(
-                ack.length,
-                2 * *count,
-                "session {id} turn {turn}: the host's copy"
+            assert!(
+                ack.length >= 2 * *count && ack.length <= 2 * (*turn as u64 + 1),
+                "session {id} turn {turn}: the host's copy holds {} messages",
+                ack.length
             );
+            assert!(
+                ack.length >= last_length,
+                "session {id} turn {turn}: shrank"
+            );
+            last_length = ack.length;
+            if served[0] == served[served.len() - 1] {
+                assert_eq!(
+                    ack.length,
+                    2 * (*turn as u64 + 1),
+                    "session {id}: never moved"
+                );
+            }
         }
     }
     // A `duplicate` only ever answers a retry of a turn the killed host
@@ -460,4 +475,70 @@ fn a_host_stalled_past_its_lease_has_its_writes_refused() {
         .expect("A answers");
     assert!(searched.to_string().contains("hits=current"), "{searched}");
     assert!(!searched.to_string().contains("stale"), "{searched}");
+}
+
+/// A session that moves between hosts is loaded from the shared store, not
+/// resent: host B takes up where host A stopped with only the new message,
+/// and A, whose copy is now older than the store's, does the same.
+#[test]
+fn a_session_that_moves_is_loaded_from_the_store_not_resent() {
+    let Some(url) = pg_cluster::database("a_session_that_moves") else {
+        return;
+    };
+    let dirs: Vec<tempfile::TempDir> = (0..2).map(|_| tempfile::tempdir().expect("dir")).collect();
+    let (a, b) = (
+        Host::start(&url, dirs[0].path()),
+        Host::start(&url, dirs[1].path()),
+    );
+    for host in [&a, &b] {
+        let hello = host
+            .call("hello", json!({"protocol": 1}))
+            .expect("a host answers");
+        assert!(hello["error"].is_null(), "{hello}");
+    }
+    let message =
+        |n: usize| json!({"role": "user", "content": format!("message {n}"), "timestamp": n});
+    let assemble = |host: &Host, base: usize, anchor: Option<String>, new: &[usize]| {
+        let messages: Vec<Value> = new.iter().map(|&n| message(n)).collect();
+        let digests: Vec<String> = new.iter().map(|n| format!("d{n}")).collect();
+        host.call(
+            "assemble",
+            json!({"sessionId": "moving", "sync": {
+                "base": base, "baseDigest": anchor, "messages": messages, "digests": digests
+            }}),
+        )
+        .expect("answers")
+    };
+    let texts = |answer: &Value| -> Vec<String> {
+        answer["result"]["messages"]
+            .as_array()
+            .unwrap_or_else(|| panic!("messages: {answer}"))
+            .iter()
+            .map(|message| message["content"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    };
+
+    let first = assemble(&a, 0, None, &[0, 1, 2]);
+    assert_eq!(texts(&first), ["message 0", "message 1", "message 2"]);
+    // B has never seen the session: it loads A's copy and takes the new
+    // message only.
+    let moved = assemble(&b, 3, Some("d2".into()), &[3]);
+    assert!(moved["error"].is_null(), "no resend asked: {moved}");
+    assert_eq!(texts(&moved).len(), 4, "{moved}");
+    // A's copy stops at 3: the store's is newer, and A takes it up.
+    let back = assemble(&a, 4, Some("d3".into()), &[4]);
+    assert!(back["error"].is_null(), "no resend asked: {back}");
+    assert_eq!(
+        texts(&back),
+        [
+            "message 0",
+            "message 1",
+            "message 2",
+            "message 3",
+            "message 4"
+        ]
+    );
+    // A client whose anchor is not the stored one is still told to resend.
+    let wrong = assemble(&b, 5, Some("not-d4".into()), &[5]);
+    assert_eq!(wrong["error"]["code"], "history-mismatch", "{wrong}");
 }

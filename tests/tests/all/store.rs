@@ -650,6 +650,7 @@ fn turn_commits_keyed_across_sessions_are_migrated_to_keys_scoped_by_session() {
         &url,
         "ALTER TABLE ctxbox_turn_commits DROP CONSTRAINT ctxbox_turn_commits_pkey;
          ALTER TABLE ctxbox_turn_commits ADD PRIMARY KEY (advancement_key);
+         DROP TABLE ctxbox_session_messages;
          ALTER TABLE ctxbox_session_leases DROP COLUMN token;
          DROP SEQUENCE ctxbox_lease_tokens;
          DELETE FROM ctxbox_schema WHERE version >= 3;

@@ -767,6 +767,7 @@ fn the_shared_index_migrates_from_schema_version_1() {
                 .batch_execute(
                     "DROP TABLE ctxbox_index_documents;
                      DROP EXTENSION pg_trgm;
+                     DROP TABLE ctxbox_session_messages;
                      ALTER TABLE ctxbox_session_leases DROP COLUMN token;
                      DROP SEQUENCE ctxbox_lease_tokens;
                      DELETE FROM ctxbox_schema WHERE version >= 2;",
