@@ -5,8 +5,8 @@
 //! host that dies leaves a lease that simply runs out. Another host asking
 //! meanwhile waits up to its bound, then hears [`LeaseError::Busy`].
 //!
-//! Every grant to a new holder gets a fresh fencing token (a database
-//! sequence, so it only grows): writes made for the session carry it
+//! Every grant gets a fresh fencing token (a database sequence, so it only
+//! grows): writes made for the session carry it
 //! ([`WriteFence`]) and check, in their own transaction, that it is still
 //! the session's lease ([`lease_is_current`]). A host that stalls past its
 //! lease (a long pause, SIGSTOP) while another takes the session over finds
@@ -189,8 +189,9 @@ impl Drop for Lease {
 }
 
 /// One attempt: (the fencing token if granted, current holder, ms until its
-/// lease ends). A grant to another holder than the row's gets a new token;
-/// the same holder taking its own lease again keeps it.
+/// lease ends). Every grant gets a new token, the same holder's next request
+/// included: the previous request's release (in the background) deletes
+/// only its own token's row, never the lease granted after it.
 async fn try_take(
     shared: &Shared,
     session: &str,
@@ -208,8 +209,7 @@ async fn try_take(
                          nextval('ctxbox_lease_tokens'))
                  ON CONFLICT (session_id) DO UPDATE
                      SET holder = excluded.holder, expires_at = excluded.expires_at,
-                         token = CASE WHEN lease.holder = excluded.holder
-                                      THEN lease.token ELSE excluded.token END
+                         token = excluded.token
                      WHERE lease.expires_at < now() OR lease.holder = excluded.holder
                  RETURNING token",
                 &[&session, &holder, &ttl_ms],

@@ -91,8 +91,8 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE ctxbox_turn_commits DROP CONSTRAINT ctxbox_turn_commits_pkey;
     ALTER TABLE ctxbox_turn_commits ADD PRIMARY KEY (session_id, advancement_key);
     "#,
-    // 4: fencing tokens: every lease granted to a new holder takes the next
-    // value, and writes for the session carry their lease's.
+    // 4: fencing tokens: every lease granted takes the next value, and
+    // writes for the session carry their lease's.
     r#"
     CREATE SEQUENCE ctxbox_lease_tokens;
     ALTER TABLE ctxbox_session_leases

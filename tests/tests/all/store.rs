@@ -798,6 +798,20 @@ async fn a_stale_lease_cannot_write_once_another_host_took_the_session_over() {
         other => panic!("still B's, not {:?}", other.map(|_| ())),
     }
     drop(current);
+
+    // B's next request takes the lease again at once, while the release of
+    // the last one is still on its way (in the background): that release
+    // must not take the new lease away (found by `ctxbox bench --only
+    // shared`, whose every turn is two requests).
+    let again = host_b.acquire("s").await.expect("granted again");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let fence = again.fence().expect("fences");
+    assert_eq!(
+        commits
+            .commit("turn-2", "s", &[], Some(&fence))
+            .expect("commits"),
+        CommitStatus::Committed
+    );
 }
 
 #[test]
