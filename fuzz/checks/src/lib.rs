@@ -196,7 +196,7 @@ fn powers_server() -> &'static PowersServer {
             service
                 .call(
                     "info",
-                    &serde_json::value::RawValue::from_string("{}".to_owned())
+                    serde_json::value::RawValue::from_string("{}".to_owned())
                         .expect("`{}` is JSON"),
                     tokio_util::sync::CancellationToken::new(),
                     "warm-up".to_owned(),

@@ -109,7 +109,12 @@ impl History {
                 .unwrap_or_else(|| tokens::estimate_message(&entry.message));
             inner.prefix_tokens.push(total);
         }
-        inner.entries.extend(appended);
+        if inner.entries.is_empty() {
+            // Taken as it is: never two copies of a large first batch.
+            inner.entries = appended;
+        } else {
+            inner.entries.extend(appended);
+        }
         inner.pairing = compute_pairing(&inner.entries);
         inner.safe_cut = compute_safe_cuts(&inner.pairing);
         inner.positions = OnceLock::new();

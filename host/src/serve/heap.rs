@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 /// The least time between two trims: each walks the whole heap.
 const MIN_INTERVAL: Duration = Duration::from_secs(1);
 
-/// Requests whose parameters are at least this large are followed by a trim.
-pub const LARGE_REQUEST_BYTES: usize = 1024 * 1024;
+/// Requests whose parameters, and answers whose line, are at least this
+/// large are followed by a trim.
+pub const LARGE_BYTES: usize = 1024 * 1024;
 
 /// Trims the heap when memory was freed: at once after a large free, at most
 /// once a [`MIN_INTERVAL`] for the frequent releases of sessions.

@@ -17,9 +17,9 @@ use super::commits::{CommitError, CommitStatus, CommitStore, TurnCommits};
 use super::commits_postgres::PostgresCommits;
 use super::heap::HeapTrim;
 use super::metrics::{LiveFigures, MetricsSnapshot, RequestOutcome, ServeMetrics};
-use super::protocol::{ErrorCode, PROTOCOL_VERSION, ProtocolError, params};
+use super::protocol::{Answer, ErrorCode, PROTOCOL_VERSION, ProtocolError, params};
 use super::resident::{Released, ResidentSessions};
-use super::sessions::{RawMessage, SessionHistory, Sync};
+use super::sessions::{Batch, RawMessage, SessionHistory, Sync, raw_json};
 use super::stored_histories::{HistoryWriteError, StoredHistories};
 use crate::contract::engine::{CallOptions, ContextEngine};
 use crate::contract::failure::{EngineFailure, FailureKind};
@@ -91,13 +91,14 @@ struct With<T> {
 
 /// Reads a method's [`With`] parameters: its target and its own fields, each
 /// straight from the request's text (each skips the other's fields, so a
-/// long history is read once and never held as a JSON tree).
+/// long history is read once and never held as a JSON tree). The text is
+/// dropped once read: the messages are not held twice while the call runs.
 fn with<T: serde::de::DeserializeOwned>(
-    raw: &serde_json::value::RawValue,
+    raw: Box<serde_json::value::RawValue>,
 ) -> Result<With<T>, ProtocolError> {
     Ok(With {
-        target: params(raw)?,
-        own: params(raw)?,
+        target: params(&raw)?,
+        own: params(&raw)?,
     })
 }
 
@@ -306,7 +307,7 @@ impl Service {
         &self,
         method: &str,
         named_engine: Option<&str>,
-        answer: &Result<Value, ProtocolError>,
+        answer: &Result<Answer, ProtocolError>,
         elapsed: std::time::Duration,
     ) {
         let unknown_method = matches!(answer, Err(error) if error.code == ErrorCode::UnknownMethod);
@@ -377,20 +378,21 @@ impl Service {
         ids
     }
 
-    /// Runs `method` with `params`; `abort` is cancelled when the client
-    /// cancels the request or its deadline passes.
+    /// Runs `method` with `params` (taken over: the text is dropped as soon
+    /// as it is read); `abort` is cancelled when the client cancels the
+    /// request or its deadline passes.
     pub async fn call(
         &self,
         method: &str,
-        params_value: &serde_json::value::RawValue,
+        params_value: Box<serde_json::value::RawValue>,
         abort: CancellationToken,
         request_id: String,
-    ) -> Result<Value, ProtocolError> {
+    ) -> Result<Answer, ProtocolError> {
         let call = CallOptions::with_abort(abort).serving(request_id);
-        match method {
+        let answer = match method {
             "health" => self.health(),
             "info" => {
-                let args: EngineArg = params(params_value)?;
+                let args: EngineArg = params(&params_value)?;
                 let engine = self.engine(args.engine.as_deref()).await?;
                 let info = engine.info();
                 Ok(json!({
@@ -406,16 +408,16 @@ impl Service {
                     },
                 }))
             }
-            "bootstrap" => self.bootstrap(&call, params(params_value)?).await,
+            "bootstrap" => self.bootstrap(&call, params(&params_value)?).await,
             "ingest" | "ingestBatch" => self.ingest(&call, with(params_value)?).await,
-            "assemble" => self.assemble(&call, with(params_value)?).await,
+            "assemble" => return self.assemble(&call, with(params_value)?).await,
             "commitTurn" => self.commit_turn(&call, with(params_value)?).await,
             "afterTurn" => self.after_turn(&call, with(params_value)?).await,
             "maintain" => self.maintain(&call, with(params_value)?).await,
             "compact" => self.compact(&call, with(params_value)?).await,
-            "prepareSubagentSpawn" => self.prepare_spawn(&call, params(params_value)?).await,
+            "prepareSubagentSpawn" => self.prepare_spawn(&call, params(&params_value)?).await,
             "rollbackSubagentSpawn" => {
-                let args: RollbackArgs = params(params_value)?;
+                let args: RollbackArgs = params(&params_value)?;
                 let engine = self.engine(args.engine.as_deref()).await?;
                 engine
                     .rollback_subagent_spawn(&call, &args.preparation_id)
@@ -424,7 +426,7 @@ impl Service {
                 Ok(json!({}))
             }
             "subagentEnded" => {
-                let args: EndedArgs = params(params_value)?;
+                let args: EndedArgs = params(&params_value)?;
                 let engine = self.engine(args.engine.as_deref()).await?;
                 engine
                     .on_subagent_ended(&call, &args.child_session_key, args.reason)
@@ -433,12 +435,12 @@ impl Service {
                 Ok(json!({}))
             }
             "tools" => {
-                let args: EngineArg = params(params_value)?;
+                let args: EngineArg = params(&params_value)?;
                 self.tools(&call, args.engine.as_deref()).await
             }
-            "callTool" => self.call_tool(&call, params(params_value)?).await,
+            "callTool" => self.call_tool(&call, params(&params_value)?).await,
             "closeSession" => {
-                let target: Target = params(params_value)?;
+                let target: Target = params(&params_value)?;
                 let engine = self.engine(target.engine.as_deref()).await?;
                 engine.close_session(&target.session_id).await;
                 let closed = self.sessions.remove(&target.session_id);
@@ -449,7 +451,8 @@ impl Service {
                 ErrorCode::UnknownMethod,
                 format!("no method `{other}`"),
             )),
-        }
+        };
+        answer.map(Answer::from)
     }
 
     fn health(&self) -> Result<Value, ProtocolError> {
@@ -525,7 +528,7 @@ impl Service {
     /// ends) and applies its `sync`.
     async fn open(
         &self,
-        target: &Target,
+        target: &mut Target,
         engine: &Arc<GuardedEngine>,
     ) -> Result<OpenSession, ProtocolError> {
         if target.session_id.trim().is_empty() {
@@ -551,10 +554,15 @@ impl Service {
             self.load_history(&mut history, &target.session_id).await?;
         }
         let mut session = OpenSession { history, lease };
-        let Some(sync) = &target.sync else {
+        // Taken, not copied: a sync may carry most of a 64 MiB line.
+        let Some(sync) = target.sync.take() else {
             return Ok(session);
         };
-        match session.history.sync(sync) {
+        let base = sync.base;
+        match session
+            .history
+            .check_base(base, sync.base_digest.as_deref())
+        {
             // This host's copy is older than the store's (another host
             // served the session meanwhile): the store's, then the sync.
             Err(mismatch) if mismatch.code == ErrorCode::HistoryMismatch && !fresh => {
@@ -563,11 +571,11 @@ impl Service {
                 }
                 self.load_history(&mut session.history, &target.session_id)
                     .await?;
-                session.history.sync(sync)?;
             }
             other => other?,
         }
-        self.store_history(&session, &target.session_id, sync.base)
+        session.history.sync(sync)?;
+        self.store_history(&session, &target.session_id, base)
             .await?;
         Ok(session)
     }
@@ -587,7 +595,7 @@ impl Service {
             .await
             .map_err(|error| ProtocolError::new(ErrorCode::Storage, error.to_string()))?;
         if !messages.is_empty() {
-            history.restore(&messages, digests)?;
+            history.replace_from(0, Batch::from_store(messages, digests)?);
         }
         history.loaded = true;
         Ok(())
@@ -654,16 +662,21 @@ impl Service {
         });
     }
 
-    /// A request this large was answered: what it used is given back.
-    pub fn request_freed(&self, params_bytes: usize) {
-        if params_bytes >= super::heap::LARGE_REQUEST_BYTES {
+    /// A request's parameters, or an answer once written, of `bytes` were
+    /// let go: when large, what they used is given back.
+    pub fn memory_freed(&self, bytes: usize) {
+        if bytes >= super::heap::LARGE_BYTES {
             self.heap.freed();
         }
     }
 
-    async fn bootstrap(&self, call: &CallOptions, target: Target) -> Result<Value, ProtocolError> {
+    async fn bootstrap(
+        &self,
+        call: &CallOptions,
+        mut target: Target,
+    ) -> Result<Value, ProtocolError> {
         let engine = self.engine(target.engine.as_deref()).await?;
-        let session = self.open(&target, &engine).await?;
+        let session = self.open(&mut target, &engine).await?;
         let call = &session.fenced(call);
         let history = session.history();
         let result = engine
@@ -682,13 +695,14 @@ impl Service {
     async fn ingest(
         &self,
         call: &CallOptions,
-        args: With<IngestArgs>,
+        mut args: With<IngestArgs>,
     ) -> Result<Value, ProtocolError> {
         let engine = self.engine(args.target.engine.as_deref()).await?;
-        let mut session = self.open(&args.target, &engine).await?;
+        let mut session = self.open(&mut args.target, &engine).await?;
         let call = &session.fenced(call);
         let before = session.len();
-        let first_new = session.append(&args.own.messages, args.own.digests.as_deref())?;
+        let batch = Batch::from_client(args.own.messages, args.own.digests, before)?;
+        let first_new = session.append(batch);
         self.store_history(&session, &args.target.session_id, before)
             .await?;
         let history = session.history();
@@ -711,10 +725,10 @@ impl Service {
     async fn assemble(
         &self,
         call: &CallOptions,
-        args: With<AssembleArgs>,
-    ) -> Result<Value, ProtocolError> {
+        mut args: With<AssembleArgs>,
+    ) -> Result<Answer, ProtocolError> {
         let engine = self.engine(args.target.engine.as_deref()).await?;
-        let session = self.open(&args.target, &engine).await?;
+        let session = self.open(&mut args.target, &engine).await?;
         let call = &session.fenced(call);
         let history = session.history();
         let own = args.own;
@@ -749,39 +763,38 @@ impl Service {
             Err(why) => {
                 tracing::warn!(engine = engine.selected_id(), %why, "assembled prompt cannot be encoded; passing history through");
                 let all = if by_reference {
-                    vec![json!({ "keep": [0, session.len()] })]
+                    vec![raw_json(&json!({ "keep": [0, session.len()] }))]
                 } else {
                     session.raw()
                 };
                 (all, "pass-through".to_owned())
             }
         };
-        let mut answer = json!({
+        let answer = json!({
             "estimatedTokens": result.estimated_tokens,
             "systemPromptAddition": result.system_prompt_addition,
             "length": session.len(),
             "servedBy": served_by,
         });
         let key = if by_reference { "items" } else { "messages" };
-        answer[key] = Value::Array(prompt);
-        Ok(answer)
+        Ok(Answer::with_list(answer, key, prompt))
     }
 
     async fn commit_turn(
         &self,
         call: &CallOptions,
-        args: With<CommitArgs>,
+        mut args: With<CommitArgs>,
     ) -> Result<Value, ProtocolError> {
         let own = args.own;
         if own.advancement_key.trim().is_empty() {
             return Err(ProtocolError::invalid("`advancementKey` is empty"));
         }
         let engine = self.engine(args.target.engine.as_deref()).await?;
-        let mut session = self.open(&args.target, &engine).await?;
+        let mut session = self.open(&mut args.target, &engine).await?;
         let call = &session.fenced(call);
-        // Checked before anything is stored, so a bad message is not committed.
-        let mut staged = SessionHistory::default();
-        staged.append(&own.messages, own.digests.as_deref())?;
+        // Read and checked before anything is stored, so a bad message is
+        // not committed (named by its place in the turn).
+        let batch = Batch::from_client(own.messages, own.digests, 0)?;
         // Past its deadline (or cancelled) before anything is written: not
         // committed, and the client is told so.
         if call.abort.is_cancelled() {
@@ -791,15 +804,13 @@ impl Service {
             ));
         }
         // The store waits for its disk (or database): off the async workers.
+        // The batch goes along and comes back: never copied.
         let commits = self.commits.clone();
-        let (key, session_id, messages) = (
-            own.advancement_key.clone(),
-            args.target.session_id.clone(),
-            own.messages.clone(),
-        );
+        let (key, session_id) = (own.advancement_key, args.target.session_id.clone());
         let fence = call.write_fence.clone();
-        let status = tokio::task::spawn_blocking(move || {
-            commits.commit(&key, &session_id, &messages, fence.as_ref())
+        let (status, batch) = tokio::task::spawn_blocking(move || {
+            let status = commits.commit(&key, &session_id, batch.messages(), fence.as_ref());
+            (status, batch)
         })
         .await
         .map_err(|error| {
@@ -807,8 +818,8 @@ impl Service {
                 ErrorCode::Internal,
                 format!("the commit task failed: {error}"),
             )
-        })?
-        .map_err(|error| match error {
+        })?;
+        let status = status.map_err(|error| match error {
             // Another host serves the session now: the client retries there.
             CommitError::LeaseLost { .. } => {
                 ProtocolError::new(ErrorCode::SessionBusy, error.to_string())
@@ -820,7 +831,7 @@ impl Service {
         }
         let before = session.history().len() as u32;
         let stored_from = session.len();
-        let first_new = session.append(&own.messages, own.digests.as_deref())?;
+        let first_new = session.append(batch);
         // The turn is committed: a history that could not be stored is a
         // resend for the next host, not a failed turn.
         if let Err(error) = self
@@ -864,10 +875,10 @@ impl Service {
     async fn after_turn(
         &self,
         call: &CallOptions,
-        args: With<AfterTurnArgs>,
+        mut args: With<AfterTurnArgs>,
     ) -> Result<Value, ProtocolError> {
         let engine = self.engine(args.target.engine.as_deref()).await?;
-        let session = self.open(&args.target, &engine).await?;
+        let session = self.open(&mut args.target, &engine).await?;
         let call = &session.fenced(call);
         let history = session.history();
         let own = args.own;
@@ -888,10 +899,10 @@ impl Service {
     async fn maintain(
         &self,
         call: &CallOptions,
-        args: With<MaintainArgs>,
+        mut args: With<MaintainArgs>,
     ) -> Result<Value, ProtocolError> {
         let engine = self.engine(args.target.engine.as_deref()).await?;
-        let session = self.open(&args.target, &engine).await?;
+        let session = self.open(&mut args.target, &engine).await?;
         let call = &session.fenced(call);
         let history = session.history();
         let context = args.own.runtime_context.map(|context| context.to_string());
@@ -917,10 +928,10 @@ impl Service {
     async fn compact(
         &self,
         call: &CallOptions,
-        args: With<CompactArgs>,
+        mut args: With<CompactArgs>,
     ) -> Result<Value, ProtocolError> {
         let engine = self.engine(args.target.engine.as_deref()).await?;
-        let session = self.open(&args.target, &engine).await?;
+        let session = self.open(&mut args.target, &engine).await?;
         let call = &session.fenced(call);
         let history = session.history();
         let own = args.own;

@@ -15,7 +15,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::protocol::{ErrorCode, ProtocolError};
+use super::protocol::{Answer, ErrorCode, ProtocolError};
 use crate::contract::failure::Operation;
 use crate::engines::observe::{CallObserver, CallOutcome};
 use crate::services::completions::CompletionTotals;
@@ -63,7 +63,7 @@ impl RequestOutcome {
 
     /// How `answer` ends a request for `engine`: an answer `servedBy`
     /// another engine fell back.
-    pub fn of(answer: &Result<Value, ProtocolError>, engine: &str) -> Self {
+    pub fn of(answer: &Result<Answer, ProtocolError>, engine: &str) -> Self {
         match answer {
             Ok(value) => match value.get("servedBy").and_then(Value::as_str) {
                 Some(served_by) if served_by != engine => Self::FellBack,
@@ -406,7 +406,7 @@ mod tests {
         metrics.request_done(
             "assemble",
             "keep-recent",
-            RequestOutcome::of(&Ok(json!({"servedBy": "legacy"})), "keep-recent"),
+            RequestOutcome::of(&Ok(json!({"servedBy": "legacy"}).into()), "keep-recent"),
             Duration::from_millis(9),
         );
         let snapshot = metrics.snapshot(LiveFigures {
@@ -427,11 +427,11 @@ mod tests {
     fn a_request_outcome_follows_the_answer() {
         let error = |code| Err(ProtocolError::new(code, "x"));
         assert_eq!(
-            RequestOutcome::of(&Ok(json!({"servedBy": "lossless"})), "lossless"),
+            RequestOutcome::of(&Ok(json!({"servedBy": "lossless"}).into()), "lossless"),
             RequestOutcome::Served
         );
         assert_eq!(
-            RequestOutcome::of(&Ok(json!({})), "lossless"),
+            RequestOutcome::of(&Ok(json!({}).into()), "lossless"),
             RequestOutcome::Served
         );
         assert_eq!(

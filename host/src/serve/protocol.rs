@@ -150,6 +150,51 @@ impl ProtocolError {
     }
 }
 
+/// A method's answer: its fields, and at most one list kept as the JSON text
+/// its items already are (a prompt can be most of a long session: it goes
+/// out as the text it came in as, never as a JSON tree).
+#[derive(Debug, Clone)]
+pub struct Answer {
+    fields: Value,
+    list: Option<(&'static str, Vec<Box<RawValue>>)>,
+}
+
+impl Answer {
+    /// `fields` (an object) with `key` holding `items`.
+    pub fn with_list(fields: Value, key: &'static str, items: Vec<Box<RawValue>>) -> Self {
+        Self {
+            fields,
+            list: Some((key, items)),
+        }
+    }
+
+    /// The field `key`, if it is one of the answer's fields (not its list).
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.fields.get(key)
+    }
+}
+
+impl From<Value> for Answer {
+    fn from(fields: Value) -> Self {
+        Self { fields, list: None }
+    }
+}
+
+impl Serialize for Answer {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let (Some((key, items)), Value::Object(fields)) = (&self.list, &self.fields) else {
+            return self.fields.serialize(serializer);
+        };
+        let mut map = serializer.serialize_map(Some(fields.len() + 1))?;
+        for (name, value) in fields.iter().filter(|(name, _)| name != key) {
+            map.serialize_entry(name, value)?;
+        }
+        map.serialize_entry(key, items)?;
+        map.end()
+    }
+}
+
 /// One response line.
 #[derive(Debug, Serialize)]
 pub struct Response {
@@ -157,7 +202,7 @@ pub struct Response {
     pub id: Value,
     /// The answer, on success.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub result: Option<Value>,
+    pub result: Option<Answer>,
     /// The failure, otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<ProtocolError>,
@@ -165,18 +210,23 @@ pub struct Response {
 
 impl Response {
     /// The answer to `id`: `outcome`'s value or error.
-    pub fn to(id: Value, outcome: Result<Value, ProtocolError>) -> Self {
+    pub fn to(id: Value, outcome: Result<impl Into<Answer>, ProtocolError>) -> Self {
         match outcome {
             Ok(result) => Self {
                 id,
-                result: Some(result),
+                result: Some(result.into()),
                 error: None,
             },
-            Err(error) => Self {
-                id,
-                result: None,
-                error: Some(error),
-            },
+            Err(error) => Self::error(id, error),
+        }
+    }
+
+    /// The error answer to `id`.
+    pub fn error(id: Value, error: ProtocolError) -> Self {
+        Self {
+            id,
+            result: None,
+            error: Some(error),
         }
     }
 
@@ -253,7 +303,7 @@ pub fn parse_request(line: &str) -> Result<Request, Box<Response>> {
 
 /// An error answer to the request with `id`.
 fn refusal(id: Value, error: ProtocolError) -> Box<Response> {
-    Box::new(Response::to(id, Err(error)))
+    Box::new(Response::error(id, error))
 }
 
 /// What is wrong with a line that is not a request (`error`: why it did not

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::methods::Service;
 use super::protocol::{
-    ErrorCode, MAX_LINE_BYTES, PROTOCOL_VERSION, ProtocolError, Request, Response,
+    Answer, ErrorCode, MAX_LINE_BYTES, PROTOCOL_VERSION, ProtocolError, Request, Response,
     SUPPORTED_PROTOCOLS, params, parse_request,
 };
 use super::reverse::{ClientCompletions, REVERSE_ID_PREFIX, ReverseCalls};
@@ -65,12 +65,16 @@ where
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let (answers, mut outbox) = mpsc::channel::<String>(ANSWER_QUEUE);
+    let writer_service = service.clone();
     let writer = tokio::spawn(async move {
         let mut output = output;
         while let Some(line) = outbox.recv().await {
             output.write_all(line.as_bytes()).await?;
             output.write_all(b"\n").await?;
             output.flush().await?;
+            let bytes = line.len();
+            drop(line);
+            writer_service.memory_freed(bytes);
         }
         Ok::<_, std::io::Error>(())
     });
@@ -356,7 +360,7 @@ async fn run(
     request: &mut Request,
     token: CancellationToken,
     deadline: Duration,
-) -> Result<Value, ProtocolError> {
+) -> Result<Answer, ProtocolError> {
     let method = request.method.clone();
     // Handed over, not copied: a request's parameters may be most of a
     // 64 MiB line.
@@ -365,9 +369,8 @@ async fn run(
     let abort = token.clone();
     let id = request.id.to_string();
     let mut work = tokio::spawn(async move {
-        let answer = service.call(&method, &params, abort, id).await;
-        drop(params);
-        service.request_freed(params_bytes);
+        let answer = service.call(&method, params, abort, id).await;
+        service.memory_freed(params_bytes);
         answer
     });
     tokio::select! {
@@ -403,7 +406,7 @@ async fn run(
 }
 
 fn error_line(id: Value, code: ErrorCode, message: String) -> String {
-    Response::to(id, Err(ProtocolError::new(code, message))).to_line()
+    Response::error(id, ProtocolError::new(code, message)).to_line()
 }
 
 async fn skip_line<R: AsyncBufRead + Unpin>(input: &mut R) -> std::io::Result<()> {

@@ -38,6 +38,109 @@ pub struct Sync {
 /// came).
 pub type RawMessage = Box<RawValue>;
 
+/// Client messages read and checked but not yet part of a history: what a
+/// sync, an ingest or a turn adds once nothing about it can fail. Reading
+/// takes the messages over (they are never copied) and holds each visible
+/// one's host view once, so a large request costs its messages plus their
+/// views, not several copies of either.
+#[derive(Default)]
+pub struct Batch {
+    /// The messages as the client sent them.
+    raw: Vec<RawMessage>,
+    /// The client's digest of each message, if it sent one.
+    digests: Vec<Option<String>>,
+    /// The visible messages' host views, in order; their ids are given when
+    /// the batch joins a history.
+    entries: Vec<MessageEntry>,
+    /// For each of `entries`, its offset in `raw`.
+    offsets: Vec<usize>,
+    /// For each of `entries`, its token estimate.
+    estimates: Vec<u64>,
+}
+
+impl Batch {
+    /// Reads `messages` a client sent, with its optional `digests` (one per
+    /// message or none), the first of them at `first_position` of its
+    /// session (to name a message that cannot be read).
+    pub fn from_client(
+        messages: Vec<RawMessage>,
+        digests: Option<Vec<String>>,
+        first_position: usize,
+    ) -> Result<Self, ProtocolError> {
+        let digests = match digests {
+            None => vec![None; messages.len()],
+            Some(digests) if digests.len() == messages.len() => {
+                digests.into_iter().map(Some).collect()
+            }
+            Some(digests) => {
+                return Err(ProtocolError::invalid(format!(
+                    "{} digests for {} messages: send one per message or none",
+                    digests.len(),
+                    messages.len()
+                )));
+            }
+        };
+        Self::read(messages, digests, first_position)
+    }
+
+    /// Reads a history the shared store kept: `messages` with their
+    /// `digests`, one per message.
+    pub fn from_store(
+        messages: Vec<RawMessage>,
+        digests: Vec<Option<String>>,
+    ) -> Result<Self, ProtocolError> {
+        Self::read(messages, digests, 0)
+    }
+
+    /// The host view of each message, or the first that cannot be read,
+    /// named by its position in the session. Each message is a JSON tree
+    /// only while it is read.
+    fn read(
+        raw: Vec<RawMessage>,
+        digests: Vec<Option<String>>,
+        first_position: usize,
+    ) -> Result<Self, ProtocolError> {
+        let mut entries = Vec::with_capacity(raw.len());
+        let mut offsets = Vec::with_capacity(raw.len());
+        let mut estimates = Vec::with_capacity(raw.len());
+        for (offset, message) in raw.iter().enumerate() {
+            let named = |why: String| {
+                ProtocolError::invalid(format!("message {}: {why}", first_position + offset))
+            };
+            let value: Value =
+                serde_json::from_str(message.get()).map_err(|error| named(error.to_string()))?;
+            let Some(message) = message::to_host(&value).map_err(named)? else {
+                continue;
+            };
+            let timestamp_ms = value
+                .get("timestamp")
+                .and_then(Value::as_f64)
+                .filter(|t| t.is_finite())
+                .map_or(0, |t| t as i64);
+            estimates.push(crate::contract::tokens::estimate_message(&message));
+            offsets.push(offset);
+            entries.push(MessageEntry {
+                id: String::new(),
+                parent_id: None,
+                timestamp_ms,
+                message,
+            });
+        }
+        Ok(Self {
+            raw,
+            digests,
+            entries,
+            offsets,
+            estimates,
+        })
+    }
+
+    /// The messages as the client sent them.
+    pub fn messages(&self) -> &[RawMessage] {
+        &self.raw
+    }
+}
+
 /// One session's history.
 #[derive(Default)]
 pub struct SessionHistory {
@@ -68,39 +171,50 @@ impl SessionHistory {
         self.raw.is_empty()
     }
 
-    /// Applies `sync`: keeps the first `base` messages, replaces the rest.
-    /// Refused with `history-mismatch` (and this session's length) when the
-    /// server holds fewer than `base` messages or message `base - 1` is not
-    /// the one the client means; refused with `invalid-params` when a
-    /// message cannot be read. Nothing changes when refused.
-    pub fn sync(&mut self, sync: &Sync) -> Result<(), ProtocolError> {
-        let mismatch = |why: &str| {
-            ProtocolError::new(ErrorCode::HistoryMismatch, why.to_owned())
+    /// Whether a sync from position `base` fits this history: refused with
+    /// `history-mismatch` (and this session's length) when the server holds
+    /// fewer than `base` messages or message `base - 1` is not the one the
+    /// client means (its `base_digest`; `None` skips the check).
+    pub fn check_base(&self, base: usize, base_digest: Option<&str>) -> Result<(), ProtocolError> {
+        let mismatch = |why: String| {
+            ProtocolError::new(ErrorCode::HistoryMismatch, why)
                 .with_data(json!({ "length": self.raw.len() }))
         };
-        if sync.base > self.raw.len() {
-            return Err(mismatch(&format!(
-                "`sync.base` is {} but the server holds {} messages of this session",
-                sync.base,
+        if base > self.raw.len() {
+            return Err(mismatch(format!(
+                "`sync.base` is {base} but the server holds {} messages of this session",
                 self.raw.len()
             )));
         }
-        if sync.base > 0
-            && sync.base_digest.is_some()
-            && self.digests[sync.base - 1] != sync.base_digest
-        {
-            return Err(mismatch(&format!(
+        if base > 0 && base_digest.is_some() && self.digests[base - 1].as_deref() != base_digest {
+            return Err(mismatch(format!(
                 "message {} is not the one the client has (`sync.baseDigest` differs)",
-                sync.base - 1
+                base - 1
             )));
         }
-        let digests = check_digests(sync.digests.as_deref(), sync.messages.len())?;
-        let views = read_all(&sync.messages, sync.base)?;
-        self.raw.truncate(sync.base);
-        self.digests.truncate(sync.base);
-        self.positions.retain(|position| *position < sync.base);
-        self.push(&sync.messages, digests, views);
         Ok(())
+    }
+
+    /// Applies `sync`: keeps the first `base` messages, replaces the rest.
+    /// Refused as [`check_base`](Self::check_base) refuses, or with
+    /// `invalid-params` when a message cannot be read. Nothing changes when
+    /// refused.
+    pub fn sync(&mut self, sync: Sync) -> Result<(), ProtocolError> {
+        self.check_base(sync.base, sync.base_digest.as_deref())?;
+        let batch = Batch::from_client(sync.messages, sync.digests, sync.base)?;
+        self.replace_from(sync.base, batch);
+        Ok(())
+    }
+
+    /// Keeps the first `base` messages (all of them if there are fewer) and
+    /// puts `batch` after them (from 0: a history taken up from the shared
+    /// store).
+    pub fn replace_from(&mut self, base: usize, batch: Batch) {
+        let base = base.min(self.raw.len());
+        self.raw.truncate(base);
+        self.digests.truncate(base);
+        self.positions.retain(|position| *position < base);
+        self.push(batch);
     }
 
     /// The messages from position `from` on, with their digests: what a
@@ -110,66 +224,38 @@ impl SessionHistory {
         (&self.raw[from..], &self.digests[from..])
     }
 
-    /// Takes up a history stored by a host that held the session before
-    /// (`messages` with their `digests`, in order), in place of an empty
-    /// one. Refused, changing nothing, when a message cannot be read.
-    pub fn restore(
-        &mut self,
-        messages: &[RawMessage],
-        digests: Vec<Option<String>>,
-    ) -> Result<(), ProtocolError> {
-        let views = read_all(messages, 0)?;
-        self.raw.clear();
-        self.digests.clear();
-        self.positions.clear();
-        self.view = History::default();
-        self.push(messages, digests, views);
-        Ok(())
-    }
-
-    /// Appends `messages` (a committed turn, ingested messages) and returns
-    /// where the engine's view of the visible ones starts in
+    /// Appends `batch` (a committed turn, ingested messages) and returns
+    /// where the engine's view of its visible messages starts in
     /// [`history`](Self::history).
-    pub fn append(
-        &mut self,
-        messages: &[RawMessage],
-        digests: Option<&[String]>,
-    ) -> Result<usize, ProtocolError> {
-        let digests = check_digests(digests, messages.len())?;
-        let views = read_all(messages, self.raw.len())?;
+    pub fn append(&mut self, batch: Batch) -> usize {
         let first_new = self.positions.len();
-        self.push(messages, digests, views);
-        Ok(first_new)
+        self.push(batch);
+        first_new
     }
 
-    fn push(&mut self, messages: &[RawMessage], digests: Vec<Option<String>>, views: Vec<Read>) {
+    fn push(&mut self, batch: Batch) {
         let keep = self.positions.len();
-        let mut appended: Vec<MessageEntry> = Vec::new();
-        let mut estimates = Vec::new();
-        for ((raw, digest), read) in messages.iter().zip(digests).zip(views) {
-            if let Some(message) = read.message {
-                self.next_id += 1;
-                let parent_id = match appended.last() {
-                    Some(last) => Some(last.id.clone()),
-                    None => keep
-                        .checked_sub(1)
-                        .and_then(|last| self.view.entry(last))
-                        .map(|last| last.id.clone()),
-                };
-                let entry = MessageEntry {
-                    id: format!("m{}", self.next_id),
-                    parent_id,
-                    timestamp_ms: read.timestamp_ms,
-                    message,
-                };
-                estimates.push(crate::contract::tokens::estimate_message(&entry.message));
-                appended.push(entry);
-                self.positions.push(self.raw.len());
-            }
-            self.raw.push(raw.clone());
-            self.digests.push(digest);
+        let Batch {
+            raw,
+            digests,
+            mut entries,
+            offsets,
+            estimates,
+        } = batch;
+        let first_position = self.raw.len();
+        let mut parent_id = keep
+            .checked_sub(1)
+            .and_then(|last| self.view.entry(last))
+            .map(|last| last.id.clone());
+        for (entry, offset) in entries.iter_mut().zip(offsets) {
+            self.next_id += 1;
+            entry.id = format!("m{}", self.next_id);
+            entry.parent_id = parent_id.replace(entry.id.clone());
+            self.positions.push(first_position + offset);
         }
-        self.view = std::mem::take(&mut self.view).edited(keep, appended, &estimates);
+        self.raw.extend(raw);
+        self.digests.extend(digests);
+        self.view = std::mem::take(&mut self.view).edited(keep, entries, &estimates);
     }
 
     /// The engine's view, as a history snapshot (a cheap handle).
@@ -178,8 +264,8 @@ impl SessionHistory {
     }
 
     /// The prompt an `assemble` answer describes, as OpenClaw messages: kept
-    /// ranges are the original JSON, inserted messages are encoded.
-    pub fn materialize(&self, items: &[AssembledItem]) -> Result<Vec<Value>, String> {
+    /// ranges are the original JSON text, inserted messages are encoded.
+    pub fn materialize(&self, items: &[AssembledItem]) -> Result<Vec<RawMessage>, String> {
         let now = SystemTime::now();
         let mut messages = Vec::new();
         for item in items {
@@ -190,11 +276,11 @@ impl SessionHistory {
                     messages.extend(
                         self.positions[start..end]
                             .iter()
-                            .map(|position| to_value(&self.raw[*position])),
+                            .map(|position| self.raw[*position].clone()),
                     );
                 }
                 AssembledItem::Insert(inserted) => {
-                    messages.push(message::to_openclaw(inserted, now)?);
+                    messages.push(raw_json(&message::to_openclaw(inserted, now)?));
                 }
             }
         }
@@ -205,13 +291,13 @@ impl SessionHistory {
     /// of the client's own messages (positions in what it sent, end
     /// exclusive), `{"insert": message}` for an engine-made one. The answer
     /// stays small however long the session is.
-    pub fn ranges(&self, items: &[AssembledItem]) -> Result<Vec<Value>, String> {
+    pub fn ranges(&self, items: &[AssembledItem]) -> Result<Vec<RawMessage>, String> {
         let now = SystemTime::now();
-        let mut ranges: Vec<Value> = Vec::new();
+        let mut ranges: Vec<RawMessage> = Vec::new();
         let mut open: Option<(usize, usize)> = None;
-        let close = |open: &mut Option<(usize, usize)>, ranges: &mut Vec<Value>| {
+        let close = |open: &mut Option<(usize, usize)>, ranges: &mut Vec<RawMessage>| {
             if let Some((start, end)) = open.take() {
-                ranges.push(json!({ "keep": [start, end] }));
+                ranges.push(raw_json(&json!({ "keep": [start, end] })));
             }
         };
         for item in items {
@@ -231,7 +317,9 @@ impl SessionHistory {
                 }
                 AssembledItem::Insert(inserted) => {
                     close(&mut open, &mut ranges);
-                    ranges.push(json!({ "insert": message::to_openclaw(inserted, now)? }));
+                    ranges.push(raw_json(
+                        &json!({ "insert": message::to_openclaw(inserted, now)? }),
+                    ));
                 }
             }
         }
@@ -240,66 +328,15 @@ impl SessionHistory {
     }
 
     /// Every message held, as the client sent it (the pass-through prompt).
-    pub fn raw(&self) -> Vec<Value> {
-        self.raw.iter().map(to_value).collect()
+    pub fn raw(&self) -> Vec<RawMessage> {
+        self.raw.clone()
     }
 }
 
-fn check_digests(
-    digests: Option<&[String]>,
-    messages: usize,
-) -> Result<Vec<Option<String>>, ProtocolError> {
-    match digests {
-        None => Ok(vec![None; messages]),
-        Some(digests) if digests.len() == messages => {
-            Ok(digests.iter().cloned().map(Some).collect())
-        }
-        Some(digests) => Err(ProtocolError::invalid(format!(
-            "{} digests for {messages} messages: send one per message or none",
-            digests.len()
-        ))),
-    }
-}
-
-/// A message in JSON form, for an answer. A message was JSON when it came,
-/// so it reads again; `null` stands in should it not.
-fn to_value(raw: &RawMessage) -> Value {
-    serde_json::from_str(raw.get()).unwrap_or(Value::Null)
-}
-
-/// What the host reads of one client message.
-struct Read {
-    /// Its host view (`None`: a message engines do not see).
-    message: Option<crate::contract::types::AgentMessage>,
-    /// Its `timestamp`, ms (0 without one).
-    timestamp_ms: i64,
-}
-
-/// The host view of each message, or the first that cannot be read, named
-/// by its position in the session. Each message is a JSON tree only while
-/// it is read.
-fn read_all(messages: &[RawMessage], first_position: usize) -> Result<Vec<Read>, ProtocolError> {
-    messages
-        .iter()
-        .enumerate()
-        .map(|(offset, raw)| {
-            let named = |why: String| {
-                ProtocolError::invalid(format!("message {}: {why}", first_position + offset))
-            };
-            let value: Value =
-                serde_json::from_str(raw.get()).map_err(|error| named(error.to_string()))?;
-            let timestamp_ms = value
-                .get("timestamp")
-                .and_then(Value::as_f64)
-                .filter(|t| t.is_finite())
-                .map_or(0, |t| t as i64);
-            let message = message::to_host(&value).map_err(named)?;
-            Ok(Read {
-                message,
-                timestamp_ms,
-            })
-        })
-        .collect()
+/// `value` as JSON text, for an answer that is otherwise text already.
+pub fn raw_json(value: &Value) -> RawMessage {
+    // A JSON tree always encodes; `null` stands in should it not.
+    serde_json::value::to_raw_value(value).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -314,6 +351,13 @@ mod tests {
         RawValue::from_string(message.to_string()).expect("JSON")
     }
 
+    fn trees(messages: &[RawMessage]) -> Vec<Value> {
+        messages
+            .iter()
+            .map(|message| serde_json::from_str(message.get()).expect("JSON"))
+            .collect()
+    }
+
     fn sync(base: usize, digest: Option<&str>, texts: &[&str]) -> Sync {
         Sync {
             base,
@@ -326,26 +370,24 @@ mod tests {
     #[test]
     fn a_sync_replaces_the_suffix_and_checks_the_anchor() {
         let mut session = SessionHistory::default();
-        session.sync(&sync(0, None, &["a", "b"])).expect("first");
-        session.sync(&sync(2, Some("d-b"), &["c"])).expect("append");
+        session.sync(sync(0, None, &["a", "b"])).expect("first");
+        session.sync(sync(2, Some("d-b"), &["c"])).expect("append");
         assert_eq!(session.len(), 3);
-        session
-            .sync(&sync(1, Some("d-a"), &["x"]))
-            .expect("replace");
-        assert_eq!(session.raw(), [user("a"), user("x")]);
+        session.sync(sync(1, Some("d-a"), &["x"])).expect("replace");
+        assert_eq!(trees(&session.raw()), [user("a"), user("x")]);
         assert_eq!(session.history().len(), 2);
 
-        let error = session.sync(&sync(5, None, &[])).expect_err("gap");
+        let error = session.sync(sync(5, None, &[])).expect_err("gap");
         assert_eq!(error.code, ErrorCode::HistoryMismatch);
         assert_eq!(error.data, Some(json!({"length": 2})));
-        let error = session.sync(&sync(2, Some("d-b"), &[])).expect_err("stale");
+        let error = session.sync(sync(2, Some("d-b"), &[])).expect_err("stale");
         assert_eq!(error.code, ErrorCode::HistoryMismatch);
         let bad = Sync {
             base: 2,
             messages: vec![raw(json!({"role": "user"}))],
             ..Sync::default()
         };
-        let error = session.sync(&bad).expect_err("unreadable");
+        let error = session.sync(bad).expect_err("unreadable");
         assert!(error.message.starts_with("message 2:"), "{}", error.message);
         assert_eq!(session.len(), 2, "a refused sync changes nothing");
         // Still JSON text, but its number is past f64's range (found by the
@@ -360,7 +402,7 @@ mod tests {
             ],
             ..Sync::default()
         };
-        let error = session.sync(&huge).expect_err("out of range");
+        let error = session.sync(huge).expect_err("out of range");
         assert!(
             error.message.starts_with("message 2:") && error.message.contains("out of range"),
             "{}",
@@ -374,9 +416,10 @@ mod tests {
         let mut session = SessionHistory::default();
         let hidden = json!({"role": "bashExecution", "command": "ls", "output": "",
             "excludeFromContext": true, "timestamp": 2});
-        session
-            .append(&[raw(user("a")), raw(hidden), raw(user("b"))], None)
-            .expect("appends");
+        session.append(
+            Batch::from_client(vec![raw(user("a")), raw(hidden), raw(user("b"))], None, 0)
+                .expect("reads"),
+        );
         assert_eq!(session.history().len(), 2);
         let prompt = session
             .materialize(&[
@@ -384,15 +427,15 @@ mod tests {
                 AssembledItem::Keep { start: 1, end: 2 },
             ])
             .expect("materializes");
-        assert_eq!(prompt[1], user("b"));
-        assert_eq!(prompt[0]["content"][0]["text"], "note");
+        assert_eq!(prompt[1].get(), raw(user("b")).get(), "byte for byte");
+        assert_eq!(trees(&prompt)[0]["content"][0]["text"], "note");
         // By reference: the hidden message between the two is skipped, so
         // keeping both visible ones is two runs of the client's positions.
         let ranges = session
             .ranges(&[AssembledItem::Keep { start: 0, end: 2 }])
             .expect("ranges");
         assert_eq!(
-            ranges,
+            trees(&ranges),
             vec![json!({"keep": [0, 1]}), json!({"keep": [2, 3]})]
         );
     }

@@ -1,9 +1,10 @@
-//! One `ctxbox serve` host of the multi-host test: the same service and
-//! stdio protocol as `ctxbox serve --store URL`, built from the library with
-//! a short session lease, so a test can run several, kill one and watch the
-//! others take its sessions over.
+//! One `ctxbox serve` host of the multi-host and memory tests: the same
+//! service and stdio protocol as `ctxbox serve [--store URL]`, built from
+//! the library with a short session lease, so a test can run several, kill
+//! one and watch the others take its sessions over, or read one's memory.
 //!
-//! Usage: `serve-host <postgres-url> <data-dir> <lease-ms>`
+//! Usage: `serve-host <postgres-url | -> <data-dir> <lease-ms> [engine]`
+//! (`-`: no shared store; the engine defaults to `legacy`).
 
 use std::sync::Arc;
 
@@ -18,17 +19,23 @@ fn main() -> Result<()> {
     let mut args = std::env::args().skip(1);
     let (Some(url), Some(data_dir), Some(lease_ms)) = (args.next(), args.next(), args.next())
     else {
-        anyhow::bail!("usage: serve-host <postgres-url> <data-dir> <lease-ms>");
+        anyhow::bail!("usage: serve-host <postgres-url | -> <data-dir> <lease-ms> [engine]");
     };
     let lease_ms: u64 = lease_ms.parse().context("lease-ms")?;
+    // `legacy` by default: the multi-host test is about the store, not an engine.
+    let engine = args.next().unwrap_or_else(|| "legacy".to_owned());
+    let store = StoreConfig {
+        lease_ms,
+        lease_wait_ms: lease_ms * 10,
+        ..StoreConfig::default()
+    };
     let config = Config {
         data_dir: Some(data_dir.into()),
-        store: StoreConfig {
-            lease_ms,
-            lease_wait_ms: lease_ms * 10,
-            ..StoreConfig::default()
-        }
-        .with_url(url),
+        store: if url == "-" {
+            store
+        } else {
+            store.with_url(url)
+        },
         sandbox: SandboxConfig {
             max_instances: 16,
             ..SandboxConfig::default()
@@ -41,10 +48,8 @@ fn main() -> Result<()> {
         .build()?;
     runtime.block_on(async {
         let host = Runtime::new(config).context("cannot set up the host")?;
-        // `legacy` serves: the test is about the store, not an engine.
-        let service = Arc::new(
-            Service::new(host, Some("legacy".to_owned())).context("cannot start the server")?,
-        );
+        let service =
+            Arc::new(Service::new(host, Some(engine)).context("cannot start the server")?);
         serve(
             service,
             tokio::io::BufReader::new(tokio::io::stdin()),

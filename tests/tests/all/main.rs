@@ -27,6 +27,7 @@ mod runner;
 mod sdk_defaults;
 mod serve;
 mod serve_bounds;
+mod serve_memory;
 mod serve_metrics;
 mod soak;
 mod state_batch;

@@ -45,8 +45,22 @@ pub(crate) struct Host {
 
 impl Host {
     pub(crate) fn start(url: &str, data_dir: &std::path::Path) -> Arc<Self> {
+        Self::spawn(&[url, &data_dir.display().to_string(), &LEASE_MS.to_string()])
+    }
+
+    /// A host with no shared store whose requests `engine` serves.
+    pub(crate) fn start_alone(data_dir: &std::path::Path, engine: &str) -> Arc<Self> {
+        Self::spawn(&[
+            "-",
+            &data_dir.display().to_string(),
+            &LEASE_MS.to_string(),
+            engine,
+        ])
+    }
+
+    fn spawn(args: &[&str]) -> Arc<Self> {
         let mut child = Command::new(HOST)
-            .args([url, &data_dir.display().to_string(), &LEASE_MS.to_string()])
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -121,9 +135,14 @@ impl Host {
             .expect("a reverse request")
     }
 
+    /// The host's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.lock().unwrap().id()
+    }
+
     /// Sends the process `signal` (`STOP`, `CONT`).
     fn signal(&self, signal: &str) {
-        let pid = self.child.lock().unwrap().id();
+        let pid = self.pid();
         let status = Command::new("kill")
             .arg(format!("-{signal}"))
             .arg(pid.to_string())

@@ -327,6 +327,13 @@ pub fn resident_bytes() -> Option<Resident> {
     })
 }
 
+/// Starts the process's peak afresh (Linux's `clear_refs`), so the next
+/// [`resident_bytes`] peak is the one reached from now on. `false` when the
+/// kernel does not allow it: the peak then is the whole process's.
+pub fn reset_peak() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
 /// Resident memory readings.
 #[derive(Debug, Clone, Copy)]
 pub struct Resident {

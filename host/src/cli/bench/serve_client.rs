@@ -61,20 +61,6 @@ impl Connection {
         Ok(answer.await?)
     }
 
-    /// The whole answer to `method` with `params` given as JSON text (a
-    /// request too large to build as a JSON tree first).
-    pub(super) async fn call_text(&self, method: &str, params: &str) -> anyhow::Result<Value> {
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
-        let (sender, answer) = oneshot::channel();
-        self.lock_waiting().insert(id, sender);
-        let line = format!(
-            r#"{{"id":{id},"method":{},"params":{params}}}"#,
-            json!(method)
-        );
-        self.write_line(&line).await?;
-        Ok(answer.await?)
-    }
-
     /// How many reverse `complete` requests were answered.
     pub(super) fn reverse_answered(&self) -> u64 {
         self.reverse_answered.load(Ordering::Relaxed)
