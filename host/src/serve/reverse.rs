@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
@@ -23,9 +24,35 @@ use crate::provider::completion::{CompletionContext, CompletionError, ModelCompl
 /// The prefix of the ids of the server's requests.
 pub const REVERSE_ID_PREFIX: &str = "srv-";
 
-/// What a client answered a reverse call with: its `result`, or its error's
-/// code and message.
-type Answer = Result<Value, (String, String)>;
+/// What a client answered a reverse call with: its `result` (as the text it
+/// came as, read by the caller into its own type), or its error's code and
+/// message.
+type Answer = Result<Box<RawValue>, (String, String)>;
+
+/// The fields of a line that tell whether it answers a reverse call. Read
+/// from a line that may be a large request: the fields it skips (`params`)
+/// are never held, so a message that happens to contain
+/// [`REVERSE_ID_PREFIX`] costs no copy of its request.
+#[derive(Deserialize)]
+struct AnswerLine {
+    #[serde(default)]
+    id: Option<Value>,
+    #[serde(default)]
+    method: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    result: Option<Box<RawValue>>,
+    #[serde(default)]
+    error: Option<AnswerError>,
+}
+
+/// A reverse call's error answer.
+#[derive(Deserialize)]
+struct AnswerError {
+    #[serde(default)]
+    code: Option<Value>,
+    #[serde(default)]
+    message: Option<Value>,
+}
 
 /// The reverse calls in flight on one connection.
 #[derive(Debug)]
@@ -79,14 +106,17 @@ impl ReverseCalls {
         )
     }
 
-    /// Whether `line` (a JSON object the client sent) answers a reverse
-    /// call: an id of ours and no `method`. Hands it to its waiter (an
+    /// Whether `line` (a line the client sent) answers a reverse call: an
+    /// id of ours and no `method`. Hands it to its waiter (an
     /// answer nobody waits for any more is dropped) and answers `true`.
-    pub fn take_answer(&self, line: &Value) -> bool {
-        let Some(id) = line.get("id").and_then(Value::as_str) else {
+    pub fn take_answer(&self, line: &str) -> bool {
+        let Ok(line) = serde_json::from_str::<AnswerLine>(line) else {
             return false;
         };
-        if !id.starts_with(REVERSE_ID_PREFIX) || line.get("method").is_some() {
+        let Some(id) = line.id.as_ref().and_then(Value::as_str) else {
+            return false;
+        };
+        if !id.starts_with(REVERSE_ID_PREFIX) || line.method.is_some() {
             return false;
         }
         let waiter = self
@@ -98,19 +128,15 @@ impl ReverseCalls {
             tracing::debug!(id, "an answer to a reverse call nobody waits for");
             return true;
         };
-        let answer = match (line.get("result"), line.get("error")) {
-            (Some(result), None) => Ok(result.clone()),
+        let text = |field: Option<Value>| match field {
+            Some(Value::String(text)) => Some(text),
+            _ => None,
+        };
+        let answer = match (line.result, line.error) {
+            (Some(result), None) => Ok(result),
             (None, Some(error)) => Err((
-                error
-                    .get("code")
-                    .and_then(Value::as_str)
-                    .unwrap_or("failed")
-                    .to_owned(),
-                error
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_owned(),
+                text(error.code).unwrap_or_else(|| "failed".to_owned()),
+                text(error.message).unwrap_or_default(),
             )),
             _ => Err((
                 "failed".to_owned(),
@@ -129,7 +155,7 @@ impl ReverseCalls {
         params: Value,
         deadline: Instant,
         abort: &tokio_util::sync::CancellationToken,
-    ) -> Result<Value, CompletionError> {
+    ) -> Result<Box<RawValue>, CompletionError> {
         let id = format!(
             "{REVERSE_ID_PREFIX}{}",
             self.next.fetch_add(1, Ordering::Relaxed)
@@ -239,7 +265,7 @@ impl ModelCompletions for ClientCompletions {
             .calls
             .call("complete", params, context.deadline, context.abort)
             .await?;
-        let answer: ClientCompletion = serde_json::from_value(answer).map_err(|error| {
+        let answer: ClientCompletion = serde_json::from_str(answer.get()).map_err(|error| {
             CompletionError::Failed(format!("the client's answer is not a completion: {error}"))
         })?;
         if answer.text.trim().is_empty() {
@@ -257,5 +283,39 @@ impl ModelCompletions for ClientCompletions {
             model: answer.model.map(|model| untrusted_line(&model, 256)),
             text: answer.text,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn only_an_answer_to_a_call_of_ours_is_taken_and_its_result_is_kept_as_text() {
+        let (outbox, mut lines) = mpsc::channel(4);
+        let calls = Arc::new(ReverseCalls::new(outbox));
+        // A request that merely mentions the prefix is not an answer.
+        assert!(!calls.take_answer(
+            r#"{"id":1,"method":"ingest","params":{"sessionId":"srv-1","messages":[]}}"#
+        ));
+        assert!(!calls.take_answer(r#"{"id":"srv-1","method":"complete"}"#));
+        assert!(!calls.take_answer("not JSON srv-1"));
+
+        let caller = calls.clone();
+        let call = tokio::spawn(async move {
+            let abort = tokio_util::sync::CancellationToken::new();
+            let deadline = Instant::now() + std::time::Duration::from_secs(60);
+            caller.call("complete", json!({}), deadline, &abort).await
+        });
+        let sent: Value =
+            serde_json::from_str(&lines.recv().await.expect("the call is sent")).expect("JSON");
+        let id = sent["id"].as_str().expect("a string id").to_owned();
+        assert!(id.starts_with(REVERSE_ID_PREFIX), "{id}");
+        let answer = format!(r#"{{"id":"{id}","result":{{"text": "a summary"}}}}"#);
+        assert!(calls.take_answer(&answer));
+        let result = call.await.expect("joins").expect("answered");
+        assert_eq!(result.get(), r#"{"text": "a summary"}"#, "verbatim");
+        // Answered once: the same answer again is for nobody, still taken.
+        assert!(calls.take_answer(&answer));
     }
 }

@@ -64,6 +64,7 @@ where
     R: AsyncBufRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
+    super::heap::tune_for_long_life();
     let (answers, mut outbox) = mpsc::channel::<String>(ANSWER_QUEUE);
     let writer_service = service.clone();
     let writer = tokio::spawn(async move {
@@ -136,9 +137,7 @@ where
             continue;
         }
         // An answer to one of the server's own requests (protocol 2).
-        if line.contains(REVERSE_ID_PREFIX)
-            && serde_json::from_str::<Value>(line).is_ok_and(|value| reverse.take_answer(&value))
-        {
+        if line.contains(REVERSE_ID_PREFIX) && reverse.take_answer(line) {
             continue;
         }
         let request = match parse_request(line) {

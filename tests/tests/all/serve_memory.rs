@@ -44,6 +44,21 @@ fn reset_peak(pid: u32) {
     std::fs::write(format!("/proc/{pid}/clear_refs"), "5").expect("clear_refs");
 }
 
+/// `pid`'s resident memory once it is less than `bound` over `reference`,
+/// or after a while if it never is: memory is given back just after an
+/// answer is written (and the sandbox returns an instance's pages in the
+/// background), so the first reading may come before it.
+fn settled(pid: u32, reference: f64, bound: f64) -> f64 {
+    let started = std::time::Instant::now();
+    loop {
+        let (now, _) = resident(pid);
+        if now - reference < bound || started.elapsed() > std::time::Duration::from_secs(30) {
+            return now;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
 fn mib(bytes: usize) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)
 }
@@ -76,7 +91,11 @@ fn a_large_request_and_its_answer_cost_memory_on_the_order_of_their_size() {
     let tiny: Value = serde_json::from_str(TINY).expect("JSON");
     let count = LINE_BYTES / (TINY.len() + 1);
     let messages = vec![tiny; count];
-    let line = mib(json!({"sessionId": "large", "messages": messages})
+    // The session's id has the prefix of the server's reverse-call ids, so
+    // the line is also looked at as a possible answer to one: that look
+    // must not read the request into a tree either.
+    let session = "srv-large";
+    let line = mib(json!({"sessionId": session, "messages": messages})
         .to_string()
         .len());
     let (base, _) = resident(pid);
@@ -84,7 +103,7 @@ fn a_large_request_and_its_answer_cost_memory_on_the_order_of_their_size() {
     answered(
         host.call(
             "ingest",
-            json!({"sessionId": "large", "messages": messages}),
+            json!({"sessionId": session, "messages": messages}),
         ),
         "the ingest",
     );
@@ -99,7 +118,7 @@ fn a_large_request_and_its_answer_cost_memory_on_the_order_of_their_size() {
     let prompt = answered(
         host.call(
             "assemble",
-            json!({"sessionId": "large", "tokenBudget": 1_000_000_000u64}),
+            json!({"sessionId": session, "tokenBudget": 1_000_000_000u64}),
         ),
         "the assemble",
     );
@@ -109,23 +128,24 @@ fn a_large_request_and_its_answer_cost_memory_on_the_order_of_their_size() {
         "keep-recent keeps every message within the budget"
     );
     let answer = mib(prompt["result"].to_string().len());
-    let (after, peak) = resident(pid);
+    let (_, peak) = resident(pid);
     let assemble_peak = peak - held;
+    let after = settled(pid, held, answer / 2.0);
     assert!(
         assemble_peak < 7.0 * answer,
         "a {answer:.1} MiB prompt peaked {assemble_peak:.0} MiB over what the session holds"
     );
     assert!(
-        after - held < 2.0 * answer,
+        after - held < answer / 2.0,
         "{:.0} MiB stayed resident after a {answer:.1} MiB answer",
         after - held
     );
 
     answered(
-        host.call("closeSession", json!({"sessionId": "large"})),
+        host.call("closeSession", json!({"sessionId": session})),
         "closeSession",
     );
-    let (closed, _) = resident(pid);
+    let closed = settled(pid, base, line / 2.0);
     eprintln!(
         "{line:.1} MiB line: ingest peak +{ingest_peak:.0} MiB, held +{:.0}; \
          {answer:.1} MiB prompt: peak +{assemble_peak:.0}, left +{:.0}; closed: +{:.0}",
@@ -136,7 +156,7 @@ fn a_large_request_and_its_answer_cost_memory_on_the_order_of_their_size() {
     // What may stay is not the session's: the engine instance's own memory
     // (bounded by its budget, not by the line) and the allocator's slack.
     assert!(
-        closed - base < line,
+        closed - base < line / 2.0,
         "{:.0} MiB stayed resident after the session of a {line:.1} MiB line was closed",
         closed - base
     );
