@@ -33,15 +33,8 @@ pub enum CommitError {
     Store(#[from] crate::store::StoreError),
     /// Another host holds a newer lease on the session: the turn was not
     /// recorded by this host.
-    #[error(
-        "session `{session}`: another host took the session over (this host's lease, token {token}, is no longer current); the turn was not committed here"
-    )]
-    LeaseLost {
-        /// The session.
-        session: String,
-        /// The stale lease's fencing token.
-        token: i64,
-    },
+    #[error("{0}; the turn was not committed here")]
+    LeaseLost(#[from] crate::store::StaleLease),
 }
 
 /// A turn's messages as one JSON array: the client's own text, joined.

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::commits::{CommitError, CommitStatus, TurnCommits, messages_json};
 use super::sessions::RawMessage;
 use crate::contract::engine::WriteFence;
-use crate::store::{Postgres, lease_is_current};
+use crate::store::{Postgres, require_lease};
 
 /// Turn commits in PostgreSQL.
 #[derive(Debug, Clone)]
@@ -40,14 +40,9 @@ impl TurnCommits for PostgresCommits {
         self.postgres.run(move |mut client| async move {
             let fail = |error| postgres.query_error("commit a turn", &error);
             let transaction = client.transaction().await.map_err(fail)?;
-            if let Some(fence) = &fence
-                && !lease_is_current(&transaction, fence).await.map_err(fail)?
-            {
-                return Err(CommitError::LeaseLost {
-                    session: fence.session_id.clone(),
-                    token: fence.token,
-                });
-            }
+            require_lease(&transaction, fence.as_ref())
+                .await
+                .map_err(|refusal| refusal.into_error::<CommitError>(|error| fail(error).into()))?;
             let inserted = transaction
                 .execute(
                     "INSERT INTO ctxbox_turn_commits

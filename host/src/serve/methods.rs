@@ -623,7 +623,7 @@ impl Service {
             )
             .await
             .map_err(|error| match error {
-                HistoryWriteError::LeaseLost { .. } => {
+                HistoryWriteError::LeaseLost(_) => {
                     ProtocolError::new(ErrorCode::SessionBusy, error.to_string())
                 }
                 HistoryWriteError::Store(_) => {
@@ -821,7 +821,7 @@ impl Service {
         })?;
         let status = status.map_err(|error| match error {
             // Another host serves the session now: the client retries there.
-            CommitError::LeaseLost { .. } => {
+            CommitError::LeaseLost(_) => {
                 ProtocolError::new(ErrorCode::SessionBusy, error.to_string())
             }
             _ => ProtocolError::new(ErrorCode::Storage, error.to_string()),

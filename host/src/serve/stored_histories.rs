@@ -17,7 +17,7 @@ use serde_json::value::RawValue;
 
 use super::sessions::RawMessage;
 use crate::contract::engine::WriteFence;
-use crate::store::{Postgres, StoreError, lease_is_current};
+use crate::store::{Postgres, StaleLease, StoreError, require_lease};
 
 /// Why a history was not stored.
 #[derive(Debug, thiserror::Error)]
@@ -27,15 +27,8 @@ pub enum HistoryWriteError {
     Store(#[from] StoreError),
     /// Another host took the session over; this host's copy was not
     /// written.
-    #[error(
-        "session `{session}`: another host took the session over (this host's lease, token {token}, is no longer current); its history was not written"
-    )]
-    LeaseLost {
-        /// The session.
-        session: String,
-        /// The stale lease's fencing token.
-        token: i64,
-    },
+    #[error("{0}; its history was not written")]
+    LeaseLost(#[from] StaleLease),
 }
 
 /// The sessions' histories in PostgreSQL (`ctxbox_session_messages`).
@@ -104,14 +97,11 @@ impl StoredHistories {
             .run_async(move |mut client| async move {
                 let fail = |error| postgres.query_error("store a session's history", &error);
                 let transaction = client.transaction().await.map_err(fail)?;
-                if let Some(fence) = &fence
-                    && !lease_is_current(&transaction, fence).await.map_err(fail)?
-                {
-                    return Err(HistoryWriteError::LeaseLost {
-                        session: fence.session_id.clone(),
-                        token: fence.token,
-                    });
-                }
+                require_lease(&transaction, fence.as_ref())
+                    .await
+                    .map_err(|refusal| {
+                        refusal.into_error::<HistoryWriteError>(|error| fail(error).into())
+                    })?;
                 transaction
                     .execute(
                         "DELETE FROM ctxbox_session_messages WHERE session_id = $1 AND position >= $2",

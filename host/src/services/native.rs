@@ -156,7 +156,7 @@ fn service_error(error: StateError) -> ServiceError {
         StateError::Sqlite { .. } | StateError::Store(_) | StateError::DataDir { .. } => {
             ServiceError::Failed(error.to_string())
         }
-        StateError::LeaseLost { .. } => ServiceError::LeaseLost(error.to_string()),
+        StateError::LeaseLost(_) => ServiceError::LeaseLost(error.to_string()),
     }
 }
 

@@ -100,15 +100,8 @@ pub enum StateError {
     },
     /// Another host holds a newer lease on the session the writes were
     /// made for: they were refused.
-    #[error(
-        "session `{session}`: another host took the session over (this host's lease, token {token}, is no longer current); the writes were refused"
-    )]
-    LeaseLost {
-        /// The session.
-        session: String,
-        /// The stale lease's fencing token.
-        token: i64,
-    },
+    #[error("{0}; the writes were refused")]
+    LeaseLost(#[from] crate::store::StaleLease),
     /// The write would take the engine past its quota.
     #[error(
         "engine `{engine}` would store {needed} bytes, over its quota of {quota} (state.quotaBytes)"

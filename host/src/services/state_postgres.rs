@@ -68,16 +68,9 @@ impl PostgresState {
                 postgres.query_error("write engine state", &error).into()
             };
             let transaction = client.transaction().await.map_err(fail)?;
-            if let Some(fence) = &fence
-                && !crate::store::lease_is_current(&transaction, fence)
-                    .await
-                    .map_err(fail)?
-            {
-                return Err(StateError::LeaseLost {
-                    session: fence.session_id.clone(),
-                    token: fence.token,
-                });
-            }
+            crate::store::require_lease(&transaction, fence.as_ref())
+                .await
+                .map_err(|refusal| refusal.into_error(fail))?;
             let before = lock_usage(&transaction, &engine).await.map_err(fail)?;
             let mut after = before;
             let mut removed = 0;

@@ -8,7 +8,8 @@
 //! Every grant gets a fresh fencing token (a database sequence, so it only
 //! grows): writes made for the session carry it
 //! ([`WriteFence`]) and check, in their own transaction, that it is still
-//! the session's lease ([`lease_is_current`]). A host that stalls past its
+//! the session's lease ([`require_lease`]), or are refused with a
+//! [`StaleLease`]. A host that stalls past its
 //! lease (a long pause, SIGSTOP) while another takes the session over finds
 //! its writes refused when it wakes, instead of overwriting the new
 //! holder's.
@@ -150,21 +151,69 @@ impl Lease {
     }
 }
 
-/// Whether `fence` is still its session's lease, checked inside
-/// `transaction`: the lease row stays locked (`FOR SHARE`) until the
+/// A write fenced by a lease that is no longer its session's: another host
+/// took the session over, and the write was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "session `{session}`: another host took the session over (this host's lease, token {token}, is no longer current)"
+)]
+pub struct StaleLease {
+    /// The session.
+    pub session: String,
+    /// The stale lease's fencing token.
+    pub token: i64,
+}
+
+/// Why a fenced write may not go ahead.
+#[derive(Debug)]
+pub enum FenceRefusal {
+    /// The lease was taken over.
+    Stale(StaleLease),
+    /// The check itself failed.
+    Query(tokio_postgres::Error),
+}
+
+impl FenceRefusal {
+    /// This refusal as the writer's error `E`: a stale lease as `E`'s own,
+    /// a failed check through `query`.
+    pub fn into_error<E: From<StaleLease>>(
+        self,
+        query: impl FnOnce(tokio_postgres::Error) -> E,
+    ) -> E {
+        match self {
+            Self::Stale(stale) => stale.into(),
+            Self::Query(error) => query(error),
+        }
+    }
+}
+
+/// Checks inside `transaction` that `fence`, if there is one, is still its
+/// session's lease. The lease row stays locked (`FOR SHARE`) until the
 /// transaction ends, so no other host can take the session over between the
 /// check and the commit of the writes it guards.
-pub async fn lease_is_current(
+pub async fn require_lease(
     transaction: &deadpool_postgres::Transaction<'_>,
-    fence: &WriteFence,
-) -> Result<bool, tokio_postgres::Error> {
-    Ok(transaction
+    fence: Option<&WriteFence>,
+) -> Result<(), FenceRefusal> {
+    let Some(fence) = fence else {
+        return Ok(());
+    };
+    let current = transaction
         .query_opt(
             "SELECT 1 FROM ctxbox_session_leases WHERE session_id = $1 AND token = $2 FOR SHARE",
             &[&fence.session_id, &fence.token],
         )
-        .await?
-        .is_some())
+        .await
+        .map_err(FenceRefusal::Query)?
+        .is_some();
+    if current {
+        Ok(())
+    } else {
+        Err(FenceRefusal::Stale(StaleLease {
+            session: fence.session_id.clone(),
+            token: fence.token,
+        }))
+    }
 }
 
 impl Drop for Lease {

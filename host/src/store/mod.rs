@@ -19,6 +19,6 @@ mod schema;
 
 pub use self::config::{StoreConfig, StoreKind};
 pub use self::error::StoreError;
-pub use self::lease::{Lease, LeaseError, SessionLeases, lease_is_current};
+pub use self::lease::{FenceRefusal, Lease, LeaseError, SessionLeases, StaleLease, require_lease};
 pub use self::postgres::Postgres;
 pub use self::schema::SCHEMA_VERSION;

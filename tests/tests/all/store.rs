@@ -762,7 +762,7 @@ async fn a_stale_lease_cannot_write_once_another_host_took_the_session_over() {
     };
     let refused = state.commit("e", writes(b"stale"), Some(&stale_fence));
     assert!(
-        matches!(refused, Err(StateError::LeaseLost { ref session, .. }) if session == "s"),
+        matches!(refused, Err(StateError::LeaseLost(ref stale)) if stale.session == "s"),
         "{refused:?}"
     );
     state
