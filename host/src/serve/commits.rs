@@ -68,6 +68,23 @@ pub trait TurnCommits: Send + Sync {
         fence: Option<&WriteFence>,
     ) -> Result<CommitStatus, CommitError>;
 
+    /// [`commit`](Self::commit), and in a store that keeps sessions'
+    /// histories (the shared one), the turn's `messages` as its session's
+    /// history from `tail.from` on, in the same transaction, when the turn
+    /// is `Committed` (a `Duplicate` changes nothing). A store that keeps no
+    /// histories (the embedded one) only commits.
+    fn commit_with_history(
+        &self,
+        key: &str,
+        session_id: &str,
+        messages: &[RawMessage],
+        tail: HistoryTail<'_>,
+        fence: Option<&WriteFence>,
+    ) -> Result<CommitStatus, CommitError> {
+        let _ = tail;
+        self.commit(key, session_id, messages, fence)
+    }
+
     /// The message count recorded for the turn `key` of `session_id`, if any.
     fn get(&self, session_id: &str, key: &str) -> Result<Option<u64>, CommitError>;
 
@@ -76,6 +93,15 @@ pub trait TurnCommits: Send + Sync {
 
     /// The keys recorded for `session_id`, in the order they were committed.
     fn keys(&self, session_id: &str) -> Result<Vec<String>, CommitError>;
+}
+
+/// Where a turn's messages go in its session's stored history.
+#[derive(Debug, Clone, Copy)]
+pub struct HistoryTail<'a> {
+    /// The position of the turn's first message in the session.
+    pub from: usize,
+    /// The client's digest of each of the turn's messages, if it sent one.
+    pub digests: &'a [Option<String>],
 }
 
 /// What a commit did.

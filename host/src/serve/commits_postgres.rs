@@ -5,8 +5,9 @@
 
 use std::sync::Arc;
 
-use super::commits::{CommitError, CommitStatus, TurnCommits, messages_json};
+use super::commits::{CommitError, CommitStatus, HistoryTail, TurnCommits, messages_json};
 use super::sessions::RawMessage;
+use super::stored_histories::replace_suffix;
 use crate::contract::engine::WriteFence;
 use crate::store::{Postgres, require_lease};
 
@@ -21,18 +22,23 @@ impl PostgresCommits {
     pub fn new(postgres: Arc<Postgres>) -> Self {
         Self { postgres }
     }
-}
 
-impl TurnCommits for PostgresCommits {
-    fn commit(
+    /// Records the turn and, with `tail`, its messages in the session's
+    /// stored history, in one transaction fenced by `fence`.
+    fn commit_in_store(
         &self,
         key: &str,
         session_id: &str,
         messages: &[RawMessage],
+        tail: Option<HistoryTail<'_>>,
         fence: Option<&WriteFence>,
     ) -> Result<CommitStatus, CommitError> {
         let json = messages_json(messages);
         let count = messages.len() as i64;
+        let history = tail.map(|tail| {
+            let texts: Vec<String> = messages.iter().map(|raw| raw.get().to_owned()).collect();
+            (tail.from as i64, texts, tail.digests.to_vec())
+        });
         let now = crate::transcript::unix_millis(std::time::SystemTime::now());
         let (key, session_id, postgres) =
             (key.to_owned(), session_id.to_owned(), self.postgres.clone());
@@ -53,6 +59,13 @@ impl TurnCommits for PostgresCommits {
                 )
                 .await
                 .map_err(fail)?;
+            if inserted == 1
+                && let Some((from, texts, digests)) = &history
+            {
+                replace_suffix(&transaction, &session_id, *from, texts, digests)
+                    .await
+                    .map_err(fail)?;
+            }
             transaction.commit().await.map_err(fail)?;
             Ok(if inserted == 1 {
                 CommitStatus::Committed
@@ -60,6 +73,29 @@ impl TurnCommits for PostgresCommits {
                 CommitStatus::Duplicate
             })
         })
+    }
+}
+
+impl TurnCommits for PostgresCommits {
+    fn commit(
+        &self,
+        key: &str,
+        session_id: &str,
+        messages: &[RawMessage],
+        fence: Option<&WriteFence>,
+    ) -> Result<CommitStatus, CommitError> {
+        self.commit_in_store(key, session_id, messages, None, fence)
+    }
+
+    fn commit_with_history(
+        &self,
+        key: &str,
+        session_id: &str,
+        messages: &[RawMessage],
+        tail: HistoryTail<'_>,
+        fence: Option<&WriteFence>,
+    ) -> Result<CommitStatus, CommitError> {
+        self.commit_in_store(key, session_id, messages, Some(tail), fence)
     }
 
     fn get(&self, session_id: &str, key: &str) -> Result<Option<u64>, CommitError> {

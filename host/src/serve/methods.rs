@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::commits::{CommitError, CommitStatus, CommitStore, TurnCommits};
+use super::commits::{CommitError, CommitStatus, CommitStore, HistoryTail, TurnCommits};
 use super::commits_postgres::PostgresCommits;
 use super::heap::HeapTrim;
 use super::metrics::{LiveFigures, MetricsSnapshot, RequestOutcome, ServeMetrics};
@@ -804,12 +804,25 @@ impl Service {
             ));
         }
         // The store waits for its disk (or database): off the async workers.
-        // The batch goes along and comes back: never copied.
+        // The batch goes along and comes back: never copied. A shared store
+        // keeps the turn's messages as the session's history in the same
+        // transaction, so the next host to serve it need not be resent them.
         let commits = self.commits.clone();
         let (key, session_id) = (own.advancement_key, args.target.session_id.clone());
         let fence = call.write_fence.clone();
+        let from = session.len();
         let (status, batch) = tokio::task::spawn_blocking(move || {
-            let status = commits.commit(&key, &session_id, batch.messages(), fence.as_ref());
+            let tail = HistoryTail {
+                from,
+                digests: batch.digests(),
+            };
+            let status = commits.commit_with_history(
+                &key,
+                &session_id,
+                batch.messages(),
+                tail,
+                fence.as_ref(),
+            );
             (status, batch)
         })
         .await
@@ -830,16 +843,7 @@ impl Service {
             return Ok(json!({ "status": status, "length": session.len() }));
         }
         let before = session.history().len() as u32;
-        let stored_from = session.len();
         let first_new = session.append(batch);
-        // The turn is committed: a history that could not be stored is a
-        // resend for the next host, not a failed turn.
-        if let Err(error) = self
-            .store_history(&session, &args.target.session_id, stored_from)
-            .await
-        {
-            tracing::warn!(reason = %error.message, "a committed turn's history was not stored");
-        }
         let reference = args.target.session();
         let history = session.history();
         // The turn is durable now; the engine's hearing of it goes through

@@ -139,6 +139,11 @@ impl Batch {
     pub fn messages(&self) -> &[RawMessage] {
         &self.raw
     }
+
+    /// The client's digest of each message, if it sent one.
+    pub fn digests(&self) -> &[Option<String>] {
+        &self.digests
+    }
 }
 
 /// One session's history.

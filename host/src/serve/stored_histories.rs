@@ -102,27 +102,40 @@ impl StoredHistories {
                     .map_err(|refusal| {
                         refusal.into_error::<HistoryWriteError>(|error| fail(error).into())
                     })?;
-                transaction
-                    .execute(
-                        "DELETE FROM ctxbox_session_messages WHERE session_id = $1 AND position >= $2",
-                        &[&session, &base],
-                    )
+                replace_suffix(&transaction, &session, base, &texts, &digests)
                     .await
                     .map_err(fail)?;
-                if !texts.is_empty() {
-                    transaction
-                        .execute(
-                            "INSERT INTO ctxbox_session_messages (session_id, position, message, digest)
-                             SELECT $1, $2 + ordinality - 1, message, digest
-                             FROM unnest($3::text[], $4::text[]) WITH ORDINALITY AS m (message, digest)",
-                            &[&session, &base, &texts, &digests],
-                        )
-                        .await
-                        .map_err(fail)?;
-                }
                 transaction.commit().await.map_err(fail)?;
                 Ok(())
             })
             .await
     }
+}
+
+/// Inside `transaction`: `session`'s stored history from position `base` on
+/// becomes `texts` (the messages' JSON text) with their `digests`.
+pub(super) async fn replace_suffix(
+    transaction: &deadpool_postgres::Transaction<'_>,
+    session: &str,
+    base: i64,
+    texts: &[String],
+    digests: &[Option<String>],
+) -> Result<(), tokio_postgres::Error> {
+    transaction
+        .execute(
+            "DELETE FROM ctxbox_session_messages WHERE session_id = $1 AND position >= $2",
+            &[&session, &base],
+        )
+        .await?;
+    if !texts.is_empty() {
+        transaction
+            .execute(
+                "INSERT INTO ctxbox_session_messages (session_id, position, message, digest)
+                 SELECT $1, $2 + ordinality - 1, message, digest
+                 FROM unnest($3::text[], $4::text[]) WITH ORDINALITY AS m (message, digest)",
+                &[&session, &base, &texts, &digests],
+            )
+            .await?;
+    }
+    Ok(())
 }

@@ -560,4 +560,23 @@ fn a_session_that_moves_is_loaded_from_the_store_not_resent() {
     // A client whose anchor is not the stored one is still told to resend.
     let wrong = assemble(&b, 5, Some("not-d4".into()), &[5]);
     assert_eq!(wrong["error"]["code"], "history-mismatch", "{wrong}");
+
+    // A turn committed on A is stored with its commit: B takes it up.
+    let turn = json!({"sessionId": "moving", "advancementKey": "turn-1",
+                      "messages": [message(5)], "digests": ["d5"]});
+    let committed = a.call("commitTurn", turn.clone()).expect("answers");
+    assert_eq!(committed["result"]["status"], "committed", "{committed}");
+    let after_turn = assemble(&b, 6, Some("d5".into()), &[6]);
+    assert!(
+        after_turn["error"].is_null(),
+        "no resend asked: {after_turn}"
+    );
+    assert_eq!(texts(&after_turn).len(), 7, "{after_turn}");
+    assert_eq!(texts(&after_turn)[5], "message 5");
+    // The same turn again, on B: a duplicate, which stores nothing.
+    let again = b.call("commitTurn", turn).expect("answers");
+    assert_eq!(again["result"]["status"], "duplicate", "{again}");
+    let on_a = assemble(&a, 7, Some("d6".into()), &[]);
+    assert!(on_a["error"].is_null(), "no resend asked: {on_a}");
+    assert_eq!(texts(&on_a).len(), 7, "{on_a}");
 }
