@@ -373,4 +373,28 @@ mod tests {
             parse_request(r#"{"id":1,"method":"x","params":[1]}"#).expect_err("bad params");
         assert_eq!(code(&answer), Some(ErrorCode::InvalidParams));
     }
+
+    #[test]
+    fn an_answer_with_a_list_writes_its_items_verbatim_after_its_fields() {
+        let items = vec![
+            RawValue::from_string(r#"{"role": "user",  "content":"a"}"#.to_owned()).expect("JSON"),
+            RawValue::from_string("[1,2]".to_owned()).expect("JSON"),
+        ];
+        let answer = Answer::with_list(
+            serde_json::json!({"length": 2, "messages": "replaced"}),
+            "messages",
+            items,
+        );
+        assert_eq!(answer.get("length"), Some(&Value::from(2)));
+        let line = Response::to(Value::from(7), Ok::<_, ProtocolError>(answer)).to_line();
+        assert_eq!(
+            line,
+            r#"{"id":7,"result":{"length":2,"messages":[{"role": "user",  "content":"a"},[1,2]]}}"#
+        );
+        let plain = Response::to(
+            Value::from(8),
+            Ok::<_, ProtocolError>(serde_json::json!({"ok": true})),
+        );
+        assert_eq!(plain.to_line(), r#"{"id":8,"result":{"ok":true}}"#);
+    }
 }
