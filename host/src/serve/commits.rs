@@ -58,31 +58,31 @@ pub trait TurnCommits: Send + Sync {
     /// `Duplicate` when the session already recorded the key (whatever the
     /// messages), by this host or any other sharing the store. Keys are
     /// scoped by session: the same key in another session is another turn.
-    /// With `fence` (a shared store), refused ([`CommitError::LeaseLost`])
-    /// when another host holds a newer lease on the session.
+    /// With `tail`, a store that keeps sessions' histories (the shared one)
+    /// also keeps the turn's `messages` as its session's history from
+    /// `tail.from` on, in the same transaction, when the turn is
+    /// `Committed` (a `Duplicate` changes nothing); a store that keeps no
+    /// histories (the embedded one) only commits. With `fence` (a shared
+    /// store), refused ([`CommitError::LeaseLost`]) when another host holds
+    /// a newer lease on the session.
+    fn commit_with_history(
+        &self,
+        key: &str,
+        session_id: &str,
+        messages: &[RawMessage],
+        tail: Option<HistoryTail<'_>>,
+        fence: Option<&WriteFence>,
+    ) -> Result<CommitStatus, CommitError>;
+
+    /// [`commit_with_history`](Self::commit_with_history) without a history.
     fn commit(
         &self,
         key: &str,
         session_id: &str,
         messages: &[RawMessage],
         fence: Option<&WriteFence>,
-    ) -> Result<CommitStatus, CommitError>;
-
-    /// [`commit`](Self::commit), and in a store that keeps sessions'
-    /// histories (the shared one), the turn's `messages` as its session's
-    /// history from `tail.from` on, in the same transaction, when the turn
-    /// is `Committed` (a `Duplicate` changes nothing). A store that keeps no
-    /// histories (the embedded one) only commits.
-    fn commit_with_history(
-        &self,
-        key: &str,
-        session_id: &str,
-        messages: &[RawMessage],
-        tail: HistoryTail<'_>,
-        fence: Option<&WriteFence>,
     ) -> Result<CommitStatus, CommitError> {
-        let _ = tail;
-        self.commit(key, session_id, messages, fence)
+        self.commit_with_history(key, session_id, messages, None, fence)
     }
 
     /// The message count recorded for the turn `key` of `session_id`, if any.
@@ -199,11 +199,13 @@ fn migrate(connection: &mut Connection) -> rusqlite::Result<()> {
 }
 
 impl TurnCommits for CommitStore {
-    fn commit(
+    /// One host, so no fence, and no histories kept: only the commit.
+    fn commit_with_history(
         &self,
         key: &str,
         session_id: &str,
         messages: &[RawMessage],
+        _tail: Option<HistoryTail<'_>>,
         _fence: Option<&WriteFence>,
     ) -> Result<CommitStatus, CommitError> {
         let json = messages_json(messages);

@@ -22,10 +22,10 @@ impl PostgresCommits {
     pub fn new(postgres: Arc<Postgres>) -> Self {
         Self { postgres }
     }
+}
 
-    /// Records the turn and, with `tail`, its messages in the session's
-    /// stored history, in one transaction fenced by `fence`.
-    fn commit_in_store(
+impl TurnCommits for PostgresCommits {
+    fn commit_with_history(
         &self,
         key: &str,
         session_id: &str,
@@ -73,29 +73,6 @@ impl PostgresCommits {
                 CommitStatus::Duplicate
             })
         })
-    }
-}
-
-impl TurnCommits for PostgresCommits {
-    fn commit(
-        &self,
-        key: &str,
-        session_id: &str,
-        messages: &[RawMessage],
-        fence: Option<&WriteFence>,
-    ) -> Result<CommitStatus, CommitError> {
-        self.commit_in_store(key, session_id, messages, None, fence)
-    }
-
-    fn commit_with_history(
-        &self,
-        key: &str,
-        session_id: &str,
-        messages: &[RawMessage],
-        tail: HistoryTail<'_>,
-        fence: Option<&WriteFence>,
-    ) -> Result<CommitStatus, CommitError> {
-        self.commit_in_store(key, session_id, messages, Some(tail), fence)
     }
 
     fn get(&self, session_id: &str, key: &str) -> Result<Option<u64>, CommitError> {

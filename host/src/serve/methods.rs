@@ -820,7 +820,7 @@ impl Service {
                 &key,
                 &session_id,
                 batch.messages(),
-                tail,
+                Some(tail),
                 fence.as_ref(),
             );
             (status, batch)
