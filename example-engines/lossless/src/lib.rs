@@ -15,7 +15,10 @@
 //!   the DAG, as inserted messages) followed by the history they do not cover
 //!   (kept verbatim, as ranges of the host's history): the newest stretch of
 //!   that which fits the budget, always including the fresh tail, never
-//!   separating a tool call from its results.
+//!   separating a tool call from its results. When it leaves earlier
+//!   messages out with no summary standing in for them, the prompt opens with
+//!   a one-line note saying how many, that they are stored, and which tools
+//!   (by the names the model sees them under) find and read them.
 //! * **Compaction.** The engine owns it (`owns-compaction`): `compact` and
 //!   `after-turn` (once the context passes 75% of the budget) write the
 //!   summaries, reporting progress after each and stopping cleanly when the
@@ -206,15 +209,34 @@ impl<S: Store, V: Services> Lossless<S, V> {
         )
     }
 
-    /// The prompt for `history` within `token_budget` (see the crate docs).
+    /// The prompt for `history` within `token_budget` (see the crate docs);
+    /// `available_tools` are the tools the model is offered, where the
+    /// engine's own are found under the names the model sees.
     pub fn assemble(
         &self,
         session: &SessionRef,
         history: &impl HistoryView,
         token_budget: Option<u64>,
+        available_tools: &[String],
     ) -> Result<AssembleResult, EngineError> {
         let data = Session::open(&self.store, &session.session_id);
-        assemble::plan(&data, &self.config, history, token_budget)
+        let estimate = |message: &AgentMessage| {
+            self.services.estimate_tokens(&[MessageEntry {
+                id: String::new(),
+                parent_id: None,
+                timestamp_ms: 0,
+                message: message.clone(),
+            }])
+        };
+        let tools = recall::ToolNames::among(available_tools);
+        assemble::plan(
+            &data,
+            &self.config,
+            history,
+            token_budget,
+            &tools,
+            &estimate,
+        )
     }
 
     /// Summarizes towards `params`' target: the budget or the threshold
@@ -334,7 +356,12 @@ impl Engine for LosslessEngine {
         history: &History,
         params: AssembleParams,
     ) -> Result<AssembleResult, EngineError> {
-        self.0.assemble(session, history, params.token_budget)
+        self.0.assemble(
+            session,
+            history,
+            params.token_budget,
+            &params.available_tools,
+        )
     }
 
     fn compact(

@@ -27,6 +27,37 @@ pub const GREP: &str = "grep";
 /// See [`GREP`].
 pub const EXPAND: &str = "expand";
 
+/// The names the model sees the engine's tools by: a runtime may show them
+/// under a prefix of its own (the OpenClaw and Hermes plugins show `grep` as
+/// `ctxbox_grep`), which the assemble call's available tools tell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolNames {
+    /// What [`GREP`] is called.
+    pub grep: String,
+    /// What [`EXPAND`] is called.
+    pub expand: String,
+}
+
+impl ToolNames {
+    /// The names among `available` (the tools the model is offered) that are
+    /// the engine's: the name itself, else one ending in `_<name>`; the bare
+    /// name when none is.
+    pub fn among(available: &[String]) -> Self {
+        let shown = |bare: &str| {
+            let suffix = format!("_{bare}");
+            available
+                .iter()
+                .find(|name| *name == bare)
+                .or_else(|| available.iter().find(|name| name.ends_with(&suffix)))
+                .map_or_else(|| bare.to_owned(), String::clone)
+        };
+        Self {
+            grep: shown(GREP),
+            expand: shown(EXPAND),
+        }
+    }
+}
+
 /// The tools the engine offers the model.
 pub fn tools() -> Vec<ToolDefinition> {
     vec![

@@ -1,14 +1,20 @@
 //! Text in and out of the summarizer: what it reads for a chunk of messages or
-//! a run of summaries, and the message a summary becomes in the prompt.
+//! a run of summaries, the message a summary becomes in the prompt, and the
+//! note that says what the prompt left out.
 
 use std::fmt::Write as _;
 
 use ctxbox_guest::{AgentMessage, ContentBlock, MessageEntry};
 
+use crate::recall::ToolNames;
 use crate::records::Node;
 
 /// The custom type of the messages summaries appear as in the prompt.
 pub const SUMMARY_MESSAGE_TYPE: &str = "lossless-summary";
+
+/// The custom type of the note saying earlier messages were left out
+/// without a summary.
+pub const OMISSION_MESSAGE_TYPE: &str = "lossless-omitted";
 
 /// What the summarizer is asked to do with a chunk of messages.
 pub(crate) const LEAF_INSTRUCTIONS: &str = "Summarize this part of a conversation between a user \
@@ -58,6 +64,22 @@ pub(crate) fn summary_message(node: &Node) -> AgentMessage {
             span(node),
             node.level,
             node.summary
+        ),
+    )
+}
+
+/// The note opening a prompt that leaves `omitted` earlier messages out
+/// with no summary standing in for them: how many, that they are kept, and
+/// which tools find and read them.
+pub(crate) fn omission_note(omitted: u64, tools: &ToolNames) -> AgentMessage {
+    let messages = if omitted == 1 { "message" } else { "messages" };
+    AgentMessage::note(
+        OMISSION_MESSAGE_TYPE,
+        format!(
+            "[lossless: {omitted} earlier {messages} of this conversation are not shown here, \
+             with no summary of them; they are stored in full. Find them with the `{}` tool \
+             and read them with `{}`.]",
+            tools.grep, tools.expand
         ),
     )
 }

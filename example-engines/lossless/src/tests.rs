@@ -10,6 +10,7 @@ use ctxbox_guest::{AgentMessage, EngineErrorKind, HostError, HostErrorKind};
 
 use super::*;
 use crate::layout::Keys;
+use crate::recall::ToolNames;
 use crate::records::Meta;
 
 /// Host services that summarize by counting, and abort or fail on demand.
@@ -215,7 +216,7 @@ fn assert_lossless(
     );
 
     let prompt = engine
-        .assemble(&session(session_id), history, None)
+        .assemble(&session(session_id), history, None, &[])
         .unwrap();
     assert_eq!(inserted_summaries(&prompt), meta.roots.len());
     let verbatim: Vec<String> = kept_ranges(&prompt)
@@ -386,7 +387,7 @@ fn a_long_session_never_loses_a_message() {
         assert!(result.is_some_and(|result| result.ok));
         assert_lossless(&engine, "long", &ids(&history_entries), &history);
 
-        let prompt = engine.assemble(&s, &history, Some(budget)).unwrap();
+        let prompt = engine.assemble(&s, &history, Some(budget), &[]).unwrap();
         assert!(prompt.estimated_tokens <= budget);
         check_tool_pairing(&prompt.materialize(&history), &history).unwrap();
     }
@@ -554,11 +555,12 @@ fn assemble_fits_the_budget_and_never_separates_a_tool_call_from_its_results() {
         let len = history.len();
         let tail_tokens = history.tokens(len - fresh_tail_messages - 1..len);
         let everything = engine
-            .assemble(&s, &history, None)
+            .assemble(&s, &history, None, &[])
             .unwrap()
             .estimated_tokens;
-        for budget in (tail_tokens..everything + 200).step_by(97) {
-            let prompt = engine.assemble(&s, &history, Some(budget)).unwrap();
+        // The note on what is left out takes its room first.
+        for budget in (tail_tokens + note_tokens(&engine)..everything + 200).step_by(97) {
+            let prompt = engine.assemble(&s, &history, Some(budget), &[]).unwrap();
             let context = format!("tail {fresh_tail_messages}, budget {budget}");
             assert!(prompt.estimated_tokens <= budget, "{context}");
             let messages = prompt.materialize(&history);
@@ -594,7 +596,9 @@ fn assemble_fits_the_budget_and_never_separates_a_tool_call_from_its_results() {
                 "the fresh tail is whole: {context}"
             );
         }
-        let roomy = engine.assemble(&s, &history, Some(everything)).unwrap();
+        let roomy = engine
+            .assemble(&s, &history, Some(everything), &[])
+            .unwrap();
         assert_eq!(inserted_summaries(&roomy), meta(&engine, "s1").roots.len());
     }
 }
@@ -612,13 +616,102 @@ fn the_fresh_tail_is_kept_verbatim() {
 
     let len = history.len();
     let tail = len - 32..len;
-    let prompt = engine
-        .assemble(&s, &history, Some(history.tokens(tail.clone())))
-        .unwrap();
+    let budget = history.tokens(tail.clone()) + note_tokens(&engine);
+    let prompt = engine.assemble(&s, &history, Some(budget), &[]).unwrap();
     let messages = prompt.materialize(&history);
     let tail_messages: Vec<AgentMessage> =
         history.range(tail).into_iter().map(|e| e.message).collect();
-    assert_eq!(messages, tail_messages);
+    assert_eq!(messages[messages.len() - 32..], tail_messages);
+}
+
+/// The most tokens an omission note can take.
+fn note_tokens(engine: &TestEngine) -> u64 {
+    let names = ToolNames::among(&[]);
+    engine
+        .services
+        .estimate_tokens(&ctxbox_guest::testing::entries([render::omission_note(
+            u64::MAX,
+            &names,
+        )]))
+}
+
+/// The texts of the omission notes a prompt inserts.
+fn omission_notes(result: &AssembleResult) -> Vec<String> {
+    result
+        .items
+        .iter()
+        .filter_map(|item| match item {
+            AssembledItem::Insert(AgentMessage::Custom(custom))
+                if custom.custom_type == render::OMISSION_MESSAGE_TYPE =>
+            {
+                Some(AgentMessage::Custom(custom.clone()).text())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_prompt_that_leaves_messages_out_unsummarized_says_so_first() {
+    let engine = engine();
+    let s = session("s1");
+    let entries = chat(60);
+    let history = MemoryHistory::new(entries.clone());
+    engine.bootstrap(&s, &history).unwrap();
+    let shown = vec![
+        "read".to_owned(),
+        "ctxbox_grep".to_owned(),
+        "ctxbox_expand".to_owned(),
+    ];
+
+    // Nothing summarized yet, and room for only part of it.
+    let budget = history.tokens(20..60) + note_tokens(&engine);
+    let prompt = engine.assemble(&s, &history, Some(budget), &shown).unwrap();
+    assert!(prompt.estimated_tokens <= budget);
+    let kept = kept_ranges(&prompt);
+    assert_eq!(kept.len(), 1);
+    let notes = omission_notes(&prompt);
+    assert_eq!(notes.len(), 1, "{:?}", prompt.items);
+    assert!(
+        matches!(&prompt.items[0], AssembledItem::Insert(_)),
+        "the note opens the prompt"
+    );
+    let omitted = kept[0].start;
+    assert!(omitted > 0);
+    assert!(
+        notes[0].contains(&format!("{omitted} earlier messages"))
+            && notes[0].contains("`ctxbox_grep`")
+            && notes[0].contains("`ctxbox_expand`"),
+        "names the count and the tools as the model sees them: {}",
+        notes[0]
+    );
+    // Without a runtime's prefix, the engine's own names.
+    let bare = engine.assemble(&s, &history, Some(budget), &[]).unwrap();
+    assert!(omission_notes(&bare)[0].contains("`grep`"));
+
+    // Everything fits: no note.
+    let roomy = engine.assemble(&s, &history, None, &shown).unwrap();
+    assert!(omission_notes(&roomy).is_empty());
+
+    // Summarized, with every summary shown: nothing is left out unsaid.
+    engine
+        .compact(&s, &history, &compact_params(None, true))
+        .unwrap();
+    let everything = engine.assemble(&s, &history, None, &shown).unwrap();
+    assert!(inserted_summaries(&everything) > 0);
+    assert!(omission_notes(&everything).is_empty());
+    // Room for the fresh tail only: the summarized messages and those
+    // between are left out, and the note counts them all.
+    let len = history.len();
+    let budget = history.tokens(len - 32..len) + note_tokens(&engine);
+    let tight = engine.assemble(&s, &history, Some(budget), &shown).unwrap();
+    assert_eq!(inserted_summaries(&tight), 0);
+    let start = kept_ranges(&tight)[0].start;
+    assert!(
+        omission_notes(&tight)[0].contains(&format!("{start} earlier messages")),
+        "{:?}",
+        omission_notes(&tight)
+    );
 }
 
 #[test]
@@ -632,7 +725,7 @@ fn an_oversized_fresh_tail_is_cut_to_its_newest_part_that_fits() {
     let tail_tokens = history.tokens(len - 32..len);
 
     for budget in (0..tail_tokens).step_by(53) {
-        let prompt = engine.assemble(&s, &history, Some(budget)).unwrap();
+        let prompt = engine.assemble(&s, &history, Some(budget), &[]).unwrap();
         check_tool_pairing(&prompt.materialize(&history), &history).unwrap();
         let kept = kept_ranges(&prompt);
         assert_eq!(kept.len(), 1);
@@ -650,7 +743,7 @@ fn an_oversized_fresh_tail_is_cut_to_its_newest_part_that_fits() {
     let mut entries = entries;
     entries.truncate(entries.len() - 1);
     let history = MemoryHistory::new(entries);
-    let prompt = engine.assemble(&s, &history, Some(0)).unwrap();
+    let prompt = engine.assemble(&s, &history, Some(0), &[]).unwrap();
     assert_eq!(kept_ranges(&prompt), vec![history.len() - 2..history.len()]);
 }
 
@@ -787,7 +880,7 @@ fn a_history_without_the_summarized_messages_gets_no_summaries() {
 
     // The host replaced its history (say, after a compaction of its own).
     let replaced = MemoryHistory::new(entries[70..].to_vec());
-    let prompt = engine.assemble(&s, &replaced, None).unwrap();
+    let prompt = engine.assemble(&s, &replaced, None, &[]).unwrap();
     assert_eq!(inserted_summaries(&prompt), 0);
     assert_eq!(kept_ranges(&prompt), vec![0..30]);
 }
@@ -816,11 +909,11 @@ fn corrupt_state_is_an_error_not_a_panic() {
         .unwrap();
     let root = meta(&engine, "s1").roots[0].node;
     engine.store().set(&keys.node(root), &[1, 2, 3]).unwrap();
-    assert!(engine.assemble(&s, &history, None).is_err());
+    assert!(engine.assemble(&s, &history, None, &[]).is_err());
 
     engine.store().set(&keys.meta(), b"not a record").unwrap();
     assert!(engine.ingest(&s, chat(1)).is_err());
-    assert!(engine.assemble(&s, &history, None).is_err());
+    assert!(engine.assemble(&s, &history, None, &[]).is_err());
     assert!(
         engine
             .compact(&s, &history, &compact_params(None, true))
