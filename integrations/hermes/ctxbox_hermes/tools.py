@@ -105,6 +105,8 @@ class Catalog:
 
     def _convert(self, tools: Any) -> list[dict]:
         schemas = []
+        names = [tool.get("name") for tool in tools if isinstance(tool, dict) and isinstance(tool.get("name"), str)] \
+            if isinstance(tools, list) else []
         for tool in tools if isinstance(tools, list) else []:
             name = tool.get("name") if isinstance(tool, dict) else None
             parameters = tool.get("parameters") if isinstance(tool, dict) else None
@@ -114,11 +116,20 @@ class Catalog:
             description = tool.get("description")
             schemas.append({
                 "name": TOOL_PREFIX + name,
-                "description": description if isinstance(description, str) and description
+                "description": shown_names(description, names) if isinstance(description, str) and description
                 else f"The ctxbox engine's tool {name}.",
                 "parameters": parameters,
             })
         return schemas
+
+
+def shown_names(description: str, names: list[str]) -> str:
+    """`description` with each of the engine's tool `names` it mentions in
+    backticks (`` `expand` ``) renamed as Hermes shows the tool
+    (`` `ctxbox_expand` ``): an engine describes its tools by its own names."""
+    for name in names:
+        description = description.replace(f"`{name}`", f"`{TOOL_PREFIX}{name}`")
+    return description
 
 
 _catalogs: "weakref.WeakKeyDictionary[Bridge, Catalog]" = weakref.WeakKeyDictionary()

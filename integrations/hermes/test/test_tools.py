@@ -127,6 +127,15 @@ def test_the_engines_tools_are_offered_as_ctxbox_prefixed_bare_schemas(fake):
     assert sidecar.sent("tools")[0]["params"] == {"engine": "fake-engine"}
 
 
+def test_a_description_names_the_engines_other_tools_as_hermes_shows_them():
+    names = ["grep", "expand"]
+    assert tools.shown_names("Finds messages; read one with `expand`.", names) == \
+        "Finds messages; read one with `ctxbox_expand`."
+    # Only the engine's own names, only in backticks: prose and other code stay.
+    assert tools.shown_names("Use grep or `sed`, then `expand` it.", names) == \
+        "Use grep or `sed`, then `ctxbox_expand` it."
+
+
 def test_the_list_is_asked_once_per_sidecar_process_and_again_after_a_failed_call(fake):
     sidecar = fake()
     first = tools.tool_schemas(sidecar.bridge)

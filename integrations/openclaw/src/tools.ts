@@ -98,8 +98,20 @@ export class ToolCatalog {
       }
       tools.set(name, { name, description: typeof description === "string" ? description : "", parameters });
     }
+    for (const tool of tools.values()) tool.description = shownNames(tool.description, tools.keys());
     this.known = { generation, tools };
   }
+}
+
+/**
+ * `description` with each of the engine's tool `names` it mentions in
+ * backticks (`` `expand` ``) renamed as the model sees the tool
+ * (`` `ctxbox_expand` ``): an engine describes its tools by its own names.
+ */
+export function shownNames(description: string, names: Iterable<string>): string {
+  let shown = description;
+  for (const name of names) shown = shown.split(`\`${name}\``).join(`\`${TOOL_PREFIX}${name}\``);
+  return shown;
 }
 
 /** What running a tool needs. */

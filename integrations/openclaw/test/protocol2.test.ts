@@ -17,7 +17,7 @@ import { readConfig, serveArgs } from "../src/config.js";
 import { SessionTracker, createEngine, safeRuntimeContext } from "../src/engine.js";
 import register, { sharedSidecar } from "../src/index.js";
 import { BUSY_FIRST_BACKOFF_MS, Sidecar } from "../src/sidecar.js";
-import { ToolCatalog, toolFactory } from "../src/tools.js";
+import { ToolCatalog, shownNames, toolFactory } from "../src/tools.js";
 import { fakeSidecar } from "./fake-sidecar-bin.js";
 import type { AgentMessage, AgentTool, ContextEngine, LlmCapability, LlmCompleteParams, LlmCompleteResult, PluginApi, ToolContext } from "../src/types.js";
 
@@ -280,6 +280,13 @@ test("the sidecar's cancel of a reverse request aborts the model call", async ()
   const abortedAfter = (await hanging.aborted) - started;
   assert.ok(abortedAfter >= 100 && abortedAfter < 1_500, `aborted on cancel (${abortedAfter} ms)`);
   assert.equal(answer.error.code, "cancelled");
+});
+
+test("a tool's description names the engine's other tools as OpenClaw shows them", () => {
+  const names = ["grep", "expand"];
+  assert.equal(shownNames("Finds messages; read one with `expand`.", names), "Finds messages; read one with `ctxbox_expand`.");
+  // Only the engine's own names, only in backticks: prose and other code stay.
+  assert.equal(shownNames("Use grep or `sed`, then `expand` it.", names), "Use grep or `sed`, then `ctxbox_expand` it.");
 });
 
 test("engine tools: a factory per declared name, the sidecar's definition for a session, errors thrown for the model", async () => {
