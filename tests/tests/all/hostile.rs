@@ -3,6 +3,7 @@
 //! `legacy`, and no effect on another agent's engine on the same host.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use ctxbox_host::contract::engine::{CallOptions, ContextEngine};
@@ -1385,11 +1386,15 @@ async fn each_guard_decision_is_one_tracing_event_with_all_its_fields() {
     assert_eq!(events[0].session_id.as_deref(), Some("first"));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_quarantined_engine_is_tried_again_after_its_back_off() {
-    use std::sync::atomic::{AtomicI64, Ordering};
+/// A zoo host whose quarantine reads the time from the returned clock
+/// (ms, starting at 1,000,000) and backs off for a minute.
+fn zoo_host_on_a_clock() -> (
+    tempfile::TempDir,
+    Arc<Engines>,
+    Arc<std::sync::atomic::AtomicI64>,
+) {
     let dir = tempfile::tempdir().expect("temp dir");
-    let now = Arc::new(AtomicI64::new(1_000_000));
+    let now = Arc::new(std::sync::atomic::AtomicI64::new(1_000_000));
     let clock = now.clone();
     let quarantine = ctxbox_host::engines::quarantine::QuarantineStore::open(
         &dir.path().join("quarantine.sqlite3"),
@@ -1403,6 +1408,12 @@ async fn a_quarantined_engine_is_tried_again_after_its_back_off() {
         GuardPolicy::default(),
         quarantine,
     );
+    (dir, host, now)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quarantined_engine_is_tried_again_after_its_back_off() {
+    let (_dir, host, now) = zoo_host_on_a_clock();
     let history = History::new(conversation(2));
     let assemble = async |engine: &GuardedEngine| {
         engine
@@ -1463,22 +1474,7 @@ async fn an_engine_that_answers_its_retry_then_fails_keeps_doubling_its_back_off
     // Issue 35.7: `flaky` answers four calls of an instance and panics on
     // the fifth, again and again. Answering its retries must not clear its
     // record: each failure soon after a retry doubles the back-off.
-    use std::sync::atomic::{AtomicI64, Ordering};
-    let dir = tempfile::tempdir().expect("temp dir");
-    let now = Arc::new(AtomicI64::new(1_000_000));
-    let clock = now.clone();
-    let quarantine = ctxbox_host::engines::quarantine::QuarantineStore::open(
-        &dir.path().join("quarantine.sqlite3"),
-        Some(Duration::from_secs(60)),
-    )
-    .expect("quarantine store")
-    .with_clock(Arc::new(move || clock.load(Ordering::Relaxed)));
-    let host = ctxbox_tests::zoo_host_with(
-        dir.path(),
-        SandboxConfig::default(),
-        GuardPolicy::default(),
-        quarantine,
-    );
+    let (_dir, host, now) = zoo_host_on_a_clock();
     let history = History::new(conversation(2));
     let mut delays = Vec::new();
     for round in 1..=4u32 {

@@ -330,36 +330,21 @@ async fn lossless_recalls_a_compacted_message_through_the_hosts_index() {
     let name = "qwen35-feishu-delivery-mirror-branching-zh.jsonl";
     let window = 8_192;
     let dir = tempfile::tempdir().expect("temp dir");
-    let runtime = Runtime::new(Config {
-        data_dir: Some(dir.path().to_owned()),
-        ..Config::default()
-    })
-    .expect("runtime");
+    let runtime = runtime_in(dir.path());
     let script = fixture_script(runtime.transcripts(), name);
-    let transcript = runtime
-        .transcripts()
-        .create(&dir.path().join("lossless.jsonl"), NewSession::default())
-        .expect("create session");
-    let replay = Arc::new(Replay::new(window));
-    let engine = runtime.select(Some("lossless")).await;
-    let runner = runtime.runner(
-        engine.clone(),
-        replay.clone(),
-        replay.clone(),
+    let Replayed {
+        report,
+        engine,
+        session,
+        ..
+    } = replay_once(
+        &runtime,
+        &script,
+        "lossless",
         window,
-        script.tool_names(),
-    );
-    let mut session = Session::new(transcript, None);
-    let report = runner
-        .run_script(
-            &mut session,
-            &replay,
-            &script,
-            &CancellationToken::new(),
-            &mut |_, _| {},
-        )
-        .await
-        .expect("the session is written");
+        &dir.path().join("lossless.jsonl"),
+    )
+    .await;
     assert!(report.failed_turns.is_empty(), "{:?}", report.failed_turns);
     // What the engine puts before the model now: its summaries and the
     // messages it keeps.
