@@ -1,14 +1,26 @@
 //! Captures the `tracing` events a future emits, so tests can assert what the
 //! host logged (the one event per guard decision, engine log records).
+//!
+//! `tracing` caches each callsite's interest process-wide, computed when the
+//! callsite is first hit. While at most one dispatcher is registered, it is
+//! computed from the hitting thread's own subscriber alone: a parallel test
+//! hitting the guard's callsite on a thread without one would cache it as
+//! "never", and this capture would then miss the event. An [`Anchor`]
+//! dispatcher, registered for the whole process before any capture and
+//! interested "sometimes" in everything, keeps the registered dispatchers at
+//! two or more while a capture runs, so interest is always asked of all of
+//! them and decided per event on the emitting thread.
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use tracing::field::{Field, Visit};
 use tracing::instrument::WithSubscriber;
-use tracing::{Event, Level, Subscriber};
+use tracing::span::{Attributes, Id, Record};
+use tracing::subscriber::Interest;
+use tracing::{Dispatch, Event, Level, Metadata, Subscriber};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 
 /// One captured event.
@@ -41,6 +53,7 @@ pub struct Capture {
 impl Capture {
     /// Runs `future`, capturing every event emitted while it is polled.
     pub async fn run<F: Future>(&self, future: F) -> F::Output {
+        anchor();
         let subscriber = tracing_subscriber::registry().with(self.clone());
         future.with_subscriber(subscriber).await
     }
@@ -103,4 +116,39 @@ impl Fields {
             self.others.insert(field.name().to_owned(), value);
         }
     }
+}
+
+/// A subscriber that records nothing and is interested in every callsite
+/// "sometimes" (see the module's documentation).
+struct Anchor;
+
+/// Registers the process's [`Anchor`] dispatcher, once; it lives as long as
+/// the process.
+fn anchor() {
+    static ANCHOR: OnceLock<Dispatch> = OnceLock::new();
+    ANCHOR.get_or_init(|| Dispatch::new(Anchor));
+}
+
+impl Subscriber for Anchor {
+    fn register_callsite(&self, _: &'static Metadata<'static>) -> Interest {
+        Interest::sometimes()
+    }
+
+    fn enabled(&self, _: &Metadata<'_>) -> bool {
+        false
+    }
+
+    fn new_span(&self, _: &Attributes<'_>) -> Id {
+        Id::from_u64(1)
+    }
+
+    fn record(&self, _: &Id, _: &Record<'_>) {}
+
+    fn record_follows_from(&self, _: &Id, _: &Id) {}
+
+    fn event(&self, _: &Event<'_>) {}
+
+    fn enter(&self, _: &Id) {}
+
+    fn exit(&self, _: &Id) {}
 }

@@ -45,6 +45,36 @@ pub struct CallOptions {
     /// host holds a newer lease on the session. `None`: unfenced (a host
     /// alone with its data).
     pub write_fence: Option<WriteFence>,
+    /// Who answered the call, written by the guard (the selected engine, or
+    /// `legacy` in its place); shared by the options' clones, so the caller
+    /// reads it after the call.
+    pub served_by: ServedBy,
+}
+
+/// The id of the engine that answered a call ([`CallOptions::served_by`]).
+#[derive(Clone, Default)]
+pub struct ServedBy(Arc<Mutex<Option<String>>>);
+
+impl ServedBy {
+    /// Notes that `engine_id` answered.
+    pub fn set(&self, engine_id: &str) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(engine_id.to_owned());
+    }
+
+    /// The engine that answered the latest call made with these options, if
+    /// a guard noted one.
+    pub fn get(&self) -> Option<String> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+impl std::fmt::Debug for ServedBy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("ServedBy").field(&self.get()).finish()
+    }
 }
 
 /// A host's right to write for one session in a shared store: the fencing

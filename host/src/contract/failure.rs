@@ -102,7 +102,8 @@ pub enum FailureKind {
     Aborted,
     /// The engine answered an error within its deadline notice (after
     /// `host.aborted()` turned true because the call's time was nearly up):
-    /// it stopped in time, as asked. Never quarantines.
+    /// it stopped in time, as asked. Forgiven once in a row; a second stop
+    /// in a row quarantines like a timeout.
     StoppedAtDeadline,
     /// The engine answered with an `engine-error`.
     EngineError,

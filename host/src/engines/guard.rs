@@ -3,11 +3,14 @@
 //!
 //! Around every call it projects the host-added parameters the engine did not
 //! ask for, validates answers from non-core engines, and on failure
-//! quarantines the engine (except for a caller abort) and falls back:
+//! quarantines the engine (except for a caller abort, a full pool and a
+//! first stop at the deadline notice, see [`crate::engines::conduct`]) and
+//! falls back:
 //! `ingest`, `ingest-batch`, `assemble`, `after-turn`, `bootstrap` and
 //! `maintain` are retried on `legacy` in the same call; `compact` answers
 //! `ok: false` and `prepare-subagent-spawn` an error for that call; later
 //! calls go to `legacy`. In strict mode a failure fails the call instead.
+//! Who answered each call is written into its `CallOptions::served_by`.
 //!
 //! Every decision (a fallback, a quarantine, a report, a recovery) is one
 //! [`GuardEvent`] and one `tracing` event (`engine call guarded`) with the
@@ -36,6 +39,7 @@ use crate::contract::types::{
     MessageEntry, SessionRef, SubagentEndReason, SubagentSpawn,
 };
 use crate::contract::validate::{self, Violation};
+use crate::engines::conduct::STOPS_THAT_QUARANTINE;
 use crate::engines::observe::{CallObservers, CallOutcome};
 use crate::engines::quarantine::QuarantineStore;
 use crate::engines::registry::Owner;
@@ -85,8 +89,10 @@ pub enum GuardAction {
     /// quarantined.
     Declined,
     /// The engine stopped within its deadline notice, as `host.aborted()`
-    /// asked, without an answer: the call was served by `legacy`
-    /// (reported, for `compact` and in strict mode), nothing quarantined.
+    /// asked, without an answer, and its previous call had answered in
+    /// time: the call was served by `legacy` (reported, for `compact` and
+    /// in strict mode), nothing quarantined. A second stop in a row is a
+    /// failure ([`crate::engines::conduct`]).
     Stopped,
     /// Another host took the session's lease over before the call's writes
     /// were committed: they were refused and the call failed for the caller
@@ -360,12 +366,11 @@ impl GuardedEngine {
                 );
             }
             if !self.primary_was_wanted() {
-                return (legacy.await, CallOutcome::Served);
+                return (self.by_legacy(options, legacy).await, CallOutcome::Served);
             }
             self.served_by_legacy.fetch_add(1, Ordering::Relaxed);
-            return (legacy.await, CallOutcome::FellBack);
+            return (self.by_legacy(options, legacy).await, CallOutcome::FellBack);
         };
-        let retrying = self.quarantine.get(&self.id).is_some();
         // Whether the answer broke a rule only because of what the caller
         // asked (a budget no minimal answer fits): not the engine's failure.
         let mut declined = false;
@@ -383,9 +388,8 @@ impl GuardedEngine {
         };
         let failure = match outcome {
             Ok(answer) => {
-                if retrying {
-                    self.recovered(operation, session);
-                }
+                options.served_by.set(&self.id);
+                self.answered(operation, session);
                 return (Ok(answer), CallOutcome::Served);
             }
             Err(failure) => EngineFailure {
@@ -420,8 +424,9 @@ impl GuardedEngine {
         }
         // An engine that stopped because the host said its time was nearly
         // up did what it was asked: its call is served elsewhere, and it
-        // keeps serving.
-        let stopped = failure.kind == FailureKind::StoppedAtDeadline;
+        // keeps serving — once. Stopping again on the next call is a
+        // failure like a timeout: each stop cost the caller a full deadline.
+        let (stopped, failure) = self.judge_stop(failure);
         // A `compact` the engine itself refuses (an `engine-error`) is an
         // answer, as in the reference: reported, and the next compaction
         // asks the engine again. Its code failing (trap, limits, a bad
@@ -454,12 +459,44 @@ impl GuardedEngine {
             _ if self.policy.strict => Err(failure),
             OnFailure::Retry => {
                 self.served_by_legacy.fetch_add(1, Ordering::Relaxed);
-                legacy.await
+                self.by_legacy(options, legacy).await
             }
             OnFailure::Answer(answer) => Ok(answer(&failure)),
             OnFailure::Fail => Err(failure),
         };
         (result, outcome)
+    }
+
+    /// `legacy`'s call, noted in the call's options as the one serving it.
+    fn by_legacy<'a, T>(&self, options: &CallOptions, legacy: Pending<'a, T>) -> Pending<'a, T> {
+        options.served_by.set(&self.legacy.info().id);
+        legacy
+    }
+
+    /// Whether `failure` is a stop at the deadline notice the engine is
+    /// forgiven (its first in a row), and the failure as held against it
+    /// otherwise: a repeated stop names how many in a row.
+    fn judge_stop(&self, failure: EngineFailure) -> (bool, EngineFailure) {
+        if failure.kind != FailureKind::StoppedAtDeadline {
+            return (false, failure);
+        }
+        let stops = self.quarantine.stopped_at_deadline(&self.id);
+        if stops < STOPS_THAT_QUARANTINE {
+            return (true, failure);
+        }
+        let message = format!(
+            "{stops} calls in a row stopped at the deadline notice without an answer, each costing a full deadline: {}",
+            failure.message
+        );
+        (false, EngineFailure { message, ..failure }.sanitized())
+    }
+
+    /// Who answered the last call made with `call`: the engine the guard
+    /// noted, else the one serving now.
+    pub fn served_by(&self, call: &CallOptions) -> String {
+        call.served_by
+            .get()
+            .unwrap_or_else(|| self.serving_id().to_owned())
     }
 
     /// Reports this engine's calls to `observers` from now on.
@@ -570,8 +607,8 @@ impl GuardedEngine {
     }
 
     /// Holds against the selected engine an answer the host found broken
-    /// only after using it (a compaction that left its next prompt as it
-    /// was): an `invalid-output` failure of `operation` for `reason` —
+    /// only after using it (a compaction whose claim its next prompt
+    /// contradicts): an `invalid-output` failure of `operation` for `reason` —
     /// quarantine, one guard event, and `legacy` serves from now on. Only
     /// an engine serving now and not the host's own can be blamed; answers
     /// whether it was.
@@ -708,15 +745,26 @@ impl GuardedEngine {
         }
     }
 
-    fn recovered(&self, operation: Operation, session: Option<&SessionRef>) {
-        if let Err(error) = self.quarantine.clear(&self.id) {
-            tracing::error!(engine = %self.id, %error, "cannot clear a quarantine record");
-        }
+    /// The selected engine answered in time: a quarantined one (retried
+    /// after its back-off) whose good run is now long enough is cleared.
+    fn answered(&self, operation: Operation, session: Option<&SessionRef>) {
+        let run = match self.quarantine.answered(&self.id) {
+            Ok(Some(run)) => run,
+            Ok(None) => return,
+            Err(error) => {
+                tracing::error!(engine = %self.id, %error, "cannot clear a quarantine record");
+                return;
+            }
+        };
         let failure = EngineFailure::new(
             &self.id,
             operation,
             FailureKind::Load,
-            "answered again after its back-off",
+            format!(
+                "answered {} calls in a row over {} s after its back-off",
+                run.calls,
+                run.span_ms / 1_000
+            ),
         );
         self.note(&failure, session, GuardAction::Recovered);
     }

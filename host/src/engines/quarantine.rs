@@ -4,6 +4,9 @@
 //! whose records every host sharing it reads) — so `ctxbox health` shows them
 //! after a restart. The first failure wins: later failures of a quarantined
 //! engine only count up (and, with back-off, push the next retry out).
+//! A retried engine's record clears only after a run of good answers over
+//! its last back-off ([`crate::engines::conduct`]), so an engine that
+//! answers its retry and then fails again keeps doubling its back-off.
 //! Re-registering an engine clears its record.
 
 use std::collections::HashMap;
@@ -18,6 +21,7 @@ use crate::contract::failure::{EngineFailure, FailureKind, Operation};
 use crate::contract::text::{
     MAX_ENGINE_TEXT_BYTES, MAX_STDERR_TAIL_BYTES, untrusted_line, untrusted_tail,
 };
+use crate::engines::conduct::{Conduct, GoodRun, PROBATION_CALLS};
 
 /// How long a host answers from its copy of a shared backend's records
 /// before reading them again: a quarantine another host writes is seen
@@ -115,6 +119,9 @@ pub struct QuarantineStore {
     refreshed: Mutex<Option<std::time::Instant>>,
     backoff: Option<Duration>,
     clock: Clock,
+    /// What engines did lately (stops at the deadline notice, good runs
+    /// after a back-off), on this host.
+    conduct: Conduct,
 }
 
 impl QuarantineStore {
@@ -138,6 +145,7 @@ impl QuarantineStore {
             refreshed: Mutex::new(None),
             backoff,
             clock: Arc::new(now_ms),
+            conduct: Conduct::default(),
         })
     }
 
@@ -245,7 +253,36 @@ impl QuarantineStore {
         };
         self.backend.write(&record)?;
         records.insert(record.engine_id.clone(), record.clone());
+        self.conduct.forget_run(&record.engine_id);
         Ok(record)
+    }
+
+    /// `engine_id` answered a call in time. Its stops at the deadline notice
+    /// in a row end; when it is quarantined (serving again because its retry
+    /// is due), the answer extends its good run, and a run of
+    /// [`PROBATION_CALLS`] over at least its last back-off clears the
+    /// record. Answers the run that cleared it, if one did.
+    pub fn answered(&self, engine_id: &str) -> Result<Option<GoodRun>, QuarantineError> {
+        let now = (self.clock)();
+        let record = self.get(engine_id);
+        let run = self.conduct.answered(engine_id, now, record.is_some());
+        let Some(record) = record else {
+            return Ok(None);
+        };
+        let last_backoff = self
+            .backoff_delay(record.failures)
+            .map_or(i64::MAX, |delay| delay.as_millis() as i64);
+        if run.calls < PROBATION_CALLS || run.span_ms < last_backoff {
+            return Ok(None);
+        }
+        self.clear(engine_id)?;
+        Ok(Some(run))
+    }
+
+    /// `engine_id` stopped at its deadline notice without an answer:
+    /// answers how many times in a row it has.
+    pub fn stopped_at_deadline(&self, engine_id: &str) -> u32 {
+        self.conduct.stopped(engine_id)
     }
 
     /// Clears `engine_id`'s record (on re-registration, or when a retried
@@ -255,14 +292,21 @@ impl QuarantineStore {
         let existed = records.remove(engine_id).is_some()
             || (self.backend.is_shared() && self.backend.get(engine_id)?.is_some());
         self.backend.delete(engine_id)?;
+        self.conduct.forget_run(engine_id);
         Ok(existed)
     }
 
     fn retry_at(&self, now: i64, failures: u32) -> Option<i64> {
+        let delay = self.backoff_delay(failures)?;
+        Some(now.saturating_add(delay.as_millis() as i64))
+    }
+
+    /// The back-off after `failures` failures: the base, doubled for each
+    /// failure after the first, up to six hours; `None` without back-off.
+    fn backoff_delay(&self, failures: u32) -> Option<Duration> {
         let base = self.backoff?;
         let doubling = 2u32.saturating_pow(failures.saturating_sub(1).min(31));
-        let delay = base.saturating_mul(doubling).min(MAX_BACKOFF);
-        Some(now.saturating_add(delay.as_millis() as i64))
+        Some(base.saturating_mul(doubling).min(MAX_BACKOFF))
     }
 }
 
@@ -516,6 +560,48 @@ mod tests {
             .expect("record");
         let second_delay = second.retry_at_ms.expect("retry") - now_ms();
         assert!(second_delay > 110_000, "doubled: {second_delay}");
+    }
+
+    #[test]
+    fn a_record_clears_only_after_good_answers_spanning_the_last_back_off() {
+        use std::sync::atomic::{AtomicI64, Ordering};
+        let dir = tempfile::tempdir().expect("temp dir");
+        let now = Arc::new(AtomicI64::new(0));
+        let clock = now.clone();
+        let store =
+            QuarantineStore::open(&dir.path().join("q.sqlite3"), Some(Duration::from_secs(60)))
+                .expect("open")
+                .with_clock(Arc::new(move || clock.load(Ordering::Relaxed)));
+        let boom = failure("x", FailureKind::Panic, "boom");
+        store.record("plugin:x", None, &boom).expect("record");
+        store.record("plugin:x", None, &boom).expect("record");
+        // Two failures: the last back-off was two minutes.
+        now.store(120_000, Ordering::Relaxed);
+        for _ in 0..PROBATION_CALLS {
+            assert_eq!(store.answered("x").expect("answered"), None);
+        }
+        now.store(239_999, Ordering::Relaxed);
+        assert_eq!(
+            store.answered("x").expect("answered"),
+            None,
+            "not yet two minutes"
+        );
+        // A failure ends the run: it starts over.
+        store.record("plugin:x", None, &boom).expect("record");
+        now.store(1_000_000, Ordering::Relaxed);
+        store.answered("x").expect("answered");
+        store.answered("x").expect("answered");
+        now.store(1_240_000, Ordering::Relaxed);
+        assert_eq!(
+            store.answered("x").expect("answered"),
+            Some(GoodRun {
+                calls: 3,
+                span_ms: 240_000
+            }),
+            "three answers over the last back-off (four minutes)"
+        );
+        assert!(store.get("x").is_none(), "cleared");
+        assert_eq!(store.answered("x").expect("answered"), None);
     }
 
     #[test]

@@ -21,7 +21,10 @@
 //! and after (the context, or for an engine that owns compaction the prompt
 //! it assembles next), and recorded in the session's progress guard
 //! ([`ProgressGuard`]): two low-yield passes in a row stop automatic
-//! compaction until the next turn, and the turn report says why.
+//! compaction until the next turn, and the turn report says why. An
+//! owner's compaction is held against it only when its answer contradicts
+//! the measurement ([`Claim`]); one that honestly freed little is a
+//! low-yield pass like any other.
 
 use super::preflight;
 use super::report::CompactionPass;
@@ -34,9 +37,9 @@ use crate::contract::types::{
     AgentMessage, CompactParams, CompactResult, CompactionTarget, StopReason,
 };
 use crate::provider::overflow;
-use crate::services::compaction::PassYield;
 #[cfg(doc)]
 use crate::services::compaction::ProgressGuard;
+use crate::services::compaction::{Claim, MeasuredPrompt};
 
 /// Overflow compactions (pre-prompt ones included) one turn may make.
 const MAX_OVERFLOW_COMPACTIONS: u32 = 3;
@@ -145,6 +148,8 @@ pub(crate) struct PendingPass {
     trigger: CompactionTrigger,
     tokens_before: u64,
     reason: Option<String>,
+    /// What the engine's answer said of its context.
+    claim: Claim,
 }
 
 /// What the runner measures a compaction on.
@@ -372,6 +377,10 @@ impl TurnRunner {
         let tokens_before = self.measure(session, measured);
         let result = self.compact_session(session, call, params, report).await?;
         let reason = result.reason.clone();
+        let claim = Claim {
+            tokens_before: result.tokens_before,
+            tokens_after: result.tokens_after,
+        };
         match measured {
             // A failed compaction is the engine guard's business, not a pass.
             _ if !result.ok => {}
@@ -380,6 +389,7 @@ impl TurnRunner {
                     trigger,
                     tokens_before,
                     reason,
+                    claim,
                 });
             }
             _ => {
@@ -395,6 +405,7 @@ impl TurnRunner {
                         trigger,
                         tokens_before,
                         reason,
+                        claim,
                     },
                     tokens_after,
                     result.compacted,
@@ -406,10 +417,14 @@ impl TurnRunner {
 
     /// Measures a pending engine compaction against the prompt just
     /// assembled (`weighted_tokens`, weighted). An owner's compaction shows
-    /// in its next prompt: one that left it as it was (under 5% saved) or
-    /// still over the prompt budget did not do what it claimed, and is held
-    /// against the engine (quarantine; `legacy` serves from now on). Answers
-    /// whether it was, so the caller assembles again.
+    /// in its next prompt. One whose answer that prompt contradicts (it
+    /// claims far more freed than was, or a shrink where the prompt grew)
+    /// is held against the engine (quarantine; `legacy` serves from now
+    /// on), and the answer is whether it was, so the caller assembles
+    /// again. Any other is a pass for the progress guard, however little it
+    /// freed: the newest turn may fill the budget on its own, and the
+    /// overflow path goes on from there (truncating tool traffic, or ending
+    /// the turn as an overflow).
     pub(super) fn close_pending_pass(
         &self,
         session: &mut Session,
@@ -420,25 +435,16 @@ impl TurnRunner {
             return false;
         };
         let tokens_after = session.calibration.apply(weighted_tokens);
-        let budget = self.config.prompt_budget();
-        let broken = if PassYield::of(pending.tokens_before, tokens_after, budget)
-            == PassYield::NoProgress
-        {
-            Some(format!(
-                "its compaction changed nothing: its next prompt is ~{tokens_after} tokens, against ~{} before it",
-                pending.tokens_before
-            ))
-        } else if tokens_after > budget {
-            Some(format!(
-                "after its own compaction its next prompt is ~{tokens_after} tokens, still over the prompt budget of {budget}"
-            ))
-        } else {
-            None
+        let measured = MeasuredPrompt {
+            before: pending.tokens_before,
+            after: tokens_after,
         };
-        if let Some(reason) = broken
-            && self
-                .engine
-                .blame(Operation::Compact, session.session_ref(), &reason)
+        if let Some(contradiction) = pending.claim.contradicted_by(measured)
+            && self.engine.blame(
+                Operation::Compact,
+                session.session_ref(),
+                &contradiction.to_string(),
+            )
         {
             return true;
         }

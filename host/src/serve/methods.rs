@@ -688,7 +688,7 @@ impl Service {
             "importedMessages": result.imported_messages,
             "reason": result.reason,
             "length": session.len(),
-            "servedBy": engine.serving_id(),
+            "servedBy": engine.served_by(call),
         }))
     }
 
@@ -718,7 +718,7 @@ impl Service {
         Ok(json!({
             "ingestedCount": result.ingested_count,
             "length": session.len(),
-            "servedBy": engine.serving_id(),
+            "servedBy": engine.served_by(call),
         }))
     }
 
@@ -759,7 +759,7 @@ impl Service {
             session.materialize(&result.items)
         };
         let (prompt, served_by) = match prompt {
-            Ok(prompt) => (prompt, engine.serving_id().to_owned()),
+            Ok(prompt) => (prompt, engine.served_by(call)),
             Err(why) => {
                 tracing::warn!(engine = engine.selected_id(), %why, "assembled prompt cannot be encoded; passing history through");
                 let all = if by_reference {
@@ -872,7 +872,7 @@ impl Service {
         Ok(json!({
             "status": status,
             "length": session.len(),
-            "servedBy": engine.serving_id(),
+            "servedBy": engine.served_by(call),
         }))
     }
 
@@ -897,7 +897,7 @@ impl Service {
             .after_turn(call, &args.target.session(), &history, &after)
             .await
             .map_err(|failure| engine_error(call, failure))?;
-        Ok(json!({ "length": session.len(), "servedBy": engine.serving_id() }))
+        Ok(json!({ "length": session.len(), "servedBy": engine.served_by(call) }))
     }
 
     async fn maintain(
@@ -925,7 +925,7 @@ impl Service {
             "bytesFreed": 0,
             "rewrittenEntries": result.rewritten_entries,
             "reason": result.reason,
-            "servedBy": engine.serving_id(),
+            "servedBy": engine.served_by(call),
         }))
     }
 
@@ -976,7 +976,7 @@ impl Service {
                 "tokensAfter": result.tokens_after,
                 "details": details,
             },
-            "servedBy": engine.serving_id(),
+            "servedBy": engine.served_by(call),
         }))
     }
 

@@ -287,7 +287,7 @@ async fn a_compaction_that_changed_nothing_is_the_engines_failure() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_owners_compaction_that_left_its_prompt_as_it_was_is_its_failure() {
+async fn an_owners_compaction_that_claims_more_than_its_prompt_shows_is_its_failure() {
     let dir = tempfile::tempdir().expect("temp dir");
     let runtime = host(
         dir.path(),
@@ -314,7 +314,80 @@ async fn an_owners_compaction_that_left_its_prompt_as_it_was_is_its_failure() {
         .iter()
         .find(|event| event.classification == FailureKind::InvalidOutput)
         .expect("the guard says why");
-    assert!(event.reason.contains("its next prompt"), "{event:?}");
+    // The claim (a million tokens down to ten) and both measured figures.
+    assert!(
+        event.reason.contains(
+            "claims to have freed 100% of its context (1000000 → 10 tokens by its count)"
+        ),
+        "{event:?}"
+    );
+    assert!(
+        event
+            .reason
+            .contains("but the prompt it assembled next is ~")
+            && event
+                .reason
+                .contains("before it (0% freed, as the host measures)"),
+        "{event:?}"
+    );
+}
+
+/// A session of 30 short turns, and a runner whose model refuses every
+/// prompt as too large: the turn about to run is larger than the window on
+/// its own.
+async fn a_turn_larger_than_the_window(
+    runtime: &Runtime,
+    dir: &Path,
+    id: &str,
+) -> (Arc<GuardedEngine>, TurnRunner, Session) {
+    let engine = runtime.select(Some(id)).await;
+    let refusals = (0..8).map(|_| overflow()).collect();
+    let runner = runner(runtime, engine.clone(), refusals);
+    let history: Vec<AgentMessage> = (0..30)
+        .flat_map(|turn| {
+            [
+                AgentMessage::user_text(format!("question {turn} {}", "words ".repeat(100))),
+                AgentMessage::assistant_text(format!("answer {turn} {}", "words ".repeat(100))),
+            ]
+        })
+        .collect();
+    (engine, runner, session_file(runtime, dir, id, &history))
+}
+
+/// The newest turn alone is larger than the window: no compaction can make
+/// it fit, and none is the engine's failure. Its compaction is a low-yield
+/// pass for the progress guard, which stops compacting, and the turn ends
+/// as an overflow, with the engine still serving.
+async fn a_turn_no_compaction_can_fit_ends_as_an_overflow_with(id: &str) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let runtime = host(dir.path(), "");
+    let (engine, runner, mut session) =
+        a_turn_larger_than_the_window(&runtime, dir.path(), id).await;
+    let huge = format!("one question {}", "words ".repeat(2 * WINDOW as usize));
+    let error = turn(&runner, &mut session, &huge)
+        .await
+        .expect_err("nothing makes it fit");
+    assert_eq!(error.kind(), "context_overflow", "{id}: {error}");
+    assert_eq!(quarantined(&runtime, id), None, "{id}: nothing to blame");
+    assert!(engine.serving_selected(), "{id}");
+    assert_eq!(engine.calls_served_by_legacy(), 0, "{id}");
+    assert!(
+        engine
+            .take_events()
+            .iter()
+            .all(|event| event.classification != FailureKind::InvalidOutput),
+        "{id}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_larger_than_the_window_does_not_quarantine_lossless() {
+    a_turn_no_compaction_can_fit_ends_as_an_overflow_with("lossless").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_larger_than_the_window_does_not_quarantine_keep_recent() {
+    a_turn_no_compaction_can_fit_ends_as_an_overflow_with("keep-recent").await;
 }
 
 // --- 4. a caller's budget no answer fits is nobody's failure ---------------

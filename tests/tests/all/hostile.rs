@@ -3,6 +3,7 @@
 //! `legacy`, and no effect on another agent's engine on the same host.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use ctxbox_host::contract::engine::{CallOptions, ContextEngine};
@@ -853,7 +854,7 @@ async fn a_compaction_that_sees_the_abort_returns_early_and_is_not_quarantined()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_engine_that_stops_at_its_deadline_notice_is_never_quarantined() {
+async fn an_engine_that_stops_at_its_deadline_notice_is_forgiven_once_in_a_row() {
     // 4 s calls: `aborted()` turns true 1 s before the deadline, with no
     // caller abort at all.
     let (dir, host) = zoo_host(
@@ -913,6 +914,74 @@ async fn an_engine_that_stops_at_its_deadline_notice_is_never_quarantined() {
     );
     assert!(engine.take_events().is_empty());
     assert!(host.quarantine().get("deadline-heeder").is_none());
+
+    // The answer ended the row: the next stop is forgiven too, and the
+    // call's `servedBy` names legacy, which answered it.
+    let call = CallOptions::default();
+    engine
+        .assemble(&call, &session, &history, &AssembleParams::default())
+        .await
+        .expect("legacy answers");
+    assert_eq!(engine.served_by(&call), "legacy");
+    assert_eq!(engine.take_events()[0].action, GuardAction::Stopped);
+    assert!(host.quarantine().get("deadline-heeder").is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_engine_that_stops_at_its_deadline_notice_call_after_call_is_quarantined() {
+    // The staller: every `assemble` waits for the deadline notice (`aborted()`
+    // 1 s before a 2 s deadline), then fails. Each call costs the caller a
+    // full deadline; the second in a row is held against it like a timeout.
+    let (dir, host) = zoo_host(
+        SandboxConfig {
+            call_timeout_ms: 2_000,
+            fuel_per_call: u64::MAX / 4,
+            ..SandboxConfig::default()
+        },
+        GuardPolicy::default(),
+    );
+    let (session, history) = compaction_history(dir.path());
+    let engine = host.select(Some("deadline-heeder")).await;
+    let stall = async || {
+        let call = CallOptions::default();
+        engine
+            .assemble(&call, &session, &history, &AssembleParams::default())
+            .await
+            .expect("legacy answers the call the engine stopped");
+        engine.served_by(&call)
+    };
+
+    assert_eq!(stall().await, "legacy", "servedBy names who answered");
+    let first = engine.take_events();
+    assert_eq!(first.len(), 1, "{first:?}");
+    assert_eq!(
+        first[0].action,
+        GuardAction::Stopped,
+        "the first is forgiven"
+    );
+    assert!(host.quarantine().get("deadline-heeder").is_none());
+
+    assert_eq!(stall().await, "legacy");
+    let second = engine.take_events();
+    assert_eq!(second.len(), 1, "{second:?}");
+    assert_eq!(second[0].action, GuardAction::FellBack);
+    assert_eq!(second[0].classification, FailureKind::StoppedAtDeadline);
+    let record = host
+        .quarantine()
+        .get("deadline-heeder")
+        .expect("quarantined: `ctxbox health` lists it");
+    assert_eq!(record.classification, "stopped-at-deadline");
+    assert!(
+        record
+            .reason
+            .contains("2 calls in a row stopped at the deadline notice"),
+        "{record:?}"
+    );
+    assert!(!engine.serving_selected(), "legacy serves from now on");
+
+    // Quarantined, it is not called: legacy answers with no decision to make.
+    assert_eq!(stall().await, "legacy");
+    assert!(engine.take_events().is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1317,11 +1386,15 @@ async fn each_guard_decision_is_one_tracing_event_with_all_its_fields() {
     assert_eq!(events[0].session_id.as_deref(), Some("first"));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_quarantined_engine_is_tried_again_after_its_back_off() {
-    use std::sync::atomic::{AtomicI64, Ordering};
+/// A zoo host whose quarantine reads the time from the returned clock
+/// (ms, starting at 1,000,000) and backs off for a minute.
+fn zoo_host_on_a_clock() -> (
+    tempfile::TempDir,
+    Arc<Engines>,
+    Arc<std::sync::atomic::AtomicI64>,
+) {
     let dir = tempfile::tempdir().expect("temp dir");
-    let now = Arc::new(AtomicI64::new(1_000_000));
+    let now = Arc::new(std::sync::atomic::AtomicI64::new(1_000_000));
     let clock = now.clone();
     let quarantine = ctxbox_host::engines::quarantine::QuarantineStore::open(
         &dir.path().join("quarantine.sqlite3"),
@@ -1335,6 +1408,12 @@ async fn a_quarantined_engine_is_tried_again_after_its_back_off() {
         GuardPolicy::default(),
         quarantine,
     );
+    (dir, host, now)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quarantined_engine_is_tried_again_after_its_back_off() {
+    let (_dir, host, now) = zoo_host_on_a_clock();
     let history = History::new(conversation(2));
     let assemble = async |engine: &GuardedEngine| {
         engine
@@ -1366,18 +1445,60 @@ async fn a_quarantined_engine_is_tried_again_after_its_back_off() {
     assemble(&engine).await;
     assert!(engine.take_events().is_empty());
 
-    // After it: tried again, and a healthy answer clears the record.
+    // After it: tried again. Its record clears only after three good
+    // answers over at least its last back-off (a minute).
     now.fetch_add(2_000, Ordering::Relaxed);
     let engine = host.select(Some("flaky")).await;
     assert!(engine.serving_selected(), "the retry is due");
     assemble(&engine).await;
+    assemble(&engine).await;
+    assert!(engine.take_events().is_empty(), "on probation");
+    assert!(host.quarantine().get("flaky").is_some(), "not cleared yet");
+    now.fetch_add(60_000, Ordering::Relaxed);
+    assemble(&engine).await;
     let events = engine.take_events();
     assert_eq!(events.len(), 1, "{events:?}");
     assert_eq!(events[0].action, GuardAction::Recovered);
+    assert!(
+        events[0]
+            .reason
+            .contains("answered 3 calls in a row over 60 s"),
+        "{events:?}"
+    );
     assert!(host.quarantine().get("flaky").is_none(), "cleared");
     assert_eq!(engine.serving_id(), "flaky");
-    assemble(&engine).await;
-    assert!(engine.take_events().is_empty(), "serving normally again");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_engine_that_answers_its_retry_then_fails_keeps_doubling_its_back_off() {
+    // Issue 35.7: `flaky` answers four calls of an instance and panics on
+    // the fifth, again and again. Answering its retries must not clear its
+    // record: each failure soon after a retry doubles the back-off.
+    let (_dir, host, now) = zoo_host_on_a_clock();
+    let history = History::new(conversation(2));
+    let mut delays = Vec::new();
+    for round in 1..=4u32 {
+        let engine = host.select(Some("flaky")).await;
+        assert!(engine.serving_selected(), "round {round}: its retry is due");
+        for _ in 0..5 {
+            engine
+                .assemble(
+                    &CallOptions::default(),
+                    &session("s"),
+                    &history,
+                    &AssembleParams::default(),
+                )
+                .await
+                .expect("always answered");
+        }
+        let record = host.quarantine().get("flaky").expect("quarantined");
+        assert_eq!(record.failures, round, "counted, never reset");
+        let at = now.load(Ordering::Relaxed);
+        let delay = record.retry_at_ms.expect("retried later") - at;
+        delays.push(delay);
+        now.store(at + delay + 1, Ordering::Relaxed);
+    }
+    assert_eq!(delays, [60_000, 120_000, 240_000, 480_000]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,8 +9,11 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use ctxbox_host::contract::types::AgentMessage;
-use ctxbox_host::provider::{ModelReply, ModelRequest, Provider, ProviderError, Replay};
-use ctxbox_host::runner::Session;
+use ctxbox_host::engines::GuardedEngine;
+use ctxbox_host::provider::{
+    ModelReply, ModelRequest, Provider, ProviderError, Replay, ReplayScript,
+};
+use ctxbox_host::runner::{RunReport, Session, TurnRunner};
 use ctxbox_host::runtime::Runtime;
 use ctxbox_host::runtime::config::Config;
 use ctxbox_host::services::state::{EngineState, StateConfig, StateStore};
@@ -72,53 +75,93 @@ fn assert_pairs_intact(messages: &[AgentMessage]) {
     assert!(open.is_empty(), "calls without results: {open:?}");
 }
 
-async fn replay_fixture(name: &str) {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let runtime = Runtime::new(Config {
-        data_dir: Some(dir.path().to_owned()),
+/// One replay of a fixture's `script` with `engine_id` at `window`, its
+/// session written to `output`.
+struct Replayed {
+    report: RunReport,
+    engine: Arc<GuardedEngine>,
+    session: Session,
+    runner: TurnRunner,
+    /// The largest prompt the model accepted.
+    largest_accepted: u64,
+}
+
+async fn replay_once(
+    runtime: &Runtime,
+    script: &ReplayScript,
+    engine_id: &str,
+    window: u64,
+    output: &Path,
+) -> Replayed {
+    let transcript = runtime
+        .transcripts()
+        .create(
+            output,
+            NewSession {
+                session_id: None,
+                cwd: "/work".into(),
+                parent_session: None,
+            },
+        )
+        .expect("create session");
+    let replay = Arc::new(Replay::new(window));
+    let checked = Arc::new(Checked {
+        replay: replay.clone(),
+        largest_accepted: Mutex::new(0),
+    });
+    let engine = runtime.select(Some(engine_id)).await;
+    let runner = runtime.runner(
+        engine.clone(),
+        checked.clone(),
+        replay.clone(),
+        window,
+        script.tool_names(),
+    );
+    let mut session = Session::new(transcript, None);
+    let report = runner
+        .run_script(
+            &mut session,
+            &replay,
+            script,
+            &CancellationToken::new(),
+            &mut |_, _| {},
+        )
+        .await
+        .expect("the session is written");
+    let largest_accepted = *checked.largest_accepted.lock().expect("lock");
+    Replayed {
+        report,
+        engine,
+        session,
+        runner,
+        largest_accepted,
+    }
+}
+
+/// A runtime with its data in `dir`.
+fn runtime_in(dir: &Path) -> Runtime {
+    Runtime::new(Config {
+        data_dir: Some(dir.to_owned()),
         ..Config::default()
     })
-    .expect("runtime");
+    .expect("runtime")
+}
+
+async fn replay_fixture(name: &str) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let runtime = runtime_in(dir.path());
     let script = fixture_script(runtime.transcripts(), name);
     for (engine_id, windows) in RUNS {
         for &window in windows {
             let label = format!("{name} with {engine_id} at {window}");
             let output = dir.path().join(format!("{engine_id}-{window}.jsonl"));
-            let transcript = runtime
-                .transcripts()
-                .create(
-                    &output,
-                    NewSession {
-                        session_id: None,
-                        cwd: "/work".into(),
-                        parent_session: None,
-                    },
-                )
-                .expect("create session");
-            let replay = Arc::new(Replay::new(window));
-            let checked = Arc::new(Checked {
-                replay: replay.clone(),
-                largest_accepted: Mutex::new(0),
-            });
-            let engine = runtime.select(Some(engine_id)).await;
-            let runner = runtime.runner(
-                engine.clone(),
-                checked.clone(),
-                replay.clone(),
-                window,
-                script.tool_names(),
-            );
-            let mut session = Session::new(transcript, None);
-            let report = runner
-                .run_script(
-                    &mut session,
-                    &replay,
-                    &script,
-                    &CancellationToken::new(),
-                    &mut |_, _| {},
-                )
-                .await
-                .expect("the session is written");
+            let Replayed {
+                report,
+                engine,
+                session,
+                runner,
+                largest_accepted,
+            } = replay_once(&runtime, &script, engine_id, window, &output).await;
 
             assert!(
                 report.failed_turns.is_empty(),
@@ -135,7 +178,6 @@ async fn replay_fixture(name: &str) {
             assert_eq!(report.fallbacks, 0, "{label}: {:?}", report.quarantined);
             assert!(engine.serving_selected(), "{label}");
             assert_eq!(engine.serving_id(), engine_id, "{label}");
-            let largest_accepted = *checked.largest_accepted.lock().expect("lock");
             assert_eq!(
                 largest_accepted, report.largest_prompt_tokens,
                 "{label}: the report counts what was sent"
@@ -224,6 +266,37 @@ async fn replays_the_chinese_windows_ops_session() {
     replay_fixture("deepseek-chat-windows-ops-zh-3-compactions.jsonl").await;
 }
 
+/// Issue 34: at 32k one tool-heavy turn of this session is larger than the
+/// budget on its own. `lossless`'s compaction rightly cannot free it; that
+/// is no lie, so `lossless` serves every call (the turn goes on the ordinary
+/// overflow path), and no call is served by `legacy`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lossless_serves_the_chinese_windows_ops_session_at_32k_without_legacy() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let runtime = runtime_in(dir.path());
+    let name = "deepseek-chat-windows-ops-zh-3-compactions.jsonl";
+    let script = fixture_script(runtime.transcripts(), name);
+    let replayed = replay_once(
+        &runtime,
+        &script,
+        "lossless",
+        32_768,
+        &dir.path().join("lossless-32k.jsonl"),
+    )
+    .await;
+    let report = &replayed.report;
+    assert_eq!(report.fallbacks, 0, "{:?}", report.quarantined);
+    assert!(report.quarantined.is_empty(), "{:?}", report.quarantined);
+    assert_eq!(replayed.engine.serving_id(), "lossless");
+    assert!(replayed.largest_accepted <= 32_768);
+    let served: Vec<&str> = report
+        .turns
+        .iter()
+        .map(|turn| turn.served_by.as_str())
+        .collect();
+    assert!(served.iter().all(|id| *id == "lossless"), "{served:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replays_the_german_rust_coding_session() {
     replay_fixture("kimi-k2-thinking-rust-coding-de-1-compaction.jsonl").await;
@@ -257,36 +330,21 @@ async fn lossless_recalls_a_compacted_message_through_the_hosts_index() {
     let name = "qwen35-feishu-delivery-mirror-branching-zh.jsonl";
     let window = 8_192;
     let dir = tempfile::tempdir().expect("temp dir");
-    let runtime = Runtime::new(Config {
-        data_dir: Some(dir.path().to_owned()),
-        ..Config::default()
-    })
-    .expect("runtime");
+    let runtime = runtime_in(dir.path());
     let script = fixture_script(runtime.transcripts(), name);
-    let transcript = runtime
-        .transcripts()
-        .create(&dir.path().join("lossless.jsonl"), NewSession::default())
-        .expect("create session");
-    let replay = Arc::new(Replay::new(window));
-    let engine = runtime.select(Some("lossless")).await;
-    let runner = runtime.runner(
-        engine.clone(),
-        replay.clone(),
-        replay.clone(),
+    let Replayed {
+        report,
+        engine,
+        session,
+        ..
+    } = replay_once(
+        &runtime,
+        &script,
+        "lossless",
         window,
-        script.tool_names(),
-    );
-    let mut session = Session::new(transcript, None);
-    let report = runner
-        .run_script(
-            &mut session,
-            &replay,
-            &script,
-            &CancellationToken::new(),
-            &mut |_, _| {},
-        )
-        .await
-        .expect("the session is written");
+        &dir.path().join("lossless.jsonl"),
+    )
+    .await;
     assert!(report.failed_turns.is_empty(), "{:?}", report.failed_turns);
     // What the engine puts before the model now: its summaries and the
     // messages it keeps.

@@ -33,6 +33,7 @@
 
 mod accounting;
 mod chunks;
+mod claim;
 mod compactor;
 mod config;
 mod cut;
@@ -45,6 +46,7 @@ mod target;
 mod watchdog;
 
 pub(crate) use self::accounting::tokens_before as context_tokens;
+pub use self::claim::{Claim, Contradiction, MeasuredPrompt};
 pub use self::compactor::Compactor;
 pub use self::config::{
     CompactionConfig, MAX_TIMEOUT_SECONDS, RESERVE_TOKENS_FLOOR, TargetShare,
