@@ -28,7 +28,7 @@ use crate::pg_cluster;
 /// A host whose `ctxbox.toml` is `config` plus the test engines registered
 /// (`powers-probe` twice: as itself and as `powers-twin`, a second engine
 /// with a store of its own).
-fn host(dir: &Path, config: &str) -> Runtime {
+pub(crate) fn host(dir: &Path, config: &str) -> Runtime {
     let text = format!(
         "dataDir = {data:?}\n{config}\n\
          [plugins.engines.powers-probe]\npath = {probe:?}\n\
@@ -64,12 +64,12 @@ fn text_of(message: &AgentMessage) -> String {
 /// Numbers the session files of one test process.
 static SESSIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-fn session(id: &str) -> SessionRef {
+pub(crate) fn session(id: &str) -> SessionRef {
     SessionRef::new(id, format!("/sessions/{id}.jsonl"))
 }
 
 /// What `powers-probe` reports after running `command` in an `assemble`.
-async fn probe(engine: &GuardedEngine, session: &SessionRef, command: &str) -> String {
+pub(crate) async fn probe(engine: &GuardedEngine, session: &SessionRef, command: &str) -> String {
     let params = AssembleParams {
         prompt: Some(command.to_owned()),
         token_budget: Some(100_000),
@@ -163,14 +163,26 @@ async fn without_a_model_a_completion_is_unavailable_and_said_so() {
 
 /// `(name, [store] config)` of each store the index tests run on.
 fn stores(test: &str) -> Vec<(&'static str, String)> {
-    let mut stores = vec![("embedded", String::new())];
+    backends(test)
+        .into_iter()
+        .map(|(name, url)| (name, url.as_deref().map_or_else(String::new, store_config)))
+        .collect()
+}
+
+/// `(name, PostgreSQL URL)` of each store the index tests run on: the
+/// embedded one, and a fresh database when a PostgreSQL test server is
+/// available.
+pub(crate) fn backends(test: &str) -> Vec<(&'static str, Option<String>)> {
+    let mut backends = vec![("embedded", None)];
     if let Some(url) = pg_cluster::database(test) {
-        stores.push((
-            "postgres",
-            format!("[store]\nkind = \"postgres\"\nurl = {url:?}\n"),
-        ));
+        backends.push(("postgres", Some(url)));
     }
-    stores
+    backends
+}
+
+/// The `[store]` config of the PostgreSQL database at `url`.
+pub(crate) fn store_config(url: &str) -> String {
+    format!("[store]\nkind = \"postgres\"\nurl = {url:?}\n")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
