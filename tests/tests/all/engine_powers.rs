@@ -29,13 +29,18 @@ use crate::pg_cluster;
 /// (`powers-probe` twice: as itself and as `powers-twin`, a second engine
 /// with a store of its own).
 pub(crate) fn host(dir: &Path, config: &str) -> Runtime {
+    host_with_timeout(dir, config, 4000)
+}
+
+/// [`host`] with calls of `call_timeout_ms`.
+pub(crate) fn host_with_timeout(dir: &Path, config: &str, call_timeout_ms: u64) -> Runtime {
     let text = format!(
         "dataDir = {data:?}\n{config}\n\
          [plugins.engines.powers-probe]\npath = {probe:?}\n\
          [plugins.engines.powers-twin]\npath = {probe:?}\n\
          [plugins.engines.tool-spinner]\npath = {spinner:?}\n\
          [plugins.engines.tool-liar]\npath = {liar:?}\n\
-         [sandbox]\ncallTimeoutMs = 4000\nmaxInstances = 16\n",
+         [sandbox]\ncallTimeoutMs = {call_timeout_ms}\nmaxInstances = 16\n",
         data = dir.join("data").display().to_string(),
         probe = guests::POWERS_PROBE,
         spinner = guests::TOOL_SPINNER,
@@ -70,6 +75,18 @@ pub(crate) fn session(id: &str) -> SessionRef {
 
 /// What `powers-probe` reports after running `command` in an `assemble`.
 pub(crate) async fn probe(engine: &GuardedEngine, session: &SessionRef, command: &str) -> String {
+    try_probe(engine, session, command)
+        .await
+        .unwrap_or_else(|answer| panic!("no report from the probe: {answer}"))
+}
+
+/// [`probe`], or (`Err`) the answer that is not the probe's: the call
+/// failed and the guard answered from `legacy`.
+pub(crate) async fn try_probe(
+    engine: &GuardedEngine,
+    session: &SessionRef,
+    command: &str,
+) -> Result<String, String> {
     let params = AssembleParams {
         prompt: Some(command.to_owned()),
         token_budget: Some(100_000),
@@ -87,9 +104,9 @@ pub(crate) async fn probe(engine: &GuardedEngine, session: &SessionRef, command:
     match result.items.first() {
         Some(AssembledItem::Insert(message)) => text_of(message)
             .strip_prefix("powers: ")
-            .unwrap_or_else(|| panic!("not the probe's report: {message:?}"))
-            .to_owned(),
-        other => panic!("no report: {other:?}"),
+            .map(str::to_owned)
+            .ok_or_else(|| format!("{message:?}")),
+        other => Err(format!("{other:?}")),
     }
 }
 

@@ -19,10 +19,11 @@ use ctxbox_host::services::state::{
 };
 use ctxbox_host::store::Postgres;
 
-use crate::engine_powers::{backends, host, probe, session, store_config};
+use crate::engine_powers::{backends, host_with_timeout, probe, session, store_config, try_probe};
 
-/// The test engines' call timeout (`engine_powers::host`).
-const CALL_TIMEOUT: Duration = Duration::from_secs(4);
+/// The test engines' call timeout: the default, which a commit of the
+/// most one call may write fits well within.
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Attacking calls at once: as many as the shared store's pool has
 /// connections.
@@ -92,7 +93,8 @@ fn index_beforehand(data: &Path, url: Option<&str>, engine: &str, mib: usize) {
 /// database or the embedded store, with room for large indexes.
 fn runtime(dir: &Path, url: Option<&str>, state: &str) -> Runtime {
     let store = url.map_or_else(String::new, store_config);
-    host(dir, &format!("{store}[state]\n{state}\n"))
+    let timeout = CALL_TIMEOUT.as_millis() as u64;
+    host_with_timeout(dir, &format!("{store}[state]\n{state}\n"), timeout)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -106,7 +108,8 @@ async fn a_huge_search_stops_at_its_deadline_and_holds_up_no_other_engine() {
 async fn a_huge_search_stops_at_its_deadline_on(url: Option<&str>) {
     let dir = tempfile::tempdir().expect("temp dir");
     let data = dir.path().join("data");
-    // About 5 s of scanning per search on this store, unbounded.
+    // Seconds of scanning per search, unbounded: eight at once hold a
+    // shared connection far past the victim's deadline.
     index_beforehand(&data, url, "powers-probe", 16);
     let runtime = runtime(dir.path(), url, "quotaBytes = 1073741824");
     let attacker = runtime.select(Some("powers-probe")).await;
@@ -117,12 +120,14 @@ async fn a_huge_search_stops_at_its_deadline_on(url: Option<&str>) {
         "put=ok"
     );
 
+    // One session each: calls about one session take turns.
     let attacks: Vec<_> = (0..ATTACKERS)
-        .map(|_| {
-            let (attacker, s) = (attacker.clone(), s.clone());
+        .map(|n| {
+            let (attacker, s) = (attacker.clone(), session(&format!("attack-{n}")));
             tokio::spawn(async move {
                 let started = Instant::now();
-                let report = probe(&attacker, &s, &format!("search engine {SCANNING_QUERY}")).await;
+                let report =
+                    try_probe(&attacker, &s, &format!("search engine {SCANNING_QUERY}")).await;
                 (report, started.elapsed())
             })
         })
@@ -140,20 +145,19 @@ async fn a_huge_search_stops_at_its_deadline_on(url: Option<&str>) {
 
     let mut stopped = 0;
     for attack in attacks {
-        // A call that ran out of time and was served by `legacy` has no
-        // report (the probe's check panics in its task): allowed, it is
-        // the attacker's own.
-        let Ok((report, took)) = attack.await else {
-            continue;
-        };
-        if report.starts_with("search error=HostErrorKind::Aborted") {
-            assert!(report.contains("deadline"), "{report}");
-            stopped += 1;
-        }
+        // A call that ran out of time was served by `legacy` (no report):
+        // allowed, the failure is the attacker's own.
+        let (report, took) = attack.await.expect("the attack's task");
         assert!(
-            took < 3 * CALL_TIMEOUT,
-            "an attacking search answered after {took:?}: {report}"
+            took < 2 * CALL_TIMEOUT,
+            "an attacking search ended after {took:?}: {report:?}"
         );
+        if let Ok(report) = report {
+            if report.starts_with("search error=HostErrorKind::Aborted") {
+                assert!(report.contains("deadline"), "{report}");
+                stopped += 1;
+            }
+        }
     }
     assert!(
         stopped > 0,
@@ -185,12 +189,12 @@ async fn a_huge_batch_is_refused_at_the_put_on(url: Option<&str>) {
     assert_eq!(probe(&victim, &s, "idle").await, "idle");
 
     let attack = {
-        let (attacker, s) = (attacker.clone(), s.clone());
+        let (attacker, s) = (attacker.clone(), session("attack"));
         tokio::spawn(async move {
             let started = Instant::now();
-            // 6 MiB of text no trigram of which repeats: a minute or more
+            // 12 MiB of text no trigram of which repeats: a minute or more
             // of indexing in one commit, were it taken.
-            let report = probe(&attacker, &s, "bomb 12 512").await;
+            let report = try_probe(&attacker, &s, "bomb 24 512").await;
             (report, started.elapsed())
         })
     };
@@ -207,19 +211,28 @@ async fn a_huge_batch_is_refused_at_the_put_on(url: Option<&str>) {
     assert_eq!(probe(&victim, &s, "search engine five").await, "hits=note");
 
     let (report, took) = attack.await.expect("the attack's task");
+    assert!(
+        took < 2 * CALL_TIMEOUT,
+        "the attacking call ended {took:?} after it started"
+    );
+    let Ok(report) = report else {
+        // Its commit, of the most one call may write, did not fit in what
+        // was left of its time on a loaded machine: the engine's own
+        // failure, and bounded all the same.
+        let record = runtime.engines().quarantine().get("powers-probe");
+        let record = record.expect("a failed attacking call is recorded");
+        assert!(record.reason.contains("deadline"), "{record:?}");
+        return;
+    };
     let (bombed, error) = report
         .strip_prefix("bombed=")
         .and_then(|rest| rest.split_once(" error="))
         .unwrap_or_else(|| panic!("the put was not refused: {report}"));
     let bombed: u32 = bombed.parse().expect("a count");
-    assert!((1..12).contains(&bombed), "{report}");
+    assert!((1..24).contains(&bombed), "{report}");
     assert!(
         error.starts_with("HostErrorKind::QuotaExceeded") && error.contains("one call may write"),
         "{report}"
-    );
-    assert!(
-        took < 2 * CALL_TIMEOUT,
-        "the attacking call ended {took:?} after it started"
     );
 }
 
