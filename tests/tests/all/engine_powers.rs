@@ -351,10 +351,13 @@ async fn a_flood_of_documents_stops_at_the_quota_and_the_next_turn_works() {
 
 async fn a_flood_of_documents_stops_at_the_quota_and_the_next_turn_works_on(store: &str) {
     let dir = tempfile::tempdir().expect("temp dir");
-    // About 60 documents of 4 KiB (each counts its text four times).
-    let runtime = host(
+    // About 60 documents of 4 KiB (each counts its text four times). The
+    // default call time: a search is stopped at its deadline notice, and
+    // PostgreSQL's scoring of these texts takes seconds on a loaded machine.
+    let runtime = host_with_timeout(
         dir.path(),
         &format!("{store}[state]\nquotaBytes = 1048576\n"),
+        10_000,
     );
     let engine = runtime.select(Some("powers-probe")).await;
     let s = session("s");
