@@ -62,6 +62,21 @@ pub async fn engine_with(
         .unwrap_or_else(|error| panic!("instantiating {path}: {error}"))
 }
 
+/// Bytes of the files under `dir`, its folders included (a data
+/// directory's footprint on disk).
+pub fn bytes_under(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|entry| match entry.metadata() {
+            Ok(meta) if meta.is_dir() => bytes_under(&entry.path()),
+            Ok(meta) => meta.len(),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
 /// A session with a made-up transcript path.
 pub fn session(id: &str) -> SessionRef {
     SessionRef::new(id, format!("/sessions/{id}.jsonl"))

@@ -136,6 +136,9 @@ pub enum CommitRefusal {
     /// ([`CallOptions::write_fence`]): not the engine's doing.
     #[error("{0}")]
     LeaseLost(String),
+    /// The host's own store failed (not the engine's doing).
+    #[error("{0}")]
+    HostFault(String),
 }
 
 /// The state writes of a call that answered, not yet committed.

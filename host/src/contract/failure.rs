@@ -119,6 +119,10 @@ pub enum FailureKind {
     /// were committed, so they were refused. Not the engine's fault: never
     /// quarantines; the caller retries.
     LeaseLost,
+    /// The host failed doing the engine's work (its own database, disk or
+    /// descriptors) and the call failed with it. Not the engine's fault:
+    /// never quarantines; `legacy` serves the call.
+    HostFault,
 }
 
 impl FailureKind {
@@ -139,6 +143,7 @@ impl FailureKind {
             Self::Load => "load",
             Self::Overloaded => "overloaded",
             Self::LeaseLost => "lease-lost",
+            Self::HostFault => "host-fault",
         }
     }
 }

@@ -8,6 +8,7 @@
 //! call searches what was committed before it: its own pending writes become
 //! visible to later calls once it has answered.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use serde::{Deserialize, Serialize};
@@ -184,6 +185,9 @@ pub enum IndexOp {
 #[derive(Debug, Default)]
 pub struct IndexBatch {
     ops: Mutex<Vec<IndexOp>>,
+    /// What the queued writes give the index to do, as [`Self::record`]
+    /// was told.
+    work: AtomicU64,
 }
 
 impl IndexBatch {
@@ -196,25 +200,18 @@ impl IndexBatch {
         self.ops().is_empty()
     }
 
-    /// Bytes of text the call has put so far (a guard against a call that
-    /// queues more than it could ever commit).
-    pub fn pending_bytes(&self) -> usize {
-        self.ops()
-            .iter()
-            .map(|op| match op {
-                IndexOp::Put { document, .. } => {
-                    document.id.len()
-                        + document.text.len()
-                        + document.metadata.as_ref().map_or(0, String::len)
-                }
-                IndexOp::Delete { id, .. } => id.len(),
-            })
-            .sum()
+    /// What the queued writes give the index to do, in bytes of text
+    /// (the sum of what [`Self::record`] was told): what the host caps per
+    /// call, so that one call's commit stays short.
+    pub fn work(&self) -> u64 {
+        self.work.load(Ordering::Relaxed)
     }
 
-    /// Queues `op`.
-    pub fn record(&self, op: IndexOp) {
+    /// Queues `op`, which gives the index `work` bytes of text to add or
+    /// remove.
+    pub fn record(&self, op: IndexOp, work: u64) {
         self.ops().push(op);
+        self.work.fetch_add(work, Ordering::Relaxed);
     }
 
     /// Whether the call's own writes hold document `id` in its scope
@@ -257,7 +254,9 @@ impl IndexBatch {
 
     /// The writes in order, leaving the batch empty.
     pub fn take(&self) -> Vec<IndexOp> {
-        std::mem::take(&mut *self.ops())
+        let mut ops = self.ops();
+        self.work.store(0, Ordering::Relaxed);
+        std::mem::take(&mut *ops)
     }
 }
 
@@ -393,17 +392,22 @@ mod tests {
                 metadata: None,
             },
         };
-        batch.record(put("a"));
-        batch.record(IndexOp::Delete {
-            session_id: Some("s".into()),
-            id: "a".into(),
-        });
-        batch.record(put("b"));
+        batch.record(put("a"), 10);
+        batch.record(
+            IndexOp::Delete {
+                session_id: Some("s".into()),
+                id: "a".into(),
+            },
+            20,
+        );
+        batch.record(put("b"), 30);
         assert_eq!(batch.pending(Some("s"), "a"), Some(false));
         assert_eq!(batch.pending(Some("s"), "b"), Some(true));
         assert_eq!(batch.pending(None, "b"), None, "another scope");
+        assert_eq!(batch.work(), 60, "the work of every write");
         assert_eq!(batch.take().len(), 3);
         assert!(batch.is_empty());
+        assert_eq!(batch.work(), 0, "taken with the writes");
     }
 
     #[test]

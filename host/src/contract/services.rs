@@ -44,6 +44,13 @@ pub enum ServiceError {
     /// The service failed.
     #[error("{0}")]
     Failed(String),
+    /// The host itself failed doing the engine's work (its own database,
+    /// disk or descriptors): never the engine's failure. The engine sees
+    /// `failed`; a call that then fails, or whose writes cannot be
+    /// committed for it, is the host's fault
+    /// ([`FailureKind::HostFault`](super::failure::FailureKind::HostFault)).
+    #[error("host failure: {0}")]
+    HostFault(String),
     /// A write refused because another host holds a newer lease on the
     /// session ([`WriteFence`](super::engine::WriteFence)).
     #[error("lease lost: {0}")]

@@ -435,7 +435,10 @@ impl GuardedEngine {
         // failed tool.
         let refused = matches!(operation, Operation::Compact | Operation::CallTool)
             && failure.kind == FailureKind::EngineError;
-        if !refused && !declined && !stopped {
+        // The host failed the engine's work (its own store): served
+        // elsewhere, the engine not blamed.
+        let host_fault = failure.kind == FailureKind::HostFault;
+        if !refused && !declined && !stopped && !host_fault {
             self.quarantine_engine(&failure);
         }
         let action = match (&on_failure, self.policy.strict) {
@@ -447,6 +450,8 @@ impl GuardedEngine {
         self.note(&failure, session, action);
         let outcome = if refused {
             CallOutcome::Refused
+        } else if host_fault {
+            CallOutcome::FellBack
         } else if matches!(
             failure.kind,
             FailureKind::Timeout | FailureKind::StoppedAtDeadline
@@ -592,6 +597,7 @@ impl GuardedEngine {
             let kind = match refusal {
                 CommitRefusal::Refused(_) => FailureKind::HostLimit,
                 CommitRefusal::LeaseLost(_) => FailureKind::LeaseLost,
+                CommitRefusal::HostFault(_) => FailureKind::HostFault,
             };
             EngineFailure::new(&self.id, operation, kind, refusal.to_string())
         })

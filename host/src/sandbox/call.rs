@@ -315,6 +315,9 @@ pub(crate) struct CallState {
     pub(crate) logs_dropped: u32,
     /// Why the epoch callback interrupted the guest, if it did.
     pub(crate) interrupted: Option<FailureKind>,
+    /// What the host failed at doing for the call, if it did
+    /// ([`ServiceError::HostFault`](crate::contract::services::ServiceError::HostFault)).
+    pub(crate) host_fault: Option<String>,
     /// What `host.runtime-settings` answers during this call.
     pub(crate) runtime_settings: Option<String>,
 }
@@ -377,6 +380,7 @@ impl CallState {
             log_records: 0,
             logs_dropped: 0,
             interrupted: None,
+            host_fault: None,
             runtime_settings: None,
         }
     }

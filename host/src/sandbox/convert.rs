@@ -347,7 +347,9 @@ pub(crate) fn to_wit_host_error(error: ServiceError) -> wit_host::HostError {
         ServiceError::Aborted(_) => wit_host::HostErrorKind::Aborted,
         // Lease loss only refuses a call's commit, after the engine
         // answered; should a service ever report it, it is a failure.
-        ServiceError::Failed(_) | ServiceError::LeaseLost(_) => wit_host::HostErrorKind::Failed,
+        ServiceError::Failed(_) | ServiceError::LeaseLost(_) | ServiceError::HostFault(_) => {
+            wit_host::HostErrorKind::Failed
+        }
     };
     wit_host::HostError {
         kind,

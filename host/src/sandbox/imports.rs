@@ -62,8 +62,15 @@ impl ProgressSink for ClockProgress {
     }
 }
 
-fn service_result<T>(result: Result<T, ServiceError>) -> HostResult<T> {
-    result.map_err(convert::to_wit_host_error)
+impl StoreState {
+    /// A host service's answer as the guest gets it, the host's own
+    /// failure noted on the call (it is then never the engine's).
+    pub(super) fn answer<T>(&mut self, result: Result<T, ServiceError>) -> HostResult<T> {
+        if let Err(ServiceError::HostFault(fault)) = &result {
+            self.call.host_fault.get_or_insert_with(|| fault.clone());
+        }
+        result.map_err(convert::to_wit_host_error)
+    }
 }
 
 impl wit::Host for StoreState {}
@@ -162,7 +169,9 @@ impl wit_host::Host for StoreState {
         let result = services
             .delegate_compaction(self.service_call(), &params, &progress)
             .await;
-        Ok(service_result(result).map(|result| convert::to_wit_compact_result(&result)))
+        Ok(self
+            .answer(result)
+            .map(|result| convert::to_wit_compact_result(&result)))
     }
 
     async fn summarize(
@@ -181,7 +190,7 @@ impl wit_host::Host for StoreState {
                 max_tokens,
             )
             .await;
-        Ok(service_result(result))
+        Ok(self.answer(result))
     }
 
     async fn read_transcript_delta(
@@ -206,31 +215,28 @@ impl wit_host::Host for StoreState {
                 max_bytes,
             )
             .await;
-        Ok(service_result(result).map(convert::to_wit_delta))
+        Ok(self.answer(result).map(convert::to_wit_delta))
     }
 
     async fn state_get(&mut self, key: String) -> wasmtime::Result<HostResult<Option<Vec<u8>>>> {
         self.charge(key.len())?;
         let services = self.services.clone();
-        Ok(service_result(
-            services.state_get(self.service_call(), &key).await,
-        ))
+        let result = services.state_get(self.service_call(), &key).await;
+        Ok(self.answer(result))
     }
 
     async fn state_set(&mut self, key: String, value: Vec<u8>) -> wasmtime::Result<HostResult<()>> {
         self.charge(key.len() + value.len())?;
         let services = self.services.clone();
-        Ok(service_result(
-            services.state_set(self.service_call(), &key, &value).await,
-        ))
+        let result = services.state_set(self.service_call(), &key, &value).await;
+        Ok(self.answer(result))
     }
 
     async fn state_delete(&mut self, key: String) -> wasmtime::Result<HostResult<bool>> {
         self.charge(key.len())?;
         let services = self.services.clone();
-        Ok(service_result(
-            services.state_delete(self.service_call(), &key).await,
-        ))
+        let result = services.state_delete(self.service_call(), &key).await;
+        Ok(self.answer(result))
     }
 
     async fn state_scan(
@@ -249,7 +255,7 @@ impl wit_host::Host for StoreState {
                 limit.min(MAX_SCAN_LIMIT),
             )
             .await;
-        Ok(service_result(result).map(|entries| {
+        Ok(self.answer(result).map(|entries| {
             entries
                 .into_iter()
                 .map(|(key, value)| wit_host::StateEntry { key, value })

@@ -249,6 +249,13 @@ impl Live {
                         FailureKind::StoppedAtDeadline,
                         format!("the engine stopped within its deadline notice: {reason}"),
                     )
+                } else if let Some(fault) = &self.store.data().call.host_fault {
+                    // The host failed it first: the engine's error is the
+                    // host's doing.
+                    (
+                        FailureKind::HostFault,
+                        format!("the engine failed after the host failed it ({fault}): {reason}"),
+                    )
                 } else {
                     (FailureKind::EngineError, reason)
                 };
@@ -312,16 +319,19 @@ fn commit_refusal(error: ServiceError) -> CommitRefusal {
     let message = format!("the call's state writes could not be committed: {error}");
     match error {
         ServiceError::LeaseLost(_) => CommitRefusal::LeaseLost(message),
+        ServiceError::HostFault(_) => CommitRefusal::HostFault(message),
         _ => CommitRefusal::Refused(message),
     }
 }
 
 /// The failure a refused commit makes of the call: the engine's for a store
-/// that refused its writes, the host's for a lost lease.
+/// that refused its writes, the host's for a lost lease or a store that
+/// failed.
 fn refusal_failure(refusal: CommitRefusal) -> (FailureKind, String) {
     match refusal {
         CommitRefusal::Refused(message) => (FailureKind::HostLimit, message),
         CommitRefusal::LeaseLost(message) => (FailureKind::LeaseLost, message),
+        CommitRefusal::HostFault(message) => (FailureKind::HostFault, message),
     }
 }
 

@@ -38,7 +38,7 @@ pub(super) async fn complete(
     if result.is_ok() && state.call.operation.may_compact() {
         state.call.clock.progress();
     }
-    Ok(result.map(to_wit_completion).map_err(to_wit_host_error))
+    Ok(state.answer(result).map(to_wit_completion))
 }
 
 /// `host.index-put`.
@@ -68,7 +68,7 @@ pub(super) async fn index_put(
             document,
         )
         .await;
-    Ok(result.map_err(to_wit_host_error))
+    Ok(state.answer(result))
 }
 
 /// `host.index-delete`.
@@ -86,7 +86,7 @@ pub(super) async fn index_delete(
             &id,
         )
         .await;
-    Ok(result.map_err(to_wit_host_error))
+    Ok(state.answer(result))
 }
 
 /// `host.index-search`.
@@ -110,7 +110,7 @@ pub(super) async fn index_search(
     let result = services
         .index_search(state.call.service_call(&state.engine_id), &query)
         .await;
-    Ok(result.map(to_wit_page).map_err(to_wit_host_error))
+    Ok(state.answer(result).map(to_wit_page))
 }
 
 fn from_wit_completion_request(request: wit_host::CompletionRequest) -> CompletionRequest {

@@ -12,7 +12,10 @@
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 
-use crate::contract::index::{IndexDocument, IndexHit, IndexOp, IndexPage, IndexQuery, check_id};
+use crate::contract::index::{
+    IndexDocument, IndexHit, IndexOp, IndexPage, IndexQuery, MAX_DOCUMENT_ID_BYTES,
+    MAX_DOCUMENT_METADATA_BYTES, MAX_DOCUMENT_TEXT_BYTES, check_id,
+};
 
 use super::state::{ENTRY_OVERHEAD_BYTES, Limits, StateError, StateUsage};
 
@@ -25,6 +28,16 @@ use super::state::{ENTRY_OVERHEAD_BYTES, Limits, StateError, StateUsage};
 /// the file. PostgreSQL's `pg_trgm` index takes less (BENCHMARKS.md, "Engines'
 /// searchable memory").
 pub const INDEX_BYTES_PER_TEXT_BYTE: u64 = 3;
+
+/// What one engine call's index writes may give the index to do, in bytes
+/// of text ([`write_work`]): room for one document of the contract's
+/// largest, so that every call's commit stays a small part of a deadline
+/// (a megabyte of text of no repeating trigrams takes the embedded index
+/// about two seconds on a loaded two-core machine). More is refused at the
+/// put, as over a quota.
+pub const MAX_CALL_INDEX_BYTES: u64 =
+    (MAX_DOCUMENT_TEXT_BYTES + MAX_DOCUMENT_METADATA_BYTES + MAX_DOCUMENT_ID_BYTES + 16 * 1024)
+        as u64;
 
 /// Words shorter than this (in characters) cannot use a trigram index.
 pub const MIN_INDEXED_WORD_CHARS: usize = 3;
@@ -39,6 +52,17 @@ pub fn document_cost(document: &IndexDocument) -> u64 {
         + metadata
         + text * (1 + INDEX_BYTES_PER_TEXT_BYTE)
         + ENTRY_OVERHEAD_BYTES
+}
+
+/// What one index write gives the index to do, in bytes of text: the
+/// `added` bytes of a put (nothing for a delete), the text of the document
+/// it replaces or deletes (from its `replaced` cost, [`document_cost`]), and
+/// [`ENTRY_OVERHEAD_BYTES`], so that many tiny writes count too.
+pub fn write_work(added: u64, replaced: Option<u64>) -> u64 {
+    let replaced_text = replaced.map_or(0, |cost| {
+        cost.saturating_sub(ENTRY_OVERHEAD_BYTES) / (1 + INDEX_BYTES_PER_TEXT_BYTE)
+    });
+    ENTRY_OVERHEAD_BYTES + added + replaced_text
 }
 
 /// How a scope is stored: the session id, or `""` for the engine's own.

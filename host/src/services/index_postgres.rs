@@ -143,7 +143,7 @@ pub(super) async fn footprint(
 /// or all of them, best first; each hit carries the passage of its text
 /// around the first match that its snippet is cut from.
 pub(super) async fn search(
-    client: &tokio_postgres::Client,
+    client: &impl tokio_postgres::GenericClient,
     engine: &str,
     session: Option<&str>,
     words: &Words,

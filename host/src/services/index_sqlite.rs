@@ -258,11 +258,12 @@ mod tests {
 
     #[test]
     fn the_full_text_index_follows_every_put_replace_and_delete() {
-        let (dir, store) = store(StateConfig::default());
+        let (_dir, store) = store(StateConfig::default());
         store
             .commit(
                 "e",
                 index(vec![put("a", "alpha one"), put("b", "beta two")]),
+                None,
                 None,
             )
             .expect("puts");
@@ -277,10 +278,10 @@ mod tests {
                     },
                 ]),
                 None,
+                None,
             )
             .expect("replaces and deletes");
-        let connection = Connection::open(dir.path().join(crate::services::state::STATE_DB_FILE))
-            .expect("opens");
+        let connection = Connection::open(store.engine_path("e")).expect("opens");
         connection
             .execute(
                 "INSERT INTO index_text (index_text, rank) VALUES ('integrity-check', 1)",
@@ -309,11 +310,12 @@ mod tests {
                     put("dense", "缓存 cache 缓存 cache"),
                 ]),
                 None,
+                None,
             )
             .expect("puts");
         for text in ["cache", "缓存"] {
             let page = store
-                .search("e", Some("s"), &query(text))
+                .search("e", Some("s"), &query(text), None)
                 .expect("searches");
             let ids: Vec<&str> = page.hits.iter().map(|hit| hit.id.as_str()).collect();
             assert_eq!(ids, ["dense", "long"], "{text}");
@@ -342,17 +344,13 @@ mod tests {
                 session_id: session.clone(),
                 document,
             };
-            if store.commit("e", index(vec![op]), None).is_err() {
+            if store.commit("e", index(vec![op]), None, None).is_err() {
                 break;
             }
             stored += 1;
         }
         drop(store);
-        let on_disk = std::fs::read_dir(dir.path())
-            .expect("data dir")
-            .flatten()
-            .map(|entry| entry.metadata().map_or(0, |meta| meta.len()))
-            .sum();
+        let on_disk = crate::services::state_files::bytes_under(dir.path());
         (stored, on_disk)
     }
 

@@ -3,7 +3,8 @@
 //!
 //! - [`native`]: [`NativeServices`], the [`HostServices`](crate::contract::HostServices)
 //!   implementation every production engine gets;
-//! - [`state`]: the durable per-engine key-value store behind `state-*`;
+//! - [`state`]: the durable per-engine key-value store behind `state-*`
+//!   (embedded: one database per engine, `state_files`);
 //! - [`index`]: the engines' searchable memory behind `index-*`, kept by the
 //!   same stores (`index_sqlite`, `index_postgres`);
 //! - [`compaction`]: native compaction of a transcript (`legacy`'s `compact`
@@ -18,7 +19,9 @@ pub mod index;
 mod index_postgres;
 mod index_sqlite;
 pub mod native;
+mod pool_share;
 pub mod state;
+mod state_files;
 mod state_postgres;
 pub mod summarize;
 

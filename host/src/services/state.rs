@@ -1,30 +1,36 @@
 //! The engines' durable key-value store behind the `state-*` host imports:
-//! the [`EngineState`] trait, with [`StateStore`] — one SQLite database in the
-//! host's data directory — as the embedded implementation (the shared one is
-//! `PostgresState`); in either, a private key space per
-//! engine id, and limits per engine that bound what it takes on disk: a byte
-//! quota counting each entry's key, value and [`ENTRY_OVERHEAD_BYTES`], and a
-//! number of keys. Entries name their engine by a small number, so a long
-//! engine id costs its bytes once, not once per entry; the write-ahead log
-//! is truncated back to [`WAL_LIMIT_BYTES`] after each checkpoint. Every
-//! write is one transaction: it happens entirely or not at all. An engine
-//! call's writes are one batch ([`EngineState::commit`]): one transaction and
-//! one sync per call, not per `state-set`.
+//! the [`EngineState`] trait, with [`StateStore`] — one SQLite database per
+//! engine in the host's data directory (`state_files`) — as the embedded
+//! implementation (the shared one is `PostgresState`); in either, a private
+//! key space per engine id, and limits per engine that bound what it takes
+//! on disk: a byte quota counting each entry's key, value and
+//! [`ENTRY_OVERHEAD_BYTES`], and a number of keys. Every write is one
+//! transaction: it happens entirely or not at all. An engine call's writes
+//! are one batch ([`EngineState::commit`]): one transaction and one sync per
+//! call, not per `state-set`.
 //!
 //! The same store keeps the engines' searchable memory (`host.index-*`):
 //! documents count against the same limits as entries
 //! ([`document_cost`](super::index::document_cost), one key each), a call's
 //! index writes commit in the same transaction as its state writes
 //! ([`CallWrites`]), and [`EngineState::search`] finds them (the embedded
-//! index is `index_sqlite`, searched on a read connection of its own so a
+//! index is `index_sqlite`, searched on its engine's read connection so a
 //! long search never holds up writes).
+//!
+//! Work done for an engine call is bounded by that call: a commit and a
+//! search given a deadline stop at it ([`StateError::Interrupted`]), and
+//! holding one engine's database never holds another's.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
 
-use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde::{Deserialize, Serialize};
 
+use super::state_files::{self, EngineFile};
+pub use super::state_files::{PAGE_CACHE_KIB, STATE_DB_FILE, STATE_DIR, WAL_LIMIT_BYTES};
 use super::{index, index_sqlite};
 use crate::contract::engine::WriteFence;
 use crate::contract::index::{IndexOp, IndexPage, IndexQuery};
@@ -37,21 +43,6 @@ pub const MAX_KEY_BYTES: usize = 1_024;
 /// B-tree bookkeeping, rounded up, so tiny entries cannot fill a disk
 /// their key and value bytes alone would not.
 pub const ENTRY_OVERHEAD_BYTES: u64 = 64;
-
-/// The size the write-ahead log is cut back to after a checkpoint.
-pub const WAL_LIMIT_BYTES: u64 = 4 * 1024 * 1024;
-
-/// The page cache of each connection to the database, KiB (`PRAGMA
-/// cache_size`).
-pub const PAGE_CACHE_KIB: i64 = 4 * 1024;
-
-/// The layout of the database, in `PRAGMA user_version`: 3 adds the
-/// engines' searchable memory; 2 numbers the engines; 0 (before it) keyed
-/// every row by the engine's id text.
-const SCHEMA_VERSION: i64 = 3;
-
-/// File name of the database in the data directory.
-pub const STATE_DB_FILE: &str = "state.sqlite3";
 
 /// Limits of the state store (`state.*`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -140,6 +131,15 @@ pub enum StateError {
         /// Which rule.
         reason: String,
     },
+    /// The work ran to the deadline of the engine call it was for and was
+    /// stopped there (a write stopped so wrote nothing).
+    #[error("{what} for engine `{engine}` was stopped at the call's deadline")]
+    Interrupted {
+        /// The engine id.
+        engine: String,
+        /// What was stopped.
+        what: &'static str,
+    },
 }
 
 /// One engine call's writes, committed together ([`EngineState::commit`]).
@@ -205,11 +205,14 @@ pub trait EngineState: Send + Sync + std::fmt::Debug {
     /// With `fence`, in a shared store: refused ([`StateError::LeaseLost`])
     /// when the session's current lease is not the fence's; an embedded
     /// store has one host and no leases, and ignores it.
+    /// With `deadline`, stopped then ([`StateError::Interrupted`]), having
+    /// written nothing.
     fn commit(
         &self,
         engine: &str,
         writes: CallWrites,
         fence: Option<&WriteFence>,
+        deadline: Option<Instant>,
     ) -> Result<(), StateError>;
 
     /// One page of `engine`'s documents containing every word of `query`
@@ -217,84 +220,93 @@ pub trait EngineState: Send + Sync + std::fmt::Debug {
     /// `session`'s scope only, or (`None`) all of them, the engine's own and
     /// every session's. `query.scope` is the caller's to turn into
     /// `session`; the store reads the text, limit and offset.
+    /// With `deadline`, stopped then ([`StateError::Interrupted`]).
     fn search(
         &self,
         engine: &str,
         session: Option<&str>,
         query: &IndexQuery,
+        deadline: Option<Instant>,
     ) -> Result<IndexPage, StateError>;
 }
 
-/// The state database (share it behind an `Arc`).
+/// The embedded state store: one database per engine in the data
+/// directory's `state/` folder (`state_files`), opened on the engine's
+/// first use (share the store behind an `Arc`).
 #[derive(Debug)]
 pub struct StateStore {
-    path: PathBuf,
-    quota_bytes: u64,
-    max_keys: u64,
-    connection: Mutex<Connection>,
-    /// Read-only, for searches: in WAL mode they read while writes go on.
-    reader: Mutex<Connection>,
+    dir: PathBuf,
+    limits: Limits,
+    engines: Mutex<HashMap<String, Arc<EngineFile>>>,
 }
 
 impl StateStore {
-    /// Opens (creating if needed) `<data_dir>/state.sqlite3`.
+    /// Opens the store in `data_dir` (creating its folder if needed),
+    /// splitting a shared `state.sqlite3` of an older host into per-engine
+    /// files first.
     pub fn open_in(data_dir: &Path, config: &StateConfig) -> Result<Self, StateError> {
-        std::fs::create_dir_all(data_dir).map_err(|source| StateError::DataDir {
-            path: data_dir.to_owned(),
+        let dir = data_dir.join(STATE_DIR);
+        std::fs::create_dir_all(&dir).map_err(|source| StateError::DataDir {
+            path: dir.clone(),
             source,
         })?;
-        Self::open(&data_dir.join(STATE_DB_FILE), config)
-    }
-
-    /// Opens (creating if needed) the database at `path`.
-    pub fn open(path: &Path, config: &StateConfig) -> Result<Self, StateError> {
-        let sqlite = |source| StateError::Sqlite {
-            path: path.to_owned(),
+        let shared = data_dir.join(STATE_DB_FILE);
+        state_files::split_shared(&shared, &dir).map_err(|source| StateError::Sqlite {
+            path: shared,
             source,
-        };
-        let mut connection = Connection::open(path).map_err(sqlite)?;
-        connection
-            .execute_batch(&format!(
-                "PRAGMA journal_mode = WAL;
-                 PRAGMA synchronous = FULL;
-                 PRAGMA journal_size_limit = {WAL_LIMIT_BYTES};
-                 PRAGMA cache_size = -{PAGE_CACHE_KIB};"
-            ))
-            .map_err(sqlite)?;
-        migrate(&mut connection).map_err(sqlite)?;
-        let reader = Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .and_then(|reader| {
-            reader.execute_batch(&format!("PRAGMA cache_size = -{PAGE_CACHE_KIB};"))?;
-            Ok(reader)
-        })
-        .map_err(sqlite)?;
+        })?;
         Ok(Self {
-            path: path.to_owned(),
-            quota_bytes: config.quota_bytes,
-            max_keys: config.max_keys,
-            connection: Mutex::new(connection),
-            reader: Mutex::new(reader),
+            dir,
+            limits: Limits {
+                quota_bytes: config.quota_bytes,
+                max_keys: config.max_keys,
+            },
+            engines: Mutex::new(HashMap::new()),
         })
     }
 
-    fn connection(&self) -> std::sync::MutexGuard<'_, Connection> {
-        // SQLite rolls back a transaction that a panic left open; the
-        // connection itself stays usable.
-        self.connection
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+    /// The database file of `engine` (which may not exist yet).
+    pub fn engine_path(&self, engine: &str) -> PathBuf {
+        state_files::engine_file(&self.dir, engine)
     }
 
-    fn reader(&self) -> std::sync::MutexGuard<'_, Connection> {
-        self.reader.lock().unwrap_or_else(PoisonError::into_inner)
+    /// `engine`'s database, opened on first use.
+    fn file(&self, engine: &str) -> Result<Arc<EngineFile>, StateError> {
+        let open = || self.engines.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(file) = open().get(engine) {
+            return Ok(file.clone());
+        }
+        // Opened outside the lock: other engines' calls never wait for it.
+        let path = self.engine_path(engine);
+        let opened = EngineFile::open(&path)
+            .map(Arc::new)
+            .map_err(|source| StateError::Sqlite { path, source })?;
+        // Another call may have opened it meanwhile: the first one is kept
+        // (and `opened` closed once the lock is released).
+        let kept = open()
+            .entry(engine.to_owned())
+            .or_insert_with(|| opened.clone())
+            .clone();
+        Ok(kept)
     }
+}
 
-    fn sqlite(&self, source: rusqlite::Error) -> StateError {
+/// `source` as the store's error about `file`, naming what was stopped
+/// when the deadline interrupted it.
+fn failure(
+    file: &EngineFile,
+    engine: &str,
+    what: &'static str,
+    source: rusqlite::Error,
+) -> StateError {
+    if state_files::is_interrupted(&source) {
+        StateError::Interrupted {
+            engine: engine.to_owned(),
+            what,
+        }
+    } else {
         StateError::Sqlite {
-            path: self.path.clone(),
+            path: file.path().to_owned(),
             source,
         }
     }
@@ -303,12 +315,14 @@ impl StateStore {
 impl StateStore {
     /// Applies `writes`, then `index`, in one transaction, all or none,
     /// refused past the engine's limits ([`Limits::check_growth`] on the
-    /// whole batch); answers how many of the deleted keys existed.
+    /// whole batch) and stopped at `deadline`; answers how many of the
+    /// deleted keys existed.
     fn apply(
         &self,
         engine: &str,
         writes: &[StateWrite],
         index: &[IndexOp],
+        deadline: Option<Instant>,
     ) -> Result<usize, StateError> {
         for (key, _) in writes {
             check_key(key)?;
@@ -316,45 +330,60 @@ impl StateStore {
         for op in index {
             index::check_op(op)?;
         }
-        let sqlite = |source| self.sqlite(source);
-        let mut connection = self.connection();
-        let transaction = connection
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(sqlite)?;
-        let number = engine_number(&transaction, engine).map_err(sqlite)?;
-        let before = usage_of(&transaction, number).map_err(sqlite)?;
-        let mut after = before;
-        let mut removed = 0;
-        for (key, value) in writes {
-            let old = entry_bytes(&transaction, number, key).map_err(sqlite)?;
-            match value {
-                Some(value) => {
-                    after = Limits::after_write(after, old, entry_cost(key, value.len()));
-                    transaction
-                        .prepare_cached(
-                            "INSERT INTO entries (engine, key, value) VALUES (?1, ?2, ?3)
-                             ON CONFLICT (engine, key) DO UPDATE SET value = excluded.value",
-                        )
-                        .and_then(|mut statement| statement.execute(params![number, key, value]))
-                        .map_err(sqlite)?;
-                }
-                None => {
-                    let Some(old) = old else { continue };
-                    after = Limits::after_delete(after, old);
-                    removed += 1;
-                    transaction
-                        .prepare_cached("DELETE FROM entries WHERE engine = ?1 AND key = ?2")
-                        .and_then(|mut statement| statement.execute(params![number, key]))
-                        .map_err(sqlite)?;
+        let file = self.file(engine)?;
+        let mut connection = file.writer();
+        let mut refused = None;
+        let removed = state_files::bounded(&mut connection, deadline, |connection| {
+            let transaction =
+                connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let number = engine_number(&transaction, engine)?;
+            let before = usage_of(&transaction, number)?;
+            let mut after = before;
+            let mut removed = 0;
+            for (key, value) in writes {
+                let old = entry_bytes(&transaction, number, key)?;
+                match value {
+                    Some(value) => {
+                        after = Limits::after_write(after, old, entry_cost(key, value.len()));
+                        transaction
+                            .prepare_cached(
+                                "INSERT INTO entries (engine, key, value) VALUES (?1, ?2, ?3)
+                                 ON CONFLICT (engine, key) DO UPDATE SET value = excluded.value",
+                            )?
+                            .execute(params![number, key, value])?;
+                    }
+                    None => {
+                        let Some(old) = old else { continue };
+                        after = Limits::after_delete(after, old);
+                        removed += 1;
+                        transaction
+                            .prepare_cached("DELETE FROM entries WHERE engine = ?1 AND key = ?2")?
+                            .execute(params![number, key])?;
+                    }
                 }
             }
+            let after = index_sqlite::apply(&transaction, number, index, after)?;
+            if let Err(error) = self.limits.check_growth(engine, before, after) {
+                // Refused: the transaction is dropped, rolling every write back.
+                refused = Some(error);
+                return Ok(0);
+            }
+            set_usage(&transaction, number, after)?;
+            transaction.commit()?;
+            Ok(removed)
+        })
+        .map_err(|source| {
+            failure(
+                &file,
+                engine,
+                "writing the call's state and documents",
+                source,
+            )
+        })?;
+        if let Some(error) = refused {
+            return Err(error);
         }
-        let after = index_sqlite::apply(&transaction, number, index, after).map_err(sqlite)?;
-        // Refused: the transaction is dropped, rolling every write back.
-        self.limits().check_growth(engine, before, after)?;
-        set_usage(&transaction, number, after)
-            .and_then(|()| transaction.commit())
-            .map_err(sqlite)?;
+        state_files::checkpoint_past_limit(&connection, file.path());
         Ok(removed)
     }
 }
@@ -363,7 +392,8 @@ impl EngineState for StateStore {
     /// The value of `key` in `engine`'s store.
     fn get(&self, engine: &str, key: &str) -> Result<Option<Vec<u8>>, StateError> {
         check_key(key)?;
-        self.connection()
+        let file = self.file(engine)?;
+        file.writer()
             .query_row(
                 "SELECT value FROM entries
                  WHERE engine = (SELECT number FROM engines WHERE id = ?1) AND key = ?2",
@@ -371,19 +401,19 @@ impl EngineState for StateStore {
                 |row| row.get(0),
             )
             .optional()
-            .map_err(|source| self.sqlite(source))
+            .map_err(|source| failure(&file, engine, "reading state", source))
     }
 
     /// Stores `value` under `key`, unless that takes `engine` past its quota
     /// (writes that shrink its usage always succeed).
     fn set(&self, engine: &str, key: &str, value: &[u8]) -> Result<(), StateError> {
-        self.apply(engine, &[(key.to_owned(), Some(value.to_vec()))], &[])
+        self.apply(engine, &[(key.to_owned(), Some(value.to_vec()))], &[], None)
             .map(|_| ())
     }
 
     /// Deletes `key`; answers whether it existed.
     fn delete(&self, engine: &str, key: &str) -> Result<bool, StateError> {
-        self.apply(engine, &[(key.to_owned(), None)], &[])
+        self.apply(engine, &[(key.to_owned(), None)], &[], None)
             .map(|removed| removed > 0)
     }
 
@@ -396,14 +426,16 @@ impl EngineState for StateStore {
         start_after: Option<&str>,
         limit: u32,
     ) -> Result<Vec<(String, Vec<u8>)>, StateError> {
-        let connection = self.connection();
+        let file = self.file(engine)?;
+        let sqlite = |source| failure(&file, engine, "scanning state", source);
+        let connection = file.writer();
         let mut statement = connection
             .prepare_cached(
                 "SELECT key, value FROM entries
                  WHERE engine = (SELECT number FROM engines WHERE id = ?1) AND key >= ?2 AND (?3 IS NULL OR key < ?3) AND (?4 IS NULL OR key > ?4)
                  ORDER BY key LIMIT ?5",
             )
-            .map_err(|source| self.sqlite(source))?;
+            .map_err(sqlite)?;
         let rows = statement
             .query_map(
                 params![
@@ -415,14 +447,14 @@ impl EngineState for StateStore {
                 ],
                 |row| Ok((row.get::<_, String>(0)?, row.get::<_, Vec<u8>>(1)?)),
             )
-            .map_err(|source| self.sqlite(source))?;
-        rows.collect::<Result<_, _>>()
-            .map_err(|source| self.sqlite(source))
+            .map_err(sqlite)?;
+        rows.collect::<Result<_, _>>().map_err(sqlite)
     }
 
     /// Bytes `engine` uses now, as the quota counts them.
     fn usage(&self, engine: &str) -> Result<u64, StateError> {
-        self.connection()
+        let file = self.file(engine)?;
+        file.writer()
             .query_row(
                 "SELECT bytes FROM engines WHERE id = ?1",
                 params![engine],
@@ -430,19 +462,17 @@ impl EngineState for StateStore {
             )
             .optional()
             .map(|bytes| bytes.map_or(0, |bytes| bytes.max(0) as u64))
-            .map_err(|source| self.sqlite(source))
+            .map_err(|source| failure(&file, engine, "reading state usage", source))
     }
 
     fn limits(&self) -> Limits {
-        Limits {
-            quota_bytes: self.quota_bytes,
-            max_keys: self.max_keys,
-        }
+        self.limits
     }
 
     fn footprint(&self, engine: &str, key: &str) -> Result<Footprint, StateError> {
         check_key(key)?;
-        self.connection()
+        let file = self.file(engine)?;
+        file.writer()
             .query_row(
                 "SELECT bytes, keys,
                         (SELECT length(value) FROM entries WHERE engine = number AND key = ?2)
@@ -462,7 +492,7 @@ impl EngineState for StateStore {
             )
             .optional()
             .map(Option::unwrap_or_default)
-            .map_err(|source| self.sqlite(source))
+            .map_err(|source| failure(&file, engine, "reading state", source))
     }
 
     fn index_footprint(
@@ -471,8 +501,9 @@ impl EngineState for StateStore {
         session: Option<&str>,
         id: &str,
     ) -> Result<Footprint, StateError> {
-        index_sqlite::footprint(&self.connection(), engine, session, id)
-            .map_err(|source| self.sqlite(source))
+        let file = self.file(engine)?;
+        index_sqlite::footprint(&file.writer(), engine, session, id)
+            .map_err(|source| failure(&file, engine, "reading the index", source))
     }
 
     fn commit(
@@ -480,8 +511,10 @@ impl EngineState for StateStore {
         engine: &str,
         writes: CallWrites,
         _fence: Option<&WriteFence>,
+        deadline: Option<Instant>,
     ) -> Result<(), StateError> {
-        self.apply(engine, &writes.state, &writes.index).map(|_| ())
+        self.apply(engine, &writes.state, &writes.index, deadline)
+            .map(|_| ())
     }
 
     fn search(
@@ -489,10 +522,14 @@ impl EngineState for StateStore {
         engine: &str,
         session: Option<&str>,
         query: &IndexQuery,
+        deadline: Option<Instant>,
     ) -> Result<IndexPage, StateError> {
         let words = index::check_search(session, query)?;
-        let found = index_sqlite::search(&self.reader(), engine, session, &words, query)
-            .map_err(|source| self.sqlite(source))?;
+        let file = self.file(engine)?;
+        let found = state_files::bounded(&mut file.reader(), deadline, |reader| {
+            index_sqlite::search(reader, engine, session, &words, query)
+        })
+        .map_err(|source| failure(&file, engine, "searching the index", source))?;
         // Snippets are cut with the read connection free for others.
         Ok(index::page(found, &words, query.limit))
     }
@@ -570,64 +607,6 @@ pub(crate) fn check_key(key: &str) -> Result<(), StateError> {
         return Err(StateError::BadKey {
             key: key.chars().take(64).collect(),
         });
-    }
-    Ok(())
-}
-
-/// Creates the tables, or brings a database of an older layout to the
-/// current one, in one transaction.
-fn migrate(connection: &mut Connection) -> rusqlite::Result<()> {
-    let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let version: i64 = transaction.query_row("PRAGMA user_version", [], |row| row.get(0))?;
-    if version >= SCHEMA_VERSION {
-        return Ok(());
-    }
-    if version < 2 {
-        numbered_engines(&transaction)?;
-    }
-    if version < 3 {
-        transaction.execute_batch(index_sqlite::SCHEMA)?;
-    }
-    transaction.pragma_update(None, "user_version", SCHEMA_VERSION)?;
-    transaction.commit()
-}
-
-/// Version 2: entries keyed by the engine's number, from a fresh database
-/// or one keyed by the engine's id text.
-fn numbered_engines(transaction: &Connection) -> rusqlite::Result<()> {
-    transaction.execute_batch(
-        "CREATE TABLE IF NOT EXISTS engines (
-             number INTEGER PRIMARY KEY,
-             id TEXT NOT NULL UNIQUE,
-             bytes INTEGER NOT NULL DEFAULT 0,
-             keys INTEGER NOT NULL DEFAULT 0
-         );
-         CREATE TABLE IF NOT EXISTS entries (
-             engine INTEGER NOT NULL,
-             key TEXT NOT NULL,
-             value BLOB NOT NULL,
-             PRIMARY KEY (engine, key)
-         ) WITHOUT ROWID;",
-    )?;
-    let old_layout: bool = transaction.query_row(
-        "SELECT count(*) > 0 FROM sqlite_master WHERE name = 'engine_state'",
-        [],
-        |row| row.get(0),
-    )?;
-    if old_layout {
-        transaction.execute_batch(&format!(
-            "INSERT OR IGNORE INTO engines (id) SELECT DISTINCT engine FROM engine_state;
-             INSERT INTO entries (engine, key, value)
-                 SELECT engines.number, engine_state.key, engine_state.value
-                 FROM engine_state JOIN engines ON engines.id = engine_state.engine;
-             DROP TABLE engine_state;
-             DROP TABLE IF EXISTS engine_usage;
-             UPDATE engines SET
-                 bytes = (SELECT coalesce(sum(length(CAST(key AS BLOB)) + length(value)
-                                              + {ENTRY_OVERHEAD_BYTES}), 0)
-                          FROM entries WHERE engine = number),
-                 keys = (SELECT count(*) FROM entries WHERE engine = number);"
-        ))?;
     }
     Ok(())
 }
@@ -792,6 +771,7 @@ mod tests {
                     ("never-stored".to_owned(), None),
                 ]),
                 None,
+                None,
             )
             .expect("within the quota once applied");
         assert_eq!(store.get("e", "a").expect("get"), Some(vec![1; 20]));
@@ -804,6 +784,7 @@ mod tests {
                     ("b".to_owned(), None),
                     ("c".to_owned(), Some(vec![3; 30])),
                 ]),
+                None,
                 None,
             )
             .expect_err("over the quota");
@@ -875,11 +856,7 @@ mod tests {
         assert!(stored > 1_000, "{stored}");
         assert!(stored <= quota / ENTRY_OVERHEAD_BYTES, "{stored}");
         drop(store);
-        let on_disk: u64 = std::fs::read_dir(dir.path())
-            .expect("data dir")
-            .flatten()
-            .map(|entry| entry.metadata().map_or(0, |meta| meta.len()))
-            .sum();
+        let on_disk = state_files::bytes_under(dir.path());
         assert!(
             on_disk <= 4 * quota + WAL_LIMIT_BYTES,
             "{on_disk} bytes on disk for a {quota}-byte quota"
@@ -902,7 +879,7 @@ mod tests {
             )
             .expect("old layout");
         }
-        let store = StateStore::open(&path, &StateConfig::default()).expect("migrates");
+        let store = StateStore::open_in(dir.path(), &StateConfig::default()).expect("migrates");
         assert_eq!(store.get("lossless", "k1").expect("get"), Some(vec![1, 2]));
         assert_eq!(store.get("lossless", "ключ").expect("get"), Some(vec![3]));
         assert_eq!(
@@ -911,7 +888,8 @@ mod tests {
             "usage recounted in bytes, with the overhead"
         );
         drop(store);
-        let again = StateStore::open(&path, &StateConfig::default()).expect("reopens");
+        assert!(!path.exists(), "split into per-engine files");
+        let again = StateStore::open_in(dir.path(), &StateConfig::default()).expect("reopens");
         assert_eq!(again.get("lossless", "k1").expect("get"), Some(vec![1, 2]));
     }
 
@@ -965,8 +943,9 @@ mod tests {
                 document,
             }],
         };
-        store.commit("e", writes, None).expect("puts");
-        let writer = store.connection();
+        store.commit("e", writes, None, None).expect("puts");
+        let file = store.file("e").expect("opens");
+        let writer = file.writer();
         let searcher = {
             let store = store.clone();
             std::thread::spawn(move || {
@@ -976,7 +955,7 @@ mod tests {
                     limit: 10,
                     offset: 0,
                 };
-                store.search("e", None, &query)
+                store.search("e", None, &query, None)
             })
         };
         let started = std::time::Instant::now();
@@ -1009,7 +988,7 @@ mod tests {
             )
             .expect("version 2");
         }
-        let store = StateStore::open(&path, &StateConfig::default()).expect("migrates");
+        let store = StateStore::open_in(dir.path(), &StateConfig::default()).expect("migrates");
         assert_eq!(store.get("e", "k").expect("get"), Some(vec![1]));
         let document = crate::contract::index::IndexDocument {
             id: "d".to_owned(),
@@ -1024,7 +1003,7 @@ mod tests {
                 document,
             }],
         };
-        store.commit("e", writes, None).expect("indexes");
+        store.commit("e", writes, None, None).expect("indexes");
         assert_eq!(store.usage("e").expect("usage"), 66 + cost);
         let query = IndexQuery {
             text: "migration".to_owned(),
@@ -1034,18 +1013,203 @@ mod tests {
         };
         assert_eq!(
             store
-                .search("e", None, &query)
+                .search("e", None, &query, None)
                 .expect("searches")
                 .hits
                 .len(),
             1
         );
+        let engine_file = store.engine_path("e");
         drop(store);
-        let version: i64 = Connection::open(&path)
+        assert!(!path.exists(), "split into per-engine files");
+        let version: i64 = Connection::open(engine_file)
             .expect("opens")
             .query_row("PRAGMA user_version", [], |row| row.get(0))
             .expect("version");
-        assert_eq!(version, SCHEMA_VERSION);
+        assert_eq!(version, state_files::SCHEMA_VERSION);
+    }
+
+    /// A document of `bytes` of text with no repeating trigrams (the most
+    /// index per byte).
+    fn random_document(id: &str, bytes: usize) -> IndexOp {
+        let mut seed = bytes as u64 + id.len() as u64;
+        let text = (0..bytes)
+            .map(|_| {
+                seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                char::from(b'!' + ((seed >> 33) % 94) as u8)
+            })
+            .collect();
+        IndexOp::Put {
+            session_id: None,
+            document: crate::contract::index::IndexDocument {
+                id: id.to_owned(),
+                text,
+                metadata: None,
+            },
+        }
+    }
+
+    fn documents(ops: Vec<IndexOp>) -> CallWrites {
+        CallWrites {
+            state: Vec::new(),
+            index: ops,
+        }
+    }
+
+    #[test]
+    fn a_shared_database_of_version_3_is_split_into_one_file_per_engine() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join(STATE_DB_FILE);
+        {
+            // Written by a host of one shared database: two engines'
+            // entries and documents side by side.
+            let shared = EngineFile::open(&path).expect("version 3");
+            shared
+                .writer()
+                .execute_batch(
+                    "INSERT INTO engines (number, id, bytes, keys) VALUES (1, 'a', 300, 2), (2, 'plugin:b/ü', 70, 1);
+                     INSERT INTO entries VALUES (1, 'k', x'01'), (2, 'k', x'02');
+                     INSERT INTO index_documents (engine, session, id, text, metadata, cost)
+                         VALUES (1, 's1', 'd1', 'the blue whale sings', '{}', 200),
+                                (2, '', 'd2', 'whales of engine b', NULL, 150);",
+                )
+                .expect("rows");
+        }
+        let store = StateStore::open_in(dir.path(), &StateConfig::default()).expect("splits");
+        assert!(!path.exists(), "the shared database is gone once split");
+        assert_eq!(store.get("a", "k").expect("get"), Some(vec![1]));
+        assert_eq!(store.get("plugin:b/ü", "k").expect("get"), Some(vec![2]));
+        assert_eq!(store.usage("a").expect("usage"), 300);
+        assert_eq!(store.usage("plugin:b/ü").expect("usage"), 70);
+        let query = IndexQuery {
+            text: "whale".to_owned(),
+            scope: crate::contract::index::IndexScope::Engine,
+            limit: 10,
+            offset: 0,
+        };
+        let hits = |engine: &str| {
+            let page = store.search(engine, None, &query, None).expect("searches");
+            page.hits
+                .into_iter()
+                .map(|hit| (hit.id, hit.session_id, hit.metadata))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            hits("a"),
+            [(
+                "d1".to_owned(),
+                Some("s1".to_owned()),
+                Some("{}".to_owned())
+            )]
+        );
+        assert_eq!(hits("plugin:b/ü"), [("d2".to_owned(), None, None)]);
+        assert_ne!(store.engine_path("a"), store.engine_path("plugin:b/ü"));
+        let names: Vec<String> = std::fs::read_dir(dir.path().join(STATE_DIR))
+            .expect("state dir")
+            .flatten()
+            .map(|entry| entry.file_name().to_string_lossy().into_owned())
+            .filter(|name| name.ends_with(".sqlite3"))
+            .collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+        assert!(
+            names
+                .iter()
+                .all(|name| !name.contains('/') && !name.contains(':')),
+            "{names:?}"
+        );
+    }
+
+    #[test]
+    fn one_engines_held_database_does_not_hold_another_engines() {
+        let (_dir, store) = store(1 << 20);
+        let store = std::sync::Arc::new(store);
+        store.set("slow", "k", b"x").expect("set");
+        let file = store.file("slow").expect("opens");
+        // As a long commit of `slow` would.
+        let held = file.writer();
+        let other = {
+            let store = store.clone();
+            std::thread::spawn(move || store.set("quick", "k", b"tiny"))
+        };
+        let started = std::time::Instant::now();
+        while !other.is_finished() {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(20),
+                "another engine's write waits for `slow`'s database"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        drop(held);
+        other.join().expect("joins").expect("writes");
+        assert_eq!(
+            store.get("quick", "k").expect("get"),
+            Some(b"tiny".to_vec())
+        );
+    }
+
+    #[test]
+    fn work_past_its_deadline_is_stopped_and_a_stopped_commit_writes_nothing() {
+        let (_dir, store) = store(64 << 20);
+        let ops = (0..40)
+            .map(|n| random_document(&format!("d{n}"), 16 * 1024))
+            .collect();
+        store
+            .commit("e", documents(ops), None, None)
+            .expect("indexes");
+        let used = store.usage("e").expect("usage");
+        let past = Some(std::time::Instant::now());
+        let error = store
+            .commit(
+                "e",
+                documents(vec![random_document("late", 512 * 1024)]),
+                None,
+                past,
+            )
+            .expect_err("past its deadline");
+        assert!(matches!(error, StateError::Interrupted { .. }), "{error}");
+        assert!(error.to_string().contains("deadline"), "{error}");
+        assert_eq!(store.usage("e").expect("usage"), used, "nothing written");
+        // Short words only: every document's text is scanned.
+        let query = IndexQuery {
+            text: "a b c d e f g h".to_owned(),
+            scope: crate::contract::index::IndexScope::Engine,
+            limit: 10,
+            offset: 0,
+        };
+        let error = store
+            .search("e", None, &query, past)
+            .expect_err("past its deadline");
+        assert!(matches!(error, StateError::Interrupted { .. }), "{error}");
+        store
+            .search("e", None, &query, None)
+            .expect("the reader still works");
+        store.set("e", "k", b"v").expect("the writer still works");
+    }
+
+    #[test]
+    fn a_large_commit_leaves_no_large_write_ahead_log() {
+        let (dir, store) = store(256 << 20);
+        let value = vec![7u8; 2 << 20];
+        let writes = CallWrites {
+            state: (0..6)
+                .map(|n| (format!("big-{n}"), Some(value.clone())))
+                .collect(),
+            index: Vec::new(),
+        };
+        store.commit("e", writes, None, None).expect("commits");
+        let mut wal = store.engine_path("e").into_os_string();
+        wal.push("-wal");
+        let wal_bytes = std::fs::metadata(&wal).map_or(0, |meta| meta.len());
+        assert!(
+            wal_bytes <= WAL_LIMIT_BYTES,
+            "{wal_bytes} bytes of log after a 12 MiB commit, the store still open"
+        );
+        drop(store);
+        let on_disk = state_files::bytes_under(dir.path());
+        assert!(
+            on_disk < 14 << 20,
+            "{on_disk} bytes on disk for 12 MiB stored, the store closed"
+        );
     }
 
     #[test]

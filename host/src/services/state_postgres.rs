@@ -7,10 +7,21 @@
 //! as in SQLite. The engines' documents (`index_postgres`) are written in
 //! the same transaction and counted in the same usage row.
 //!
+//! Work done for an engine call is bounded by that call: a commit or search
+//! given a deadline runs under `SET LOCAL statement_timeout` of the time
+//! left (PostgreSQL cancels it then: [`StateError::Interrupted`]), and one
+//! engine holds at most its share of the pooled connections at once
+//! ([`PoolShare`]).
+//!
 //! [`StateStore`]: super::state::StateStore
 
+use std::future::Future;
 use std::sync::Arc;
+use std::time::Instant;
 
+use tokio_postgres::error::SqlState;
+
+use super::pool_share::PoolShare;
 use super::state::{
     CallWrites, EngineState, Footprint, Limits, StateConfig, StateError, StateUsage, StateWrite,
     check_key, entry_cost, prefix_end,
@@ -25,13 +36,16 @@ use crate::store::Postgres;
 pub struct PostgresState {
     postgres: Arc<Postgres>,
     limits: Limits,
+    share: Arc<PoolShare>,
 }
 
 impl PostgresState {
     /// The engines' state in `postgres`, limited per `config`.
     pub fn new(postgres: Arc<Postgres>, config: &StateConfig) -> Self {
+        let share = Arc::new(PoolShare::new(postgres.pool().status().max_size));
         Self {
             postgres,
+            share,
             limits: Limits {
                 quota_bytes: config.quota_bytes,
                 max_keys: config.max_keys,
@@ -44,16 +58,76 @@ fn clamp(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
 
+/// `error` of work `what` for `engine` as the store's error: a statement
+/// PostgreSQL cancelled at its timeout is work stopped at the deadline.
+fn failure(
+    postgres: &Postgres,
+    engine: &str,
+    what: &'static str,
+    error: &tokio_postgres::Error,
+) -> StateError {
+    if error.code() == Some(&SqlState::QUERY_CANCELED) {
+        StateError::Interrupted {
+            engine: engine.to_owned(),
+            what,
+        }
+    } else {
+        postgres.query_error(what, error).into()
+    }
+}
+
+/// Cancels the statements of `transaction` once `deadline` passes.
+async fn limit_time(
+    transaction: &deadpool_postgres::Transaction<'_>,
+    deadline: Option<Instant>,
+) -> Result<(), tokio_postgres::Error> {
+    let Some(deadline) = deadline else {
+        return Ok(());
+    };
+    // 0 would turn the timeout off: at least a millisecond.
+    let left = deadline
+        .saturating_duration_since(Instant::now())
+        .as_millis()
+        .max(1);
+    transaction
+        .batch_execute(&format!("SET LOCAL statement_timeout = {left}"))
+        .await
+}
+
 impl PostgresState {
+    /// Runs `work` for `engine` with a pooled connection, once the engine
+    /// holds less than its share of them, waiting until `deadline` at most.
+    fn run_for<T, F, Fut>(
+        &self,
+        engine: &str,
+        deadline: Option<Instant>,
+        work: F,
+    ) -> Result<T, StateError>
+    where
+        T: Send + 'static,
+        F: FnOnce(deadpool_postgres::Object) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<T, StateError>> + Send + 'static,
+    {
+        let Some(_held) = self.share.take(engine, deadline) else {
+            return Err(StateError::Interrupted {
+                engine: engine.to_owned(),
+                what: "waiting for one of the engine's share of the store's connections",
+            });
+        };
+        self.postgres.run(work)
+    }
+
     /// Applies `writes`, then `index`, in one transaction, all or none,
     /// refused past the engine's limits ([`Limits::check_growth`] on the
-    /// whole batch); answers how many of the deleted keys existed.
+    /// whole batch) and cancelled at `deadline`; answers how many of the
+    /// deleted keys existed.
     fn apply(
         &self,
         engine: &str,
         writes: Vec<StateWrite>,
         index: Vec<IndexOp>,
         fence: Option<WriteFence>,
+        deadline: Option<Instant>,
     ) -> Result<usize, StateError> {
         for (key, _) in &writes {
             check_key(key)?;
@@ -61,13 +135,15 @@ impl PostgresState {
         for op in &index {
             index::check_op(op)?;
         }
-        let engine = engine.to_owned();
         let (postgres, limits) = (self.postgres.clone(), self.limits);
-        self.postgres.run(move |mut client| async move {
+        let owned = engine.to_owned();
+        self.run_for(engine, deadline, move |mut client| async move {
+            let engine = owned;
             let fail = |error: tokio_postgres::Error| -> StateError {
-                postgres.query_error("write engine state", &error).into()
+                failure(&postgres, &engine, "write engine state", &error)
             };
             let transaction = client.transaction().await.map_err(fail)?;
+            limit_time(&transaction, deadline).await.map_err(fail)?;
             crate::store::require_lease(&transaction, fence.as_ref())
                 .await
                 .map_err(|refusal| refusal.into_error(fail))?;
@@ -127,8 +203,9 @@ impl PostgresState {
 impl EngineState for PostgresState {
     fn get(&self, engine: &str, key: &str) -> Result<Option<Vec<u8>>, StateError> {
         check_key(key)?;
-        let (engine, key, postgres) = (engine.to_owned(), key.to_owned(), self.postgres.clone());
-        self.postgres.run(move |client| async move {
+        let (owned, key, postgres) = (engine.to_owned(), key.to_owned(), self.postgres.clone());
+        self.run_for(engine, None, move |client| async move {
+            let engine = owned;
             client
                 .query_opt(
                     "SELECT value FROM ctxbox_state_entries WHERE engine = $1 AND key = $2",
@@ -146,12 +223,13 @@ impl EngineState for PostgresState {
             vec![(key.to_owned(), Some(value.to_vec()))],
             Vec::new(),
             None,
+            None,
         )
         .map(|_| ())
     }
 
     fn delete(&self, engine: &str, key: &str) -> Result<bool, StateError> {
-        self.apply(engine, vec![(key.to_owned(), None)], Vec::new(), None)
+        self.apply(engine, vec![(key.to_owned(), None)], Vec::new(), None, None)
             .map(|removed| removed > 0)
     }
 
@@ -162,12 +240,13 @@ impl EngineState for PostgresState {
         start_after: Option<&str>,
         limit: u32,
     ) -> Result<Vec<(String, Vec<u8>)>, StateError> {
-        let (engine, prefix, postgres) =
+        let (owned, prefix, postgres) =
             (engine.to_owned(), prefix.to_owned(), self.postgres.clone());
         let end = prefix_end(&prefix);
         let start_after = start_after.map(str::to_owned);
         let limit = i64::from(limit);
-        self.postgres.run(move |client| async move {
+        self.run_for(engine, None, move |client| async move {
+            let engine = owned;
             client
                 .query(
                     "SELECT key, value FROM ctxbox_state_entries
@@ -183,8 +262,9 @@ impl EngineState for PostgresState {
     }
 
     fn usage(&self, engine: &str) -> Result<u64, StateError> {
-        let (engine, postgres) = (engine.to_owned(), self.postgres.clone());
-        self.postgres.run(move |client| async move {
+        let (owned, postgres) = (engine.to_owned(), self.postgres.clone());
+        self.run_for(engine, None, move |client| async move {
+            let engine = owned;
             client
                 .query_opt(
                     "SELECT bytes FROM ctxbox_state_engines WHERE id = $1",
@@ -206,8 +286,9 @@ impl EngineState for PostgresState {
 
     fn footprint(&self, engine: &str, key: &str) -> Result<Footprint, StateError> {
         check_key(key)?;
-        let (engine, key, postgres) = (engine.to_owned(), key.to_owned(), self.postgres.clone());
-        self.postgres.run(move |client| async move {
+        let (owned, key, postgres) = (engine.to_owned(), key.to_owned(), self.postgres.clone());
+        self.run_for(engine, None, move |client| async move {
+            let engine = owned;
             client
                 .query_opt(
                     "SELECT bytes, keys,
@@ -238,9 +319,10 @@ impl EngineState for PostgresState {
         session: Option<&str>,
         id: &str,
     ) -> Result<Footprint, StateError> {
-        let (engine, id, postgres) = (engine.to_owned(), id.to_owned(), self.postgres.clone());
+        let (owned, id, postgres) = (engine.to_owned(), id.to_owned(), self.postgres.clone());
         let session = session.map(str::to_owned);
-        self.postgres.run(move |client| async move {
+        self.run_for(engine, None, move |client| async move {
+            let engine = owned;
             index_postgres::footprint(&client, &engine, session.as_deref(), &id)
                 .await
                 .map_err(|error| {
@@ -256,8 +338,9 @@ impl EngineState for PostgresState {
         engine: &str,
         writes: CallWrites,
         fence: Option<&WriteFence>,
+        deadline: Option<Instant>,
     ) -> Result<(), StateError> {
-        self.apply(engine, writes.state, writes.index, fence.cloned())
+        self.apply(engine, writes.state, writes.index, fence.cloned(), deadline)
             .map(|_| ())
     }
 
@@ -266,18 +349,25 @@ impl EngineState for PostgresState {
         engine: &str,
         session: Option<&str>,
         query: &IndexQuery,
+        deadline: Option<Instant>,
     ) -> Result<IndexPage, StateError> {
         let words = index::check_search(session, query)?;
-        let (engine, query, postgres) = (engine.to_owned(), query.clone(), self.postgres.clone());
+        let (owned, query, postgres) = (engine.to_owned(), query.clone(), self.postgres.clone());
         let session = session.map(str::to_owned);
-        self.postgres.run(move |client| async move {
-            index_postgres::search(&client, &engine, session.as_deref(), &words, &query)
-                .await
-                .map_err(|error| {
-                    postgres
-                        .query_error("search the engine's index", &error)
-                        .into()
-                })
+        self.run_for(engine, deadline, move |mut client| async move {
+            let engine = owned;
+            let fail = |error: tokio_postgres::Error| -> StateError {
+                failure(&postgres, &engine, "search the engine's index", &error)
+            };
+            // A transaction of its own, for the timeout to end with it.
+            let transaction = client.transaction().await.map_err(fail)?;
+            limit_time(&transaction, deadline).await.map_err(fail)?;
+            let page =
+                index_postgres::search(&*transaction, &engine, session.as_deref(), &words, &query)
+                    .await
+                    .map_err(fail)?;
+            transaction.commit().await.map_err(fail)?;
+            Ok(page)
         })
     }
 }

@@ -28,14 +28,19 @@ use crate::pg_cluster;
 /// A host whose `ctxbox.toml` is `config` plus the test engines registered
 /// (`powers-probe` twice: as itself and as `powers-twin`, a second engine
 /// with a store of its own).
-fn host(dir: &Path, config: &str) -> Runtime {
+pub(crate) fn host(dir: &Path, config: &str) -> Runtime {
+    host_with_timeout(dir, config, 4000)
+}
+
+/// [`host`] with calls of `call_timeout_ms`.
+pub(crate) fn host_with_timeout(dir: &Path, config: &str, call_timeout_ms: u64) -> Runtime {
     let text = format!(
         "dataDir = {data:?}\n{config}\n\
          [plugins.engines.powers-probe]\npath = {probe:?}\n\
          [plugins.engines.powers-twin]\npath = {probe:?}\n\
          [plugins.engines.tool-spinner]\npath = {spinner:?}\n\
          [plugins.engines.tool-liar]\npath = {liar:?}\n\
-         [sandbox]\ncallTimeoutMs = 4000\nmaxInstances = 16\n",
+         [sandbox]\ncallTimeoutMs = {call_timeout_ms}\nmaxInstances = 16\n",
         data = dir.join("data").display().to_string(),
         probe = guests::POWERS_PROBE,
         spinner = guests::TOOL_SPINNER,
@@ -64,12 +69,24 @@ fn text_of(message: &AgentMessage) -> String {
 /// Numbers the session files of one test process.
 static SESSIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-fn session(id: &str) -> SessionRef {
+pub(crate) fn session(id: &str) -> SessionRef {
     SessionRef::new(id, format!("/sessions/{id}.jsonl"))
 }
 
 /// What `powers-probe` reports after running `command` in an `assemble`.
-async fn probe(engine: &GuardedEngine, session: &SessionRef, command: &str) -> String {
+pub(crate) async fn probe(engine: &GuardedEngine, session: &SessionRef, command: &str) -> String {
+    try_probe(engine, session, command)
+        .await
+        .unwrap_or_else(|answer| panic!("no report from the probe: {answer}"))
+}
+
+/// [`probe`], or (`Err`) the answer that is not the probe's: the call
+/// failed and the guard answered from `legacy`.
+pub(crate) async fn try_probe(
+    engine: &GuardedEngine,
+    session: &SessionRef,
+    command: &str,
+) -> Result<String, String> {
     let params = AssembleParams {
         prompt: Some(command.to_owned()),
         token_budget: Some(100_000),
@@ -87,9 +104,9 @@ async fn probe(engine: &GuardedEngine, session: &SessionRef, command: &str) -> S
     match result.items.first() {
         Some(AssembledItem::Insert(message)) => text_of(message)
             .strip_prefix("powers: ")
-            .unwrap_or_else(|| panic!("not the probe's report: {message:?}"))
-            .to_owned(),
-        other => panic!("no report: {other:?}"),
+            .map(str::to_owned)
+            .ok_or_else(|| format!("{message:?}")),
+        other => Err(format!("{other:?}")),
     }
 }
 
@@ -163,14 +180,26 @@ async fn without_a_model_a_completion_is_unavailable_and_said_so() {
 
 /// `(name, [store] config)` of each store the index tests run on.
 fn stores(test: &str) -> Vec<(&'static str, String)> {
-    let mut stores = vec![("embedded", String::new())];
+    backends(test)
+        .into_iter()
+        .map(|(name, url)| (name, url.as_deref().map_or_else(String::new, store_config)))
+        .collect()
+}
+
+/// `(name, PostgreSQL URL)` of each store the index tests run on: the
+/// embedded one, and a fresh database when a PostgreSQL test server is
+/// available.
+pub(crate) fn backends(test: &str) -> Vec<(&'static str, Option<String>)> {
+    let mut backends = vec![("embedded", None)];
     if let Some(url) = pg_cluster::database(test) {
-        stores.push((
-            "postgres",
-            format!("[store]\nkind = \"postgres\"\nurl = {url:?}\n"),
-        ));
+        backends.push(("postgres", Some(url)));
     }
-    stores
+    backends
+}
+
+/// The `[store]` config of the PostgreSQL database at `url`.
+pub(crate) fn store_config(url: &str) -> String {
+    format!("[store]\nkind = \"postgres\"\nurl = {url:?}\n")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -322,10 +351,13 @@ async fn a_flood_of_documents_stops_at_the_quota_and_the_next_turn_works() {
 
 async fn a_flood_of_documents_stops_at_the_quota_and_the_next_turn_works_on(store: &str) {
     let dir = tempfile::tempdir().expect("temp dir");
-    // About 60 documents of 4 KiB (each counts its text four times).
-    let runtime = host(
+    // About 60 documents of 4 KiB (each counts its text four times). The
+    // default call time: a search is stopped at its deadline notice, and
+    // PostgreSQL's scoring of these texts takes seconds on a loaded machine.
+    let runtime = host_with_timeout(
         dir.path(),
         &format!("{store}[state]\nquotaBytes = 1048576\n"),
+        10_000,
     );
     let engine = runtime.select(Some("powers-probe")).await;
     let s = session("s");

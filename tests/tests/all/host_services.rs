@@ -185,10 +185,7 @@ async fn tiny_keys_are_refused_before_they_fill_the_disk() -> Result<()> {
     let count: u64 = count.parse()?;
     ensure!(count <= quota / ENTRY_OVERHEAD_BYTES, "{report}");
     ensure!(why.contains("state.quotaBytes"), "{report}");
-    let on_disk: u64 = std::fs::read_dir(host.dir.join("data"))?
-        .flatten()
-        .map(|entry| entry.metadata().map_or(0, |meta| meta.len()))
-        .sum();
+    let on_disk = ctxbox_tests::bytes_under(&host.dir.join("data"));
     ensure!(
         on_disk <= 8 * quota + WAL_LIMIT_BYTES,
         "{on_disk} bytes on disk for a {quota}-byte quota"

@@ -11,6 +11,7 @@ mod example_engines;
 mod fuzz_corpus;
 mod hardening;
 mod host_services;
+mod host_work;
 mod hostile;
 mod keep_recent;
 mod limits;

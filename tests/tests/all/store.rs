@@ -497,6 +497,7 @@ fn a_calls_batch_of_state_writes_commits_all_or_none() {
                     ("z".to_owned(), None),
                 ]),
                 None,
+                None,
             )
             .expect("commits");
         assert_eq!(
@@ -518,6 +519,7 @@ fn a_calls_batch_of_state_writes_commits_all_or_none() {
                 ("b".to_owned(), None),
                 ("c".to_owned(), Some(vec![3; 150])),
             ]),
+            None,
             None,
         );
         assert!(
@@ -760,13 +762,13 @@ async fn a_stale_lease_cannot_write_once_another_host_took_the_session_over() {
         state: vec![("k".to_owned(), Some(value.to_vec()))],
         index: Vec::new(),
     };
-    let refused = state.commit("e", writes(b"stale"), Some(&stale_fence));
+    let refused = state.commit("e", writes(b"stale"), Some(&stale_fence), None);
     assert!(
         matches!(refused, Err(StateError::LeaseLost(ref stale)) if stale.session == "s"),
         "{refused:?}"
     );
     state
-        .commit("e", writes(b"current"), Some(&fence))
+        .commit("e", writes(b"current"), Some(&fence), None)
         .expect("the holder writes");
     assert_eq!(
         state.get("e", "k").expect("reads"),

@@ -13,9 +13,7 @@ use std::time::{Duration, Instant};
 use ctxbox_host::contract::guest_view::guest_message;
 use ctxbox_host::contract::index::{IndexDocument, IndexOp, IndexQuery, IndexScope};
 use ctxbox_host::services::PostgresState;
-use ctxbox_host::services::state::{
-    CallWrites, EngineState, STATE_DB_FILE, StateConfig, StateStore,
-};
+use ctxbox_host::services::state::{CallWrites, EngineState, STATE_DIR, StateConfig, StateStore};
 use ctxbox_host::store::Postgres;
 use ctxbox_host::transcript::TranscriptStore;
 
@@ -61,9 +59,26 @@ impl Embedded {
         Ok(Self { dir, store })
     }
 
-    /// Runs `sql` on a connection of its own to the store's database.
+    /// The store's files: one database per engine, with their logs.
+    fn files(&self) -> anyhow::Result<Vec<std::path::PathBuf>> {
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(self.dir.path().join(STATE_DIR))? {
+            files.push(entry?.path());
+        }
+        Ok(files)
+    }
+
+    /// Runs `sql` on a connection of its own to each of the store's
+    /// databases.
     fn run(&self, sql: &str) -> anyhow::Result<()> {
-        rusqlite::Connection::open(self.dir.path().join(STATE_DB_FILE))?.execute_batch(sql)?;
+        for file in self.files()? {
+            if file
+                .extension()
+                .is_some_and(|extension| extension == "sqlite3")
+            {
+                rusqlite::Connection::open(file)?.execute_batch(sql)?;
+            }
+        }
         Ok(())
     }
 }
@@ -83,10 +98,10 @@ impl Measured for Embedded {
     }
 
     fn bytes_on_disk(&self) -> anyhow::Result<u64> {
-        let file = |name: String| {
-            std::fs::metadata(self.dir.path().join(name)).map_or(0, |meta| meta.len())
-        };
-        Ok(file(STATE_DB_FILE.to_owned()) + file(format!("{STATE_DB_FILE}-wal")))
+        let files = self.files()?.into_iter();
+        Ok(files
+            .map(|file| std::fs::metadata(file).map_or(0, |meta| meta.len()))
+            .sum())
     }
 }
 
@@ -261,7 +276,7 @@ fn index_all(
                 .collect(),
         };
         let started = Instant::now();
-        state.commit(engine, writes, None)?;
+        state.commit(engine, writes, None, None)?;
         took += started.elapsed();
     }
     Ok(took)
@@ -340,7 +355,11 @@ fn measure(
                 offset: 0,
             };
             let started = Instant::now();
-            hits += store.state().search(&engine, None, &query)?.hits.len();
+            hits += store
+                .state()
+                .search(&engine, None, &query, None)?
+                .hits
+                .len();
             samples.push(started.elapsed());
         }
         let total: Duration = samples.iter().sum();
@@ -387,7 +406,7 @@ fn remove_all(
                 })
                 .collect(),
         };
-        state.commit(engine, writes, None)?;
+        state.commit(engine, writes, None, None)?;
     }
     Ok(())
 }

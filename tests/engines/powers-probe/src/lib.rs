@@ -14,6 +14,12 @@
 //! - `search SCOPE WORDS…`: reports `hits=ID,ID,…` (or the error);
 //! - `flood`: puts 4 KiB documents until the host refuses; reports
 //!   `flooded=K` and the error's kind.
+//! - `bomb N KIB`: puts up to N documents of KIB KiB of text with no
+//!   repeating trigrams (the most work for a full-text index) in the
+//!   engine's scope; reports `bombed=K` and the error, if the host refused
+//!   one.
+//! - `hoard KIB`: stores values of KIB KiB under new state keys until the
+//!   host refuses; reports `hoarded=K` and the error.
 
 use ctxbox_guest::prelude::*;
 use ctxbox_guest::{CompletionRequest, HostError, IndexDocument, IndexScope};
@@ -122,8 +128,46 @@ fn run(command: &str) -> String {
             }
             unreachable!("the loop returns")
         }
+        Some("bomb") => {
+            let count: u32 = words.next().and_then(|n| n.parse().ok()).unwrap_or(1);
+            let kib: usize = words.next().and_then(|n| n.parse().ok()).unwrap_or(512);
+            for n in 0..count {
+                let document = IndexDocument {
+                    id: format!("bomb-{n}"),
+                    text: noise(u64::from(n), kib * 1024),
+                    metadata: None,
+                };
+                if let Err(error) = host::index::put(IndexScope::Engine, &document) {
+                    return format!("bombed={n} error={}", failure(&error));
+                }
+            }
+            format!("bombed={count}")
+        }
+        Some("hoard") => {
+            let kib: usize = words.next().and_then(|n| n.parse().ok()).unwrap_or(1024);
+            let value = vec![b'h'; kib * 1024];
+            for n in 0.. {
+                if let Err(error) = host::state::set(&format!("hoard-{n}"), &value) {
+                    return format!("hoarded={n} error={}", failure(&error));
+                }
+            }
+            unreachable!("the loop returns")
+        }
         _ => "idle".to_owned(),
     }
+}
+
+/// `bytes` of printable ASCII from seed `seed`, with no repeating pattern.
+fn noise(seed: u64, bytes: usize) -> String {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(1);
+    (0..bytes)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            char::from(b'!' + ((state >> 33) % 94) as u8)
+        })
+        .collect()
 }
 
 impl Engine for PowersProbe {

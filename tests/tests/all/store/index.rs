@@ -67,7 +67,7 @@ fn query(text: &str, limit: u32, offset: u32) -> IndexQuery {
 /// Every hit of `text` (up to 100), checked to be best first.
 fn search(state: &dyn EngineState, engine: &str, session: Option<&str>, text: &str) -> IndexPage {
     let page = state
-        .search(engine, session, &query(text, 100, 0))
+        .search(engine, session, &query(text, 100, 0), None)
         .unwrap_or_else(|error| panic!("searching {text:?}: {error}"));
     assert!(
         page.hits
@@ -124,7 +124,9 @@ fn documents_are_found_by_every_word_as_a_substring() {
             .iter()
             .map(|(id, text)| put(Some("s1"), document(id, text)))
             .collect();
-        state.commit("alpha", index(ops), None).expect("indexes");
+        state
+            .commit("alpha", index(ops), None, None)
+            .expect("indexes");
         let other_host = backend.state(&config());
         for text in [
             // Long words (the trigram index), short ones (patterns), both.
@@ -185,11 +187,11 @@ fn documents_are_found_by_every_word_as_a_substring() {
             "{name}"
         );
         assert!(matches!(
-            state.search("alpha", None, &query("a\0b", 10, 0)),
+            state.search("alpha", None, &query("a\0b", 10, 0), None),
             Err(StateError::BadQuery { .. })
         ));
         assert!(matches!(
-            state.search("alpha", None, &query("ok", 0, 0)),
+            state.search("alpha", None, &query("ok", 0, 0), None),
             Err(StateError::BadQuery { .. })
         ));
     }
@@ -212,6 +214,7 @@ fn documents_are_replaced_and_deleted_with_their_index() {
                     put(None, document("b", "another text about queues")),
                 ]),
                 None,
+                None,
             )
             .expect("indexes");
         let page = search(state.as_ref(), "e", None, "first version");
@@ -228,7 +231,7 @@ fn documents_are_replaced_and_deleted_with_their_index() {
         // A put replaces: the old text is no longer found, the new one is.
         let replacement = document("a", "now it is about streams");
         state
-            .commit("e", index(vec![put(None, replacement.clone())]), None)
+            .commit("e", index(vec![put(None, replacement.clone())]), None, None)
             .expect("replaces");
         assert!(
             search(state.as_ref(), "e", None, "first version")
@@ -265,6 +268,7 @@ fn documents_are_replaced_and_deleted_with_their_index() {
                     delete(None, "never-stored"),
                 ]),
                 None,
+                None,
             )
             .expect("commits");
         assert!(
@@ -283,12 +287,17 @@ fn documents_are_replaced_and_deleted_with_their_index() {
             "{name}: usage follows the documents"
         );
         state
-            .commit("e", index(vec![delete(None, "a")]), None)
+            .commit("e", index(vec![delete(None, "a")]), None, None)
             .expect("deletes");
         assert_eq!(state.usage("e").expect("usage"), 0, "{name}");
         assert!(
             matches!(
-                state.commit("e", index(vec![put(Some(""), document("x", "y"))]), None),
+                state.commit(
+                    "e",
+                    index(vec![put(Some(""), document("x", "y"))]),
+                    None,
+                    None
+                ),
                 Err(StateError::BadDocument { .. })
             ),
             "{name}: an empty session id"
@@ -310,12 +319,14 @@ fn documents_are_private_to_their_engine_and_scope() {
                     put(Some("s2"), document("d", "shared word in session two")),
                 ]),
                 None,
+                None,
             )
             .expect("indexes");
         state
             .commit(
                 "beta",
                 index(vec![put(Some("s1"), document("d", "shared word of beta"))]),
+                None,
                 None,
             )
             .expect("indexes");
@@ -359,10 +370,11 @@ fn documents_are_private_to_their_engine_and_scope() {
                 "beta",
                 index(vec![delete(None, "own"), delete(Some("s1"), "d")]),
                 None,
+                None,
             )
             .expect("beta deletes its own");
         other_host
-            .commit("alpha", index(vec![delete(Some("s1"), "d")]), None)
+            .commit("alpha", index(vec![delete(Some("s1"), "d")]), None, None)
             .expect("deletes");
         assert_eq!(
             scopes("alpha", None),
@@ -384,12 +396,12 @@ fn searches_page_through_every_hit_once() {
                 put(Some("s"), document(&format!("d{n:02}"), &text))
             })
             .collect();
-        state.commit("e", index(ops), None).expect("indexes");
+        state.commit("e", index(ops), None, None).expect("indexes");
         for text in ["page item", "pa"] {
             let mut seen = Vec::new();
             for (offset, expected, more) in [(0, 10, true), (10, 10, true), (20, 5, false)] {
                 let page = state
-                    .search("e", Some("s"), &query(text, 10, offset))
+                    .search("e", Some("s"), &query(text, 10, offset), None)
                     .expect("searches");
                 assert_eq!(page.hits.len(), expected, "{name}: {text:?} at {offset}");
                 assert_eq!(page.has_more, more, "{name}: {text:?} at {offset}");
@@ -398,7 +410,7 @@ fn searches_page_through_every_hit_once() {
             let unique: BTreeSet<&String> = seen.iter().collect();
             assert_eq!(unique.len(), 25, "{name}: {text:?}: each hit once");
             let past = state
-                .search("e", Some("s"), &query(text, 10, 25))
+                .search("e", Some("s"), &query(text, 10, 25), None)
                 .expect("searches");
             assert_eq!(past, IndexPage::default(), "{name}");
         }
@@ -419,7 +431,7 @@ fn documents_and_state_share_one_quota() {
         let state = backend.state(&config);
         state.set("e", "k", &[0; 100]).expect("sets");
         state
-            .commit("e", index(vec![put(None, small.clone())]), None)
+            .commit("e", index(vec![put(None, small.clone())]), None, None)
             .expect("indexes");
         assert_eq!(state.usage("e").expect("usage"), entry + cost, "{name}");
 
@@ -434,6 +446,7 @@ fn documents_and_state_share_one_quota() {
                     delete(None, "d1"),
                 ],
             },
+            None,
             None,
         );
         assert!(
@@ -462,7 +475,7 @@ fn documents_and_state_share_one_quota() {
             document_cost(&d2) <= 2 * cost + entry,
             "{name}: the test's sizes"
         );
-        let refused = state.commit("e", index(vec![put(None, d2.clone())]), None);
+        let refused = state.commit("e", index(vec![put(None, d2.clone())]), None, None);
         assert!(
             matches!(refused, Err(StateError::QuotaExceeded { .. })),
             "{name}: {refused:?}"
@@ -475,6 +488,7 @@ fn documents_and_state_share_one_quota() {
                     state: vec![("k".to_owned(), None)],
                     index: vec![put(None, d2.clone())],
                 },
+                None,
                 None,
             )
             .expect("fits once the entry is gone");
@@ -490,11 +504,17 @@ fn documents_and_state_share_one_quota() {
             max_keys: 100,
         });
         lowered
-            .commit("e", index(vec![put(None, document("d1", "tiny"))]), None)
+            .commit(
+                "e",
+                index(vec![put(None, document("d1", "tiny"))]),
+                None,
+                None,
+            )
             .expect("shrinks");
         let refused = lowered.commit(
             "e",
             index(vec![put(None, document("d1", "tiny, but longer"))]),
+            None,
             None,
         );
         assert!(
@@ -538,9 +558,15 @@ fn a_document_is_a_key() {
                     put(None, document("d3", "three")),
                 ]),
                 None,
+                None,
             )
             .expect("three more keys");
-        let refused = other_host.commit("e", index(vec![put(None, document("d5", "five"))]), None);
+        let refused = other_host.commit(
+            "e",
+            index(vec![put(None, document("d5", "five"))]),
+            None,
+            None,
+        );
         assert!(
             matches!(refused, Err(StateError::TooManyKeys { keys: 4, .. })),
             "{name}: {refused:?}"
@@ -560,6 +586,7 @@ fn a_document_is_a_key() {
                     delete(None, "d3"),
                     put(None, document("d5", "five")),
                 ]),
+                None,
                 None,
             )
             .expect("replacing one key by another");
@@ -679,7 +706,9 @@ fn recall_on_the_fixtures_is_high() {
                 .iter()
                 .map(|(session, id, text)| put(Some(session), document(id, text)))
                 .collect();
-            state.commit("recall", index(ops), None).expect("indexes");
+            state
+                .commit("recall", index(ops), None, None)
+                .expect("indexes");
         }
         let lowered: Vec<String> = messages
             .iter()
@@ -729,7 +758,7 @@ fn recall_on_the_fixtures_is_high() {
                     .collect::<Vec<_>>()
                     .join(" ");
                 let page = state
-                    .search("recall", None, &query(&text, 10, 0))
+                    .search("recall", None, &query(&text, 10, 0), None)
                     .expect("searches");
                 // Found: the target, or a message of the same text.
                 let found = page.hits.iter().any(|hit| {
@@ -786,6 +815,7 @@ fn the_shared_index_migrates_from_schema_version_1() {
                 document("d", "indexed after the migration"),
             )]),
             None,
+            None,
         )
         .expect("indexes");
     assert_eq!(search(&state, "e", None, "migration").hits.len(), 1);
@@ -801,7 +831,7 @@ fn a_database_of_ctype_c_still_finds_every_script() {
         .iter()
         .map(|(id, text)| put(None, document(id, text)))
         .collect();
-    state.commit("e", index(ops), None).expect("indexes");
+    state.commit("e", index(ops), None, None).expect("indexes");
     // Under `C` ASCII letters fold and every script is found; other
     // letters do not fold, so upper-case Cyrillic is not found by the
     // (lowercased) query word.
