@@ -16,6 +16,7 @@
 pub mod commits;
 mod commits_postgres;
 pub mod exposition;
+mod hearing;
 pub mod heap;
 pub mod message;
 pub mod methods;
