@@ -53,8 +53,17 @@ mod tests {
         let overloaded = failed(FailureKind::Overloaded);
         let panicked = failed(FailureKind::Panic);
         assert_eq!(EngineHearing::Done.and(&panicked), EngineHearing::Failed);
-        assert_eq!(EngineHearing::Done.and(&overloaded), EngineHearing::Overloaded);
-        assert_eq!(EngineHearing::Failed.and(&overloaded), EngineHearing::Overloaded);
-        assert_eq!(EngineHearing::Overloaded.and(&panicked).as_str(), "overloaded");
+        assert_eq!(
+            EngineHearing::Done.and(&overloaded),
+            EngineHearing::Overloaded
+        );
+        assert_eq!(
+            EngineHearing::Failed.and(&overloaded),
+            EngineHearing::Overloaded
+        );
+        assert_eq!(
+            EngineHearing::Overloaded.and(&panicked).as_str(),
+            "overloaded"
+        );
     }
 }

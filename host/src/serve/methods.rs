@@ -15,8 +15,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::commits::{CommitError, CommitStatus, CommitStore, HistoryTail, TurnCommits};
 use super::commits_postgres::PostgresCommits;
-use super::hearing::EngineHearing;
 use super::heap::HeapTrim;
+use super::hearing::EngineHearing;
 use super::metrics::{LiveFigures, MetricsSnapshot, RequestOutcome, ServeMetrics};
 use super::protocol::{Answer, ErrorCode, PROTOCOL_VERSION, ProtocolError, params};
 use super::resident::{Released, ResidentSessions};

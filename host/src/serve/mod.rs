@@ -16,8 +16,8 @@
 pub mod commits;
 mod commits_postgres;
 pub mod exposition;
-mod hearing;
 pub mod heap;
+mod hearing;
 pub mod message;
 pub mod methods;
 pub mod metrics;

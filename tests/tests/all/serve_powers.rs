@@ -47,8 +47,17 @@ async fn complete_answered_with(client: &mut Client, session: &str, result: Valu
             json!({"sessionId": session, "prompt": "complete 1", "sync": full_sync(&conversation(1))}),
         )
         .await;
-    let asked = reverse_request(client).await;
-    assert_eq!(asked["method"], "complete", "{asked}");
+    // Nothing else is pending: the next line is the engine's reverse call.
+    let line = tokio::time::timeout(Duration::from_secs(60), client.lines.next_line())
+        .await
+        .expect("a line within a minute")
+        .expect("read")
+        .expect("the server is still answering");
+    let asked: Value = serde_json::from_str(&line).expect("JSON");
+    assert_eq!(
+        asked["method"], "complete",
+        "the engine's completion is asked of this client: {asked}"
+    );
     assert_eq!(asked["params"]["maxTokens"], 64, "{asked}");
     let line = json!({"id": asked["id"], "result": result}).to_string();
     client.send_line(&line).await;
