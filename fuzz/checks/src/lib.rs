@@ -199,6 +199,7 @@ fn powers_server() -> &'static PowersServer {
                     serde_json::value::RawValue::from_string("{}".to_owned())
                         .expect("`{}` is JSON"),
                     tokio_util::sync::CancellationToken::new(),
+                    0,
                     "warm-up".to_owned(),
                 )
                 .await

@@ -8,6 +8,9 @@ use serde::{Deserialize, Serialize};
 pub const MAX_COMPLETION_MESSAGES: usize = 256;
 /// Most bytes of text (messages and system prompt) one request may carry.
 pub const MAX_COMPLETION_REQUEST_BYTES: usize = 1024 * 1024;
+/// Most bytes an answer from outside the host (the sidecar's client) may
+/// take, as it comes: a larger one is refused before it is read.
+pub const MAX_COMPLETION_ANSWER_BYTES: usize = 1024 * 1024;
 
 /// Who speaks a message of a completion request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -134,9 +137,48 @@ pub struct Completion {
     pub model: Option<String>,
 }
 
+impl Completion {
+    /// Holds the answer to `max_tokens` as the host's estimator counts them,
+    /// whatever the model claims: text past them is cut, and the output is
+    /// counted as at least the estimate of what is kept, at most
+    /// `max_tokens`. Answers whether text was cut.
+    pub fn hold_to(&mut self, max_tokens: u32) -> bool {
+        let max_tokens = u64::from(max_tokens);
+        let kept = crate::contract::tokens::estimated_prefix(&self.text, max_tokens).len();
+        let cut = kept < self.text.len();
+        self.text.truncate(kept);
+        let estimate = crate::contract::tokens::estimate_text(&self.text);
+        self.output_tokens = self.output_tokens.min(max_tokens).max(estimate);
+        cut
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_answer_is_held_to_its_max_tokens_by_the_hosts_estimate() {
+        let answer = |text: &str, output_tokens| Completion {
+            text: text.into(),
+            input_tokens: 10,
+            output_tokens,
+            model: None,
+        };
+        let mut long = answer(&"word ".repeat(1_000), 3);
+        assert!(long.hold_to(50));
+        assert_eq!(long.text.len(), 200, "50 tokens of 4 characters");
+        assert_eq!(long.output_tokens, 50, "measured, not the claimed 3");
+        let mut inflated = answer("short", 1_000_000);
+        assert!(!inflated.hold_to(50));
+        assert_eq!(
+            (inflated.text.as_str(), inflated.output_tokens),
+            ("short", 50)
+        );
+        let mut cjk = answer(&"漢".repeat(100), 0);
+        assert!(cjk.hold_to(10));
+        assert_eq!(cjk.text.chars().count(), 10, "a CJK character is a token");
+    }
 
     #[test]
     fn checks_what_a_request_may_carry() {

@@ -26,6 +26,11 @@ pub struct CallOptions {
     /// serve`: the client's request id), handed to services that call back
     /// into that host, such as model completions.
     pub request_id: Option<String>,
+    /// The embedding host's id of the client the call serves (`ctxbox
+    /// serve`: its connection), for services that call back into that
+    /// client: model completions use the model that client offered, not
+    /// another client's. `None`: the host's own.
+    pub client: Option<u64>,
     /// Where an engine that answers leaves its call's state writes instead
     /// of committing them, for the caller to commit once it has accepted
     /// the answer (the guard's validation); `None`: committed as the call
@@ -115,6 +120,13 @@ impl CallOptions {
     /// [`CallOptions::write_fence`]).
     pub fn fenced_by(mut self, fence: Option<WriteFence>) -> Self {
         self.write_fence = fence;
+        self
+    }
+
+    /// These options, serving a request of the embedding host's client
+    /// `client` (see [`CallOptions::client`]).
+    pub fn for_client(mut self, client: u64) -> Self {
+        self.client = Some(client);
         self
     }
 

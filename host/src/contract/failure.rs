@@ -112,8 +112,10 @@ pub enum FailureKind {
     /// The component could not be loaded or instantiated, or its `info` was
     /// unusable.
     Load,
-    /// The host had no free instance slot (every instance busy). Not the
-    /// engine's fault: never quarantines.
+    /// The host could not admit the engine now: no free instance slot
+    /// (every instance busy), or loading it met the host's own fault (file
+    /// descriptors or disk ran out, an I/O error). Not the engine's fault:
+    /// never quarantines; the caller retries.
     Overloaded,
     /// Another host took the session's lease over before the call's writes
     /// were committed, so they were refused. Not the engine's fault: never

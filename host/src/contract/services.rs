@@ -105,6 +105,9 @@ pub struct ServiceCall<'a> {
     pub usage: &'a CallUsage,
     /// The embedding host's id for the request the engine call serves.
     pub request_id: Option<&'a str>,
+    /// The embedding host's client the engine call serves
+    /// ([`CallOptions::client`](super::engine::CallOptions::client)).
+    pub client: Option<u64>,
     /// Where transcript reads stop: the current turn's first entry
     /// ([`CallOptions::transcript_fence`](super::engine::CallOptions::transcript_fence)).
     pub transcript_fence: Option<&'a str>,
@@ -164,6 +167,7 @@ impl CallScratch {
             index: &self.index,
             usage: &self.usage,
             request_id: None,
+            client: None,
             transcript_fence: None,
             write_fence: None,
         }

@@ -249,6 +249,23 @@ pub fn estimate_text(text: &str) -> u64 {
     weighted_chars(text).div_ceil(4)
 }
 
+/// The longest prefix of `text` whose estimate ([`estimate_text`]) is at
+/// most `tokens`.
+pub fn estimated_prefix(text: &str, tokens: u64) -> &str {
+    let budget = tokens.saturating_mul(4);
+    if weighted_chars(text) <= budget {
+        return text;
+    }
+    let mut weight = 0u64;
+    for (at, c) in text.char_indices() {
+        weight += if is_cjk(c) { 4 } else { 1 };
+        if weight > budget {
+            return &text[..at];
+        }
+    }
+    text
+}
+
 /// Characters of `text`, CJK ones counting four.
 pub fn weighted_chars(text: &str) -> u64 {
     let bytes = text.as_bytes();

@@ -5,6 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::contract::tokens::pressure_json;
+
 /// Most tools one engine may offer.
 pub const MAX_TOOLS: usize = 16;
 /// Longest tool name, characters.
@@ -15,6 +17,12 @@ pub const MAX_TOOL_DESCRIPTION_BYTES: usize = 2 * 1024;
 pub const MAX_TOOL_PARAMETERS_BYTES: usize = 16 * 1024;
 /// Largest tool result, bytes.
 pub const MAX_TOOL_RESULT_BYTES: usize = 256 * 1024;
+/// Most bytes the whole tool set may take as the model is told of it
+/// ([`model_view`] of each tool, as JSON): every model request carries it.
+pub const MAX_TOOL_SET_BYTES: usize = 32 * 1024;
+/// Most tokens the whole tool set may take as the model is told of it, by
+/// the pre-prompt check's estimate of JSON ([`pressure_json`]).
+pub const MAX_TOOL_SET_TOKENS: u64 = 8_000;
 
 /// A tool, as the model is told of it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -70,6 +78,38 @@ pub fn check_definitions(tools: &[EngineTool]) -> Result<(), String> {
                 ));
             }
         }
+    }
+    check_set_size(tools)
+}
+
+/// A tool as the model is told of it: `name`, `description` and
+/// `parameters` (the schema as JSON, not as text), what the sidecar's
+/// `tools` answers and the runner's model requests carry.
+pub fn model_view(tool: &EngineTool) -> serde_json::Value {
+    serde_json::json!({
+        "name": tool.name,
+        "description": tool.description,
+        "parameters": serde_json::from_str::<serde_json::Value>(&tool.parameters_json)
+            .unwrap_or_else(|_| serde_json::json!({"type": "object"})),
+    })
+}
+
+/// Why the whole set is too large for every model request to carry: its
+/// tools together, as the model sees them, over [`MAX_TOOL_SET_BYTES`] or
+/// [`MAX_TOOL_SET_TOKENS`].
+fn check_set_size(tools: &[EngineTool]) -> Result<(), String> {
+    let (mut bytes, mut tokens) = (0usize, 0u64);
+    for tool in tools {
+        let json = model_view(tool).to_string();
+        bytes += json.len();
+        tokens += pressure_json(&json);
+    }
+    if bytes > MAX_TOOL_SET_BYTES || tokens > MAX_TOOL_SET_TOKENS {
+        return Err(format!(
+            "the {} tools take {bytes} bytes (~{tokens} tokens) as the model sees them, over the \
+             whole tool set's cap of {MAX_TOOL_SET_BYTES} bytes and {MAX_TOOL_SET_TOKENS} tokens",
+            tools.len()
+        ));
     }
     Ok(())
 }
@@ -134,6 +174,43 @@ mod tests {
         assert!(check_definitions(&[tool("a", "{")]).is_err());
         let many: Vec<EngineTool> = (0..17).map(|i| tool(&format!("t{i}"), "{}")).collect();
         assert!(check_definitions(&many).is_err());
+    }
+
+    #[test]
+    fn caps_the_whole_set_as_the_model_sees_it() {
+        let description = "d".repeat(MAX_TOOL_DESCRIPTION_BYTES);
+        let schema = format!(
+            r#"{{"type":"object","description":"{}"}}"#,
+            "s".repeat(MAX_TOOL_PARAMETERS_BYTES - 40)
+        );
+        let at_the_caps = |count: usize| -> Vec<EngineTool> {
+            (0..count)
+                .map(|i| EngineTool {
+                    name: format!("tool{i}"),
+                    description: description.clone(),
+                    parameters_json: schema.clone(),
+                })
+                .collect()
+        };
+        check_definitions(&at_the_caps(1)).expect("one tool at the item caps fits");
+        let error = check_definitions(&at_the_caps(MAX_TOOLS)).expect_err("16 at the caps");
+        assert!(
+            error.contains("whole tool set's cap of 32768 bytes"),
+            "{error}"
+        );
+        // Whitespace the model is not sent does not count.
+        let padded = EngineTool {
+            name: "padded".into(),
+            description: "d".into(),
+            parameters_json: format!("{{{}}}", " ".repeat(MAX_TOOL_PARAMETERS_BYTES - 2)),
+        };
+        let three: Vec<EngineTool> = (0..3)
+            .map(|i| EngineTool {
+                name: format!("padded{i}"),
+                ..padded.clone()
+            })
+            .collect();
+        check_definitions(&three).expect("48 KiB of whitespace is 3 empty schemas");
     }
 
     #[test]

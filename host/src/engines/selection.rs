@@ -231,8 +231,10 @@ impl Engines {
                 self.quarantine.clone(),
                 self.policy,
             ),
-            // The host could not admit the engine now: not its fault, so
-            // nothing is recorded, and the next selection tries again.
+            // The host could not admit the engine now (no free instance
+            // slot, or its own resources ran out while loading): not its
+            // fault, so nothing is recorded, and the next selection tries
+            // again.
             Err(failure) if failure.kind == FailureKind::Overloaded => GuardedEngine::unavailable(
                 selected,
                 failure,
@@ -292,7 +294,16 @@ impl Engines {
         let component = load
             .await
             .map_err(|error| load_failure(format!("the loading task failed: {error}")))?
-            .map_err(|error| load_failure(error.to_string()))?;
+            .map_err(|error| {
+                // The host's own fault (descriptors, disk): like a full
+                // instance pool, nothing is held against the engine.
+                let kind = if error.is_host_fault() {
+                    FailureKind::Overloaded
+                } else {
+                    FailureKind::Load
+                };
+                EngineFailure::new(id, Operation::Load, kind, error.to_string())
+            })?;
         let identity = EngineIdentity {
             id: id.to_owned(),
             owner: selected.owner.to_string(),

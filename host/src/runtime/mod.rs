@@ -143,7 +143,8 @@ impl Runtime {
         })?;
         // Engines' completions: the configured provider's model, else (a
         // replayed model answers only from its recording) offline extractive
-        // answers; `ctxbox serve` swaps in its client's model.
+        // answers; `ctxbox serve` adds each client's own model, for the
+        // calls made for that client (`Completions::set_client_model`).
         let completions = Arc::new(Completions::new(
             config
                 .provider

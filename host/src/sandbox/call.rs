@@ -305,6 +305,8 @@ pub(crate) struct CallState {
     pub(crate) usage: CallUsage,
     /// The embedding host's id for the request the call serves.
     pub(crate) request_id: Option<String>,
+    /// The embedding host's client the call serves.
+    pub(crate) client: Option<u64>,
     /// Where the call's transcript reads stop (the current turn's first entry).
     pub(crate) transcript_fence: Option<String>,
     /// The lease the call's writes are fenced by (shared store).
@@ -335,6 +337,7 @@ impl CallState {
             index: &self.index,
             usage: &self.usage,
             request_id: self.request_id.as_deref(),
+            client: self.client,
             transcript_fence: self.transcript_fence.as_deref(),
             write_fence: self.write_fence.as_ref(),
         }
@@ -374,6 +377,7 @@ impl CallState {
             index: IndexBatch::default(),
             usage: CallUsage::default(),
             request_id: None,
+            client: None,
             transcript_fence: None,
             write_fence: None,
             input_bytes: 0,

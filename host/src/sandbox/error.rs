@@ -97,6 +97,18 @@ pub enum LoadError {
         /// Wasmtime's explanation.
         reason: String,
     },
+    /// The host ran out of something it needs to load any component (file
+    /// descriptors, disk, memory, threads) or its disk failed: a fault of
+    /// this machine, never of the engine ([`LoadError::is_host_fault`]).
+    #[error(
+        "the host could not load `{name}`: {source} (a fault of this machine, not of the engine)"
+    )]
+    HostFault {
+        /// File name or label.
+        name: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
     /// The compilation cache could not be used.
     #[error("compiled-engine cache at `{}`: {reason}", path.display())]
     Cache {
@@ -105,6 +117,47 @@ pub enum LoadError {
         /// What went wrong.
         reason: String,
     },
+}
+
+impl LoadError {
+    /// `source`, met loading `name` (`path`, when it was reading its file):
+    /// a [`LoadError::HostFault`] when the host ran out of something or
+    /// its disk failed, else the file's own problem ([`LoadError::Io`]:
+    /// missing, unreadable).
+    pub fn from_io(name: &str, path: Option<&std::path::Path>, source: std::io::Error) -> Self {
+        let host_fault = matches!(
+            source.raw_os_error(),
+            Some(
+                libc::EMFILE
+                    | libc::ENFILE
+                    | libc::ENOSPC
+                    | libc::EDQUOT
+                    | libc::ENOMEM
+                    | libc::EIO
+                    | libc::EAGAIN
+            )
+        ) || matches!(
+            source.kind(),
+            std::io::ErrorKind::OutOfMemory | std::io::ErrorKind::StorageFull
+        );
+        match path {
+            Some(path) if !host_fault => Self::Io {
+                path: path.to_owned(),
+                source,
+            },
+            _ => Self::HostFault {
+                name: name.to_owned(),
+                source,
+            },
+        }
+    }
+
+    /// Whether the load failed for the host's reason, not the component's:
+    /// nothing is held against the engine, and the next selection tries
+    /// again.
+    pub fn is_host_fault(&self) -> bool {
+        matches!(self, Self::HostFault { .. })
+    }
 }
 
 /// An import the sandbox does not grant, and why.

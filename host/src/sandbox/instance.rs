@@ -159,6 +159,7 @@ impl Live {
         self.store.data_mut().call = CallState {
             runtime_settings: request.runtime_settings().map(str::to_owned),
             request_id: options.request_id.clone(),
+            client: options.client,
             transcript_fence: options.transcript_fence.clone(),
             write_fence: options.write_fence.clone(),
             ..CallState::new(

@@ -80,10 +80,7 @@ impl Sandbox {
     /// is refused before it is read.
     pub fn load_file(&self, path: &Path) -> Result<LoadedComponent, LoadError> {
         let name = path.display().to_string();
-        let io = |source| LoadError::Io {
-            path: path.to_owned(),
-            source,
-        };
+        let io = |source| LoadError::from_io(&name, Some(path), source);
         let size = fs::metadata(path).map_err(io)?.len();
         self.check_size(&name, size)?;
         let bytes = fs::read(path).map_err(io)?;
@@ -175,7 +172,7 @@ impl Sandbox {
                 // The receiver is gone when the load gave up: nothing to do.
                 let _ = sender.send(Component::from_binary(&engine, &owned));
             })
-            .map_err(|error| invalid(format!("cannot start the compiler thread: {error}")))?;
+            .map_err(|error| LoadError::from_io(name, None, error))?;
         let limit = self.inner.config.compile_timeout();
         match receiver.recv_timeout(limit) {
             Ok(compiled) => compiled.map_err(|error| invalid(format!("{error:#}"))),

@@ -4,6 +4,13 @@
 //! endpoint listens on a loopback address unless the operator allows
 //! another: it says which engines run and how they fail, which is for the
 //! machine's own monitoring, not the network.
+//!
+//! What a scraper (or anything else on the machine) can hold of the process
+//! is bounded: at most [`MAX_CONNECTIONS`] connections are accepted at once
+//! (more wait in the kernel's backlog, holding none of the process's file
+//! descriptors), each for at most [`CONNECTION_TIMEOUT`], and an accept
+//! that fails (descriptors or memory run out) is retried after a pause
+//! growing to [`MAX_ACCEPT_PAUSE`], not at once in a loop.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -27,6 +34,14 @@ use crate::engines::observe::CallOutcome;
 const MAX_REQUEST_BYTES: usize = 8 * 1024;
 /// How long a client may take to send its request.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// Most connections served at once.
+pub const MAX_CONNECTIONS: usize = 8;
+/// How long one connection may be held, from accept to its answer's end.
+pub const CONNECTION_TIMEOUT: Duration = Duration::from_secs(10);
+/// The first pause after a failed accept; it doubles while accepts fail.
+const FIRST_ACCEPT_PAUSE: Duration = Duration::from_millis(10);
+/// The longest pause after a failed accept.
+pub const MAX_ACCEPT_PAUSE: Duration = Duration::from_secs(1);
 
 /// Why the metrics endpoint could not start.
 #[derive(Debug, thiserror::Error)]
@@ -61,15 +76,33 @@ pub async fn bind(address: SocketAddr, allow_remote: bool) -> Result<TcpListener
 /// dropped or aborted.
 pub fn spawn_endpoint(listener: TcpListener, service: Arc<Service>) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
+        let connections = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+        let mut pause = FIRST_ACCEPT_PAUSE;
         loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                continue;
+            // Never closed: the endpoint owns it.
+            let Ok(permit) = connections.clone().acquire_owned().await else {
+                return;
+            };
+            let stream = match listener.accept().await {
+                Ok((stream, _)) => {
+                    pause = FIRST_ACCEPT_PAUSE;
+                    stream
+                }
+                Err(error) => {
+                    tracing::warn!(%error, pause_ms = pause.as_millis() as u64, "the metrics endpoint cannot accept a connection; pausing");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(MAX_ACCEPT_PAUSE);
+                    continue;
+                }
             };
             let service = service.clone();
             tokio::spawn(async move {
-                if let Err(error) = answer(stream, &service).await {
-                    tracing::debug!(%error, "a metrics scrape failed");
+                match tokio::time::timeout(CONNECTION_TIMEOUT, answer(stream, &service)).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(error)) => tracing::debug!(%error, "a metrics scrape failed"),
+                    Err(_) => tracing::debug!("a metrics connection held too long was closed"),
                 }
+                drop(permit);
             });
         }
     })

@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 use super::commits::{CommitError, CommitStatus, CommitStore, HistoryTail, TurnCommits};
 use super::commits_postgres::PostgresCommits;
 use super::heap::HeapTrim;
+use super::hearing::EngineHearing;
 use super::metrics::{LiveFigures, MetricsSnapshot, RequestOutcome, ServeMetrics};
 use super::protocol::{Answer, ErrorCode, PROTOCOL_VERSION, ProtocolError, params};
 use super::resident::{Released, ResidentSessions};
@@ -336,24 +337,27 @@ impl Service {
             .cloned()
     }
 
-    /// The answer to `hello`'s handshake at protocol `version`; engines'
-    /// completions go to `client_model` from now on when the client offers
-    /// one, else to the configured provider's model, else nowhere (an
-    /// engine's `host.complete` is `unavailable`; its `host.summarize` falls
-    /// back to the host's summarizer).
+    /// The answer to `hello`'s handshake at protocol `version` from client
+    /// `client` (a connection); the completions of engine calls made for
+    /// that client go to `client_model` from now on when it offers one,
+    /// else to the configured provider's model, else nowhere (an engine's
+    /// `host.complete` is `unavailable`; its `host.summarize` falls back to
+    /// the host's summarizer). Other clients keep their own.
     pub fn hello(
         &self,
         version: u64,
+        client: u64,
         client_model: Option<super::reverse::ClientCompletions>,
     ) -> Value {
-        let completions = self.runtime.completions();
-        match (client_model, self.runtime.config().provider.completions()) {
-            (Some(client), _) => completions.set_model(Arc::new(client)),
-            (None, Some(provider)) => completions.set_model(provider),
-            (None, None) => completions.set_model(Arc::new(NoModel(
-                "the client offers no model (protocol 2's `complete` capability) and no [provider] is configured".into(),
-            ))),
-        }
+        let model: Arc<dyn crate::provider::completion::ModelCompletions> =
+            match (client_model, self.runtime.config().provider.completions()) {
+                (Some(client_model), _) => Arc::new(client_model),
+                (None, Some(provider)) => provider,
+                (None, None) => Arc::new(NoModel(
+                    "the client offers no model (protocol 2's `complete` capability) and no [provider] is configured".into(),
+                )),
+            };
+        self.runtime.completions().set_client_model(client, model);
         json!({
             "protocol": version,
             "capabilities": if version >= 2 { json!(["complete", "tools"]) } else { json!([]) },
@@ -379,16 +383,19 @@ impl Service {
     }
 
     /// Runs `method` with `params` (taken over: the text is dropped as soon
-    /// as it is read); `abort` is cancelled when the client cancels the
-    /// request or its deadline passes.
+    /// as it is read) for client `client`'s request `request_id`; `abort` is
+    /// cancelled when the client cancels the request or its deadline passes.
     pub async fn call(
         &self,
         method: &str,
         params_value: Box<serde_json::value::RawValue>,
         abort: CancellationToken,
+        client: u64,
         request_id: String,
     ) -> Result<Answer, ProtocolError> {
-        let call = CallOptions::with_abort(abort).serving(request_id);
+        let call = CallOptions::with_abort(abort)
+            .serving(request_id)
+            .for_client(client);
         let answer = match method {
             "health" => self.health(),
             "info" => {
@@ -847,7 +854,9 @@ impl Service {
         let reference = args.target.session();
         let history = session.history();
         // The turn is durable now; the engine's hearing of it goes through
-        // the guard like every call, so it cannot undo the commit.
+        // the guard like every call, so it cannot undo the commit. How it
+        // went is in the answer's `afterTurn` (`EngineHearing`).
+        let mut hearing = EngineHearing::Done;
         if let Err(failure) = engine
             .ingest_batch(
                 call,
@@ -857,6 +866,7 @@ impl Service {
             )
             .await
         {
+            hearing = hearing.and(&failure);
             tracing::warn!(%failure, "a committed turn's ingest failed");
         }
         let after = AfterTurnParams {
@@ -867,12 +877,14 @@ impl Service {
             runtime_settings: None,
         };
         if let Err(failure) = engine.after_turn(call, &reference, &history, &after).await {
+            hearing = hearing.and(&failure);
             tracing::warn!(%failure, "a committed turn's after-turn failed");
         }
         Ok(json!({
             "status": status,
             "length": session.len(),
             "servedBy": engine.served_by(call),
+            "afterTurn": hearing.as_str(),
         }))
     }
 

@@ -17,6 +17,7 @@ pub mod commits;
 mod commits_postgres;
 pub mod exposition;
 pub mod heap;
+mod hearing;
 pub mod message;
 pub mod methods;
 pub mod metrics;

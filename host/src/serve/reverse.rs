@@ -16,7 +16,7 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::contract::completion::{Completion, CompletionRequest};
+use crate::contract::completion::{Completion, CompletionRequest, MAX_COMPLETION_ANSWER_BYTES};
 use crate::contract::text::{MAX_ENGINE_TEXT_BYTES, untrusted_line};
 use crate::contract::tokens;
 use crate::provider::completion::{CompletionContext, CompletionError, ModelCompletions};
@@ -110,6 +110,9 @@ impl ReverseCalls {
     /// id of ours and no `method`. Hands it to its waiter (an
     /// answer nobody waits for any more is dropped) and answers `true`.
     pub fn take_answer(&self, line: &str) -> bool {
+        if line.len() > MAX_COMPLETION_ANSWER_BYTES {
+            return self.refuse_oversized(line);
+        }
         let Ok(line) = serde_json::from_str::<AnswerLine>(line) else {
             return false;
         };
@@ -144,6 +147,44 @@ impl ReverseCalls {
             )),
         };
         let _ = waiter.send(answer);
+        true
+    }
+
+    /// `take_answer` of a line over [`MAX_COMPLETION_ANSWER_BYTES`]: when it
+    /// answers a reverse call, its waiter is told it was too large, and
+    /// nothing of it is kept (its fields are skipped, not copied).
+    fn refuse_oversized(&self, line: &str) -> bool {
+        #[derive(Deserialize)]
+        struct Id {
+            #[serde(default)]
+            id: Option<Value>,
+            #[serde(default)]
+            method: Option<serde::de::IgnoredAny>,
+        }
+        let Ok(Id {
+            id: Some(Value::String(id)),
+            method: None,
+        }) = serde_json::from_str::<Id>(line)
+        else {
+            return false;
+        };
+        if !id.starts_with(REVERSE_ID_PREFIX) {
+            return false;
+        }
+        let waiter = self
+            .waiting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&id);
+        if let Some(waiter) = waiter {
+            let _ = waiter.send(Err((
+                "too-large".to_owned(),
+                format!(
+                    "answer is {} bytes, over the {MAX_COMPLETION_ANSWER_BYTES} an answer may take",
+                    line.len()
+                ),
+            )));
+        }
         true
     }
 
@@ -189,6 +230,7 @@ impl ReverseCalls {
                 match code.as_str() {
                     "unavailable" => CompletionError::Unavailable(message),
                     "cancelled" => CompletionError::Aborted(message),
+                    "too-large" => CompletionError::Failed(format!("the client's {message}")),
                     _ => CompletionError::Failed(format!("the client's model failed: {message}")),
                 }
             }),
@@ -231,7 +273,6 @@ impl ClientCompletions {
 #[serde(rename_all = "camelCase")]
 struct ClientCompletion {
     text: String,
-    input_tokens: Option<u64>,
     output_tokens: Option<u64>,
     model: Option<String>,
 }
@@ -273,10 +314,11 @@ impl ModelCompletions for ClientCompletions {
                 "the client's model answered no text".into(),
             ));
         }
+        // The request is the host's own: measured by its estimator. The
+        // answer's claim is held to the request's `maxTokens`
+        // (`Completion::hold_to`) by whoever asked.
         Ok(Completion {
-            input_tokens: answer
-                .input_tokens
-                .unwrap_or_else(|| tokens::estimate_text(&request.text())),
+            input_tokens: tokens::estimate_text(&request.text()),
             output_tokens: answer
                 .output_tokens
                 .unwrap_or_else(|| tokens::estimate_text(&answer.text)),
@@ -317,5 +359,33 @@ mod tests {
         assert_eq!(result.get(), r#"{"text": "a summary"}"#, "verbatim");
         // Answered once: the same answer again is for nobody, still taken.
         assert!(calls.take_answer(&answer));
+    }
+
+    #[tokio::test]
+    async fn an_answer_over_the_byte_cap_is_refused_unread() {
+        let (outbox, mut lines) = mpsc::channel(4);
+        let calls = Arc::new(ReverseCalls::new(outbox));
+        let caller = calls.clone();
+        let call = tokio::spawn(async move {
+            let abort = tokio_util::sync::CancellationToken::new();
+            let deadline = Instant::now() + std::time::Duration::from_secs(60);
+            caller.call("complete", json!({}), deadline, &abort).await
+        });
+        let sent: Value =
+            serde_json::from_str(&lines.recv().await.expect("the call is sent")).expect("JSON");
+        let text = "x".repeat(MAX_COMPLETION_ANSWER_BYTES);
+        let answer = json!({"id": sent["id"], "result": {"text": text}}).to_string();
+        assert!(calls.take_answer(&answer), "an answer of ours, taken");
+        let error = call.await.expect("joins").expect_err("refused");
+        let message = error.to_string();
+        assert!(
+            message.contains(&format!(
+                "over the {MAX_COMPLETION_ANSWER_BYTES} an answer may take"
+            )),
+            "{message}"
+        );
+        // A large request that is no answer is left to the request path.
+        let request = json!({"id": 3, "method": "ingest", "params": {"text": text}}).to_string();
+        assert!(!calls.take_answer(&request));
     }
 }

@@ -3,6 +3,7 @@
 //! ready (answers may come out of order; ids match them up).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -57,8 +58,13 @@ const KEPT_LINE_BUFFER_BYTES: usize = 1024 * 1024;
 
 type InFlight = Arc<Mutex<HashMap<String, CancellationToken>>>;
 
+/// Numbers the connections (clients) served by this process.
+static NEXT_CLIENT: AtomicU64 = AtomicU64::new(1);
+
 /// Serves requests from `input` until it ends, answering on `output`; then
-/// waits for the requests still running (each ends by its deadline).
+/// waits for the requests still running (each ends by its deadline). The
+/// connection is one client: what its `hello` chooses (the model of its
+/// engines' completions) holds for its own requests only.
 pub async fn serve<R, W>(service: Arc<Service>, input: R, output: W) -> std::io::Result<()>
 where
     R: AsyncBufRead + Unpin,
@@ -84,6 +90,7 @@ where
         service.runtime().config().serve.max_in_flight,
     ));
     let reverse = Arc::new(ReverseCalls::new(answers.clone()));
+    let client = NEXT_CLIENT.fetch_add(1, Ordering::Relaxed);
     let sweeper = service.sweep_interval().map(|every| {
         let service = service.clone();
         tokio::spawn(async move {
@@ -175,7 +182,7 @@ where
         }
         match request.method.as_str() {
             "hello" => {
-                let outcome = hello(&service, &request, &reverse);
+                let outcome = hello(&service, client, &request, &reverse);
                 greeted |= outcome.is_ok();
                 let _ = answers
                     .send(Response::to(request.id, outcome).to_line())
@@ -239,7 +246,7 @@ where
                     let started = Instant::now();
                     let mut request = request;
                     let engine = request.engine();
-                    let outcome = run(service.clone(), &mut request, token, deadline).await;
+                    let outcome = run(service.clone(), client, &mut request, token, deadline).await;
                     service.request_done(
                         &request.method,
                         engine.as_deref(),
@@ -267,6 +274,7 @@ where
     // deadline (minutes, for a compaction).
     reverse.close();
     while running.join_next().await.is_some() {}
+    service.runtime().completions().forget_client(client);
     if let Some(sweeper) = sweeper {
         sweeper.abort();
     }
@@ -276,11 +284,12 @@ where
         .unwrap_or_else(|error| Err(std::io::Error::other(error)))
 }
 
-/// The handshake: the newest version both sides speak, and, for a
-/// version-2 client that can answer `complete`, the client's model for
-/// engines' completions.
+/// The handshake of client `client`: the newest version both sides speak,
+/// and, for a version-2 client that can answer `complete`, the client's
+/// model for the completions of engine calls made for it.
 fn hello(
     service: &Service,
+    client: u64,
     request: &Request,
     reverse: &Arc<ReverseCalls>,
 ) -> Result<Value, ProtocolError> {
@@ -314,7 +323,7 @@ fn hello(
             .iter()
             .any(|capability| capability == "complete"))
     .then(|| ClientCompletions::new(reverse.clone()));
-    Ok(service.hello(version, client_model))
+    Ok(service.hello(version, client, client_model))
 }
 
 fn cancel(in_flight: &InFlight, request: &Request) -> Result<Value, ProtocolError> {
@@ -351,11 +360,12 @@ fn deadline(service: &Service, request: &Request) -> Duration {
     engine_deadline + DEADLINE_MARGIN
 }
 
-/// Runs one request in its own task, answering by `deadline` or on
-/// cancellation whatever the task is doing (it is told to stop and finishes
-/// in the background).
+/// Runs one request of client `client` in its own task, answering by
+/// `deadline` or on cancellation whatever the task is doing (it is told to
+/// stop and finishes in the background).
 async fn run(
     service: Arc<Service>,
+    client: u64,
     request: &mut Request,
     token: CancellationToken,
     deadline: Duration,
@@ -368,7 +378,7 @@ async fn run(
     let abort = token.clone();
     let id = request.id.to_string();
     let mut work = tokio::spawn(async move {
-        let answer = service.call(&method, params, abort, id).await;
+        let answer = service.call(&method, params, abort, client, id).await;
         service.memory_freed(params_bytes);
         answer
     });

@@ -11,6 +11,7 @@ use super::methods::Service;
 use super::protocol::ProtocolError;
 use crate::contract::engine::{CallOptions, ContextEngine};
 use crate::contract::text::{MAX_ENGINE_TEXT_BYTES, untrusted_line};
+use crate::contract::tools::model_view;
 use crate::contract::types::SessionRef;
 
 /// `callTool`'s parameters.
@@ -39,17 +40,7 @@ impl Service {
         let engine = self.engine(spec).await?;
         // A failure was the guard's to handle: the engine offers none now.
         let tools = engine.tools(call).await.unwrap_or_default();
-        let tools: Vec<Value> = tools
-            .into_iter()
-            .map(|tool| {
-                json!({
-                    "name": tool.name,
-                    "description": tool.description,
-                    "parameters": serde_json::from_str::<Value>(&tool.parameters_json)
-                        .unwrap_or_else(|_| json!({"type": "object"})),
-                })
-            })
-            .collect();
+        let tools: Vec<Value> = tools.iter().map(model_view).collect();
         Ok(json!({ "tools": tools, "servedBy": engine.serving_id() }))
     }
 

@@ -4,7 +4,10 @@
 //! one and watch the others take its sessions over, or read one's memory.
 //!
 //! Usage: `serve-host <postgres-url | -> <data-dir> <lease-ms> [engine]`
-//! (`-`: no shared store; the engine defaults to `legacy`).
+//! (`-`: no shared store; the engine defaults to `legacy`). With
+//! `CTXBOX_SERVE_HOST_METRICS=ADDR` it also serves its metrics there, as
+//! `ctxbox serve --metrics ADDR` does, and writes the address it bound to
+//! `<data-dir>/metrics-address`.
 
 use std::sync::Arc;
 
@@ -12,7 +15,7 @@ use anyhow::{Context, Result};
 use ctxbox_host::runtime::Runtime;
 use ctxbox_host::runtime::config::Config;
 use ctxbox_host::sandbox::SandboxConfig;
-use ctxbox_host::serve::{Service, serve};
+use ctxbox_host::serve::{Service, exposition, serve};
 use ctxbox_host::store::StoreConfig;
 
 fn main() -> Result<()> {
@@ -30,7 +33,7 @@ fn main() -> Result<()> {
         ..StoreConfig::default()
     };
     let config = Config {
-        data_dir: Some(data_dir.into()),
+        data_dir: Some(data_dir.clone().into()),
         store: if url == "-" {
             store
         } else {
@@ -50,6 +53,15 @@ fn main() -> Result<()> {
         let host = Runtime::new(config).context("cannot set up the host")?;
         let service =
             Arc::new(Service::new(host, Some(engine)).context("cannot start the server")?);
+        if let Ok(address) = std::env::var("CTXBOX_SERVE_HOST_METRICS") {
+            let listener = exposition::bind(address.parse()?, false).await?;
+            let bound = listener.local_addr()?;
+            exposition::spawn_endpoint(listener, service.clone());
+            std::fs::write(
+                std::path::Path::new(&data_dir).join("metrics-address"),
+                bound.to_string(),
+            )?;
+        }
         serve(
             service,
             tokio::io::BufReader::new(tokio::io::stdin()),

@@ -156,6 +156,73 @@ async fn the_hourly_budget_holds_across_calls() {
     );
 }
 
+/// A model that answers every request with its whole output cap, after a
+/// pause long enough for concurrent engine calls to ask together.
+#[derive(Debug)]
+struct SlowFullAnswers;
+
+#[async_trait]
+impl ctxbox_host::provider::completion::ModelCompletions for SlowFullAnswers {
+    fn id(&self) -> &str {
+        "slow-full-answers"
+    }
+
+    async fn complete(
+        &self,
+        _context: ctxbox_host::provider::completion::CompletionContext<'_>,
+        request: &ctxbox_host::contract::completion::CompletionRequest,
+    ) -> Result<
+        ctxbox_host::contract::completion::Completion,
+        ctxbox_host::provider::completion::CompletionError,
+    > {
+        tokio::time::sleep(std::time::Duration::from_millis(1_000)).await;
+        Ok(ctxbox_host::contract::completion::Completion {
+            text: "word ".repeat(request.max_tokens as usize),
+            input_tokens: 10,
+            output_tokens: u64::from(request.max_tokens),
+            model: None,
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_calls_cannot_spend_the_hourly_budget_twice() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let runtime = host(
+        dir.path(),
+        "[completions]\nmaxTokensPerHour = 300\nmaxOutputTokens = 64\n",
+    );
+    runtime.completions().set_model(Arc::new(SlowFullAnswers));
+    let engine = runtime.select(Some("powers-probe")).await;
+    // Twelve sessions ask at once; each completion's worst case is ~70
+    // tokens, so the hour holds four of them (and a fifth lowered to what
+    // is left) whatever the timing.
+    let asking: Vec<_> = (0..12)
+        .map(|n| {
+            let engine = engine.clone();
+            tokio::spawn(
+                async move { probe(&engine, &session(&format!("s{n}")), "complete 1").await },
+            )
+        })
+        .collect();
+    let mut completed = 0;
+    for report in asking {
+        let report = report.await.expect("joins");
+        if report == "completed=1" {
+            completed += 1;
+        } else {
+            assert!(report.contains("maxTokensPerHour"), "{report}");
+        }
+    }
+    let totals = runtime.completions().totals_of("powers-probe");
+    assert!(
+        (1..=5).contains(&completed),
+        "{completed} completions answered under a 300-token hour: {totals:?}"
+    );
+    assert!(totals.output_tokens <= 300, "{totals:?}");
+    assert!(engine.serving_selected(), "a refusal is not a failure");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_model_a_completion_is_unavailable_and_said_so() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -625,7 +692,7 @@ fn liar(dir: &Path, mode: &str) -> Runtime {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tool_definitions_against_the_contract_quarantine_the_engine() {
-    for mode in ["many", "bad-name"] {
+    for mode in ["many", "bad-name", "bloated"] {
         let dir = tempfile::tempdir().expect("temp dir");
         let runtime = liar(dir.path(), mode);
         let engine = runtime.select(Some("tool-liar")).await;
@@ -641,6 +708,15 @@ async fn tool_definitions_against_the_contract_quarantine_the_engine() {
             .unwrap_or_else(|| panic!("{mode}: quarantined"));
         assert_eq!(record.classification, "invalid-output", "{mode}");
         assert!(!record.reason.contains('\u{1b}'), "{mode}: escaped");
+        if mode == "bloated" {
+            assert!(
+                record
+                    .reason
+                    .contains("whole tool set's cap of 32768 bytes and 8000 tokens"),
+                "{}",
+                record.reason
+            );
+        }
     }
 }
 

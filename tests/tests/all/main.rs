@@ -30,6 +30,7 @@ mod serve;
 mod serve_bounds;
 mod serve_memory;
 mod serve_metrics;
+mod serve_powers;
 mod soak;
 mod state_batch;
 mod store;

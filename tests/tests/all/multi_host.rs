@@ -58,8 +58,30 @@ impl Host {
         ])
     }
 
+    /// A host as [`Host::start_alone`] makes, serving its metrics on a
+    /// loopback port of its choice (written to `<data_dir>/metrics-address`).
+    pub(crate) fn start_alone_with_metrics(data_dir: &std::path::Path, engine: &str) -> Arc<Self> {
+        Self::spawn_with(
+            &[
+                "-",
+                &data_dir.display().to_string(),
+                &LEASE_MS.to_string(),
+                engine,
+            ],
+            Some("127.0.0.1:0"),
+        )
+    }
+
     fn spawn(args: &[&str]) -> Arc<Self> {
-        let mut child = Command::new(HOST)
+        Self::spawn_with(args, None)
+    }
+
+    fn spawn_with(args: &[&str], metrics: Option<&str>) -> Arc<Self> {
+        let mut command = Command::new(HOST);
+        if let Some(address) = metrics {
+            command.env("CTXBOX_SERVE_HOST_METRICS", address);
+        }
+        let mut child = command
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

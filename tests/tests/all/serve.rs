@@ -54,6 +54,11 @@ impl Client {
     pub(crate) fn with_config(config: Config, engine: Option<&str>, pipe_bytes: usize) -> Self {
         let runtime = Runtime::new(config).expect("host");
         let service = Arc::new(Service::new(runtime, engine.map(str::to_owned)).expect("service"));
+        Self::connect(service, pipe_bytes)
+    }
+
+    /// Another connection (another client) to the server of `service`.
+    pub(crate) fn connect(service: Arc<Service>, pipe_bytes: usize) -> Self {
         let (client, server) = tokio::io::duplex(pipe_bytes);
         let (server_read, server_write) = tokio::io::split(server);
         let server = tokio::spawn(serve(

@@ -1,14 +1,21 @@
 //! Model completions for engines (`host.complete`), bounded: [`Completions`]
-//! holds the host's [`ModelCompletions`] (which the embedding host may swap:
-//! `ctxbox serve` asks its client once the client says it can answer) and
-//! the budgets around it (`[completions]` in `ctxbox.toml`):
+//! holds the host's [`ModelCompletions`], and the one each client of the
+//! embedding host chose (`ctxbox serve`: per connection, its client's own
+//! model once the client says it can answer), which answers the engine
+//! calls made for that client ([`ServiceCall::client`]); and the budgets
+//! around them (`[completions]` in `ctxbox.toml`):
 //! - per engine call: a number of completions and a number of tokens;
 //! - per engine: tokens over any hour;
 //! - per completion: an output cap, and the call's own deadline.
 //!
 //! A request past a budget is refused with `quota-exceeded` before the model
-//! is asked; every completion is logged with the engine, its purpose, tokens
-//! in and out and latency, and counted per engine for reports.
+//! is asked. The hourly budget is held, not just checked: a request reserves
+//! its worst case (the prompt's estimate and its output cap) before the model
+//! is asked, so concurrent completions cannot each see the same tokens left;
+//! the answer then settles it to the tokens measured, and a failed or
+//! abandoned request gives it back ([`Reservation`]). Every completion is
+//! logged with the engine, its purpose, tokens in and out and latency, and
+//! counted per engine for reports.
 
 mod extractive;
 
@@ -82,9 +89,12 @@ impl CompletionTotals {
 #[derive(Debug)]
 pub struct Completions {
     model: RwLock<Arc<dyn ModelCompletions>>,
+    /// The model of each client that chose one, by the embedding host's
+    /// client id.
+    client_models: RwLock<HashMap<u64, Arc<dyn ModelCompletions>>>,
     limits: CompletionLimits,
-    /// Per engine: (when, tokens) of its completions in the last hour.
-    hourly: Mutex<HashMap<String, VecDeque<(Instant, u64)>>>,
+    /// Per engine: what its completions took in the last hour, and hold.
+    hourly: Mutex<HashMap<String, HourLedger>>,
     totals: Mutex<HashMap<String, CompletionTotals>>,
 }
 
@@ -93,6 +103,7 @@ impl Completions {
     pub fn new(model: Arc<dyn ModelCompletions>, limits: CompletionLimits) -> Self {
         Self {
             model: RwLock::new(model),
+            client_models: RwLock::new(HashMap::new()),
             limits,
             hourly: Mutex::new(HashMap::new()),
             totals: Mutex::new(HashMap::new()),
@@ -104,12 +115,43 @@ impl Completions {
         *self.model.write().unwrap_or_else(PoisonError::into_inner) = model;
     }
 
-    /// The model answering now.
+    /// The model answering calls made for no client, or for one that
+    /// chose none.
     pub fn model(&self) -> Arc<dyn ModelCompletions> {
         self.model
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// Answers the engine calls made for `client` from `model` (until
+    /// [`forget_client`](Self::forget_client)); other clients keep theirs.
+    pub fn set_client_model(&self, client: u64, model: Arc<dyn ModelCompletions>) {
+        self.client_models
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(client, model);
+    }
+
+    /// `client` is gone: its model is dropped.
+    pub fn forget_client(&self, client: u64) {
+        self.client_models
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&client);
+    }
+
+    /// The model answering the engine calls made for `client`: the one it
+    /// chose, else the host's.
+    pub fn model_for(&self, client: Option<u64>) -> Arc<dyn ModelCompletions> {
+        let chosen = client.and_then(|client| {
+            self.client_models
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(&client)
+                .cloned()
+        });
+        chosen.unwrap_or_else(|| self.model())
     }
 
     /// The budgets.
@@ -147,14 +189,14 @@ impl Completions {
         call: ServiceCall<'_>,
         request: &CompletionRequest,
     ) -> Result<Completion, ServiceError> {
-        let request = match self.admit(call, request) {
-            Ok(request) => request,
+        let (request, reservation) = match self.admit(call, request) {
+            Ok(admitted) => admitted,
             Err(error) => {
                 self.count(call.engine_id, |totals| totals.refused += 1);
                 return Err(error);
             }
         };
-        let model = self.model();
+        let model = self.model_for(call.client);
         let started = Instant::now();
         // The model gets the call's time but a little: the engine must be
         // left time to answer after a model that ran out of it.
@@ -175,10 +217,19 @@ impl Completions {
         };
         let latency = started.elapsed();
         match answer {
-            Ok(completion) => {
+            Ok(mut completion) => {
+                if completion.hold_to(request.max_tokens) {
+                    tracing::warn!(
+                        target: "ctxbox::completions",
+                        engine = call.engine_id,
+                        model = model.id(),
+                        max_tokens = request.max_tokens,
+                        "a completion longer than its max tokens was cut to them"
+                    );
+                }
                 let spent = completion.input_tokens + completion.output_tokens;
                 call.usage.add_completion_tokens(spent);
-                self.spend(call.engine_id, spent);
+                reservation.settle(spent);
                 self.count(call.engine_id, |totals| {
                     totals.completions += 1;
                     totals.input_tokens += completion.input_tokens;
@@ -198,6 +249,7 @@ impl Completions {
                 Ok(completion)
             }
             Err(error) => {
+                drop(reservation);
                 self.count(call.engine_id, |totals| totals.refused += 1);
                 tracing::warn!(
                     target: "ctxbox::completions",
@@ -217,13 +269,15 @@ impl Completions {
         }
     }
 
-    /// The request as it may be sent (its output lowered to the caps), or
-    /// why it may not: a per-call or per-hour budget is spent.
+    /// The request as it may be sent (its output lowered to the caps) and
+    /// its worst case reserved of the engine's hour, or why it may not be: a
+    /// per-call or per-hour budget is spent (or held by completions still
+    /// running).
     fn admit(
         &self,
         call: ServiceCall<'_>,
         request: &CompletionRequest,
-    ) -> Result<CompletionRequest, ServiceError> {
+    ) -> Result<(CompletionRequest, Reservation<'_>), ServiceError> {
         request.check().map_err(ServiceError::InvalidArgument)?;
         let limits = &self.limits;
         let count = call.usage.count_completion();
@@ -236,9 +290,13 @@ impl Completions {
         let input = tokens::estimate_text(&request.text());
         let spent = call.usage.completion_tokens();
         let call_left = limits.max_tokens_per_call.saturating_sub(spent + input);
+        // Checked and reserved under one lock: a concurrent request sees
+        // this one's worst case as taken.
+        let mut hourly = lock(&self.hourly);
+        let ledger = hourly.entry(call.engine_id.to_owned()).or_default();
         let hour_left = limits
             .max_tokens_per_hour
-            .saturating_sub(self.spent_this_hour(call.engine_id) + input);
+            .saturating_sub(ledger.taken(Instant::now()) + input);
         let output = u64::from(request.max_tokens.min(limits.max_output_tokens))
             .min(call_left)
             .min(hour_left);
@@ -252,36 +310,79 @@ impl Completions {
                 "a request of ~{input} tokens leaves nothing of the {budget}-token budget ({key})"
             )));
         }
-        Ok(CompletionRequest {
+        let held = input + output;
+        ledger.reserved += held;
+        drop(hourly);
+        let admitted = CompletionRequest {
             max_tokens: u32::try_from(output).unwrap_or(u32::MAX),
             ..request.clone()
-        })
-    }
-
-    fn spent_this_hour(&self, engine: &str) -> u64 {
-        let mut hourly = lock(&self.hourly);
-        let Some(window) = hourly.get_mut(engine) else {
-            return 0;
         };
-        let now = Instant::now();
-        while window
-            .front()
-            .is_some_and(|(at, _)| now.duration_since(*at) > HOUR)
-        {
-            window.pop_front();
-        }
-        window.iter().map(|(_, tokens)| tokens).sum()
-    }
-
-    fn spend(&self, engine: &str, tokens: u64) {
-        lock(&self.hourly)
-            .entry(engine.to_owned())
-            .or_default()
-            .push_back((Instant::now(), tokens));
+        let reservation = Reservation {
+            completions: self,
+            engine: call.engine_id.to_owned(),
+            held,
+        };
+        Ok((admitted, reservation))
     }
 
     fn count(&self, engine: &str, update: impl FnOnce(&mut CompletionTotals)) {
         update(lock(&self.totals).entry(engine.to_owned()).or_default());
+    }
+}
+
+/// One engine's hour: the tokens its completions took, when, and the
+/// worst cases of those still running.
+#[derive(Debug, Default)]
+struct HourLedger {
+    /// (when, tokens) of its answered completions, oldest first.
+    spent: VecDeque<(Instant, u64)>,
+    /// Tokens reserved by completions not answered yet.
+    reserved: u64,
+}
+
+impl HourLedger {
+    /// Tokens taken of the hour ending at `now`: spent within it, and held.
+    fn taken(&mut self, now: Instant) -> u64 {
+        while self
+            .spent
+            .front()
+            .is_some_and(|(at, _)| now.duration_since(*at) > HOUR)
+        {
+            self.spent.pop_front();
+        }
+        self.spent.iter().map(|(_, tokens)| tokens).sum::<u64>() + self.reserved
+    }
+}
+
+/// A completion's worst case, held of its engine's hour while the model
+/// answers: [`settle`](Self::settle)d to what the answer measured, or given
+/// back when dropped unsettled (the model failed, or the call was dropped).
+#[derive(Debug)]
+struct Reservation<'a> {
+    completions: &'a Completions,
+    engine: String,
+    held: u64,
+}
+
+impl Reservation<'_> {
+    /// The completion took `tokens`: spent now, and the hold given back.
+    fn settle(mut self, tokens: u64) {
+        let mut hourly = lock(&self.completions.hourly);
+        let ledger = hourly.entry(std::mem::take(&mut self.engine)).or_default();
+        ledger.reserved = ledger.reserved.saturating_sub(self.held);
+        ledger.spent.push_back((Instant::now(), tokens));
+        self.held = 0;
+    }
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        if self.held == 0 {
+            return;
+        }
+        if let Some(ledger) = lock(&self.completions.hourly).get_mut(&self.engine) {
+            ledger.reserved = ledger.reserved.saturating_sub(self.held);
+        }
     }
 }
 

@@ -171,3 +171,81 @@ async fn offline_completions_summarize_the_request() {
     assert!(completion.text.contains("SQLite"), "{}", completion.text);
     assert!(completion.output_tokens <= 200);
 }
+
+/// Answers as [`Echo`] does, after a while: completions overlap.
+#[derive(Debug)]
+struct SlowEcho;
+
+#[async_trait]
+impl ModelCompletions for SlowEcho {
+    fn id(&self) -> &str {
+        "slow-echo"
+    }
+
+    async fn complete(
+        &self,
+        context: CompletionContext<'_>,
+        request: &CompletionRequest,
+    ) -> Result<Completion, CompletionError> {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        Echo.complete(context, request).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_completions_reserve_the_hour_before_the_model_is_asked() {
+    let completions = Arc::new(Completions::new(Arc::new(SlowEcho), limits()));
+    let mut running = tokio::task::JoinSet::new();
+    for _ in 0..30 {
+        let completions = completions.clone();
+        running.spawn(async move {
+            let call = Call::new(Duration::from_secs(30));
+            completions
+                .complete(
+                    call.service_call("e"),
+                    &CompletionRequest::prompt("hi", 300),
+                )
+                .await
+                .is_ok()
+        });
+    }
+    let answered = running
+        .join_all()
+        .await
+        .into_iter()
+        .filter(|answered| *answered)
+        .count();
+    // 1,500 tokens an hour hold five worst cases of ~301 tokens at most
+    // (the fifth lowered to what is left); without reservations all 30
+    // saw the hour untouched.
+    assert!((1..=5).contains(&answered), "{answered} answered");
+    let totals = completions.totals()["e"];
+    assert_eq!(totals.refused as usize, 30 - answered);
+}
+
+#[tokio::test]
+async fn a_failed_completion_gives_its_reservation_back() {
+    let completions = Completions::new(Arc::new(Silent), limits());
+    // Each times out: nothing was spent, so nothing stays held.
+    for _ in 0..8 {
+        let call = Call::new(Duration::from_millis(20));
+        let error = completions
+            .complete(
+                call.service_call("e"),
+                &CompletionRequest::prompt("hi", 300),
+            )
+            .await
+            .expect_err("timed out");
+        assert!(matches!(error, ServiceError::Aborted(_)), "{error}");
+    }
+    completions.set_model(Arc::new(Echo));
+    let call = Call::new(Duration::from_secs(5));
+    let answer = completions
+        .complete(
+            call.service_call("e"),
+            &CompletionRequest::prompt("hi", 300),
+        )
+        .await
+        .expect("the hour is untouched");
+    assert_eq!(answer.output_tokens, 300, "the whole output cap was left");
+}

@@ -4,6 +4,9 @@
 //! - `bad-name`: a tool named with a space and an escape sequence;
 //! - `shadow`: a tool named `read`, as the host's own tool is;
 //! - `huge`: a valid tool whose answer is 300 KiB (256 KiB at most);
+//! - `bloated`: 16 tools, each within every per-tool cap (a 2 KiB
+//!   description, a 16 KiB schema), ~290 KiB together: more than the whole
+//!   set may take;
 //! - anything else: one valid tool, `ok`.
 
 use ctxbox_guest::prelude::*;
@@ -13,7 +16,7 @@ struct ToolLiar;
 
 fn mode() -> String {
     let config = host::engine_config().unwrap_or_default();
-    ["many", "bad-name", "shadow", "huge"]
+    ["many", "bad-name", "shadow", "huge", "bloated"]
         .into_iter()
         .find(|mode| config.contains(&format!("\"{mode}\"")))
         .unwrap_or("ok")
@@ -22,6 +25,15 @@ fn mode() -> String {
 
 fn tool(name: &str) -> ToolDefinition {
     ToolDefinition::new(name, "A tool.", r#"{"type":"object"}"#)
+}
+
+/// A tool at the per-tool caps: a 2 KiB description and a 16 KiB schema.
+fn bloated(name: &str) -> ToolDefinition {
+    let schema = format!(
+        r#"{{"type":"object","description":"{}"}}"#,
+        "s".repeat(16 * 1024 - 40)
+    );
+    ToolDefinition::new(name, "d".repeat(2 * 1024), schema)
 }
 
 impl Engine for ToolLiar {
@@ -45,6 +57,7 @@ impl Engine for ToolLiar {
             "bad-name" => vec![tool("no spaces\u{1b}[2J")],
             "shadow" => vec![tool("read")],
             "huge" => vec![tool("huge")],
+            "bloated" => (0..16).map(|n| bloated(&format!("tool{n}"))).collect(),
             _ => vec![tool("ok")],
         }
     }
