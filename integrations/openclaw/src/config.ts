@@ -18,6 +18,8 @@ export interface PluginConfig {
   callTimeoutMs: number;
   /** Longest a call that may compact (`compact`, `commitTurn`, `afterTurn`) may take, ms. */
   compactTimeoutMs: number;
+  /** Where to append a JSON line per session call (trace.ts), if anywhere. */
+  traceFile?: string;
 }
 
 /** The default call timeout: above the sandbox's default 10 s call deadline. */
@@ -57,6 +59,7 @@ export function readConfig(raw: Record<string, unknown> | undefined): PluginConf
     configFile: text("configFile"),
     callTimeoutMs: milliseconds("callTimeoutMs", DEFAULT_CALL_TIMEOUT_MS),
     compactTimeoutMs: milliseconds("compactTimeoutMs", DEFAULT_COMPACT_TIMEOUT_MS),
+    traceFile: text("traceFile"),
   };
 }
 

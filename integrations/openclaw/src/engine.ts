@@ -4,9 +4,9 @@
 // through, nothing compacted, nothing stored. It never throws and never
 // waits past its call timeout.
 
-import { createHash } from "node:crypto";
-
 import { Sidecar, SidecarError, type CallOptions } from "./sidecar.js";
+import type { Trace } from "./trace.js";
+import { SessionTracker, digest, type SyncParams } from "./tracker.js";
 import type {
   AgentMessage,
   AssembleResult,
@@ -39,66 +39,12 @@ export interface EngineOptions {
   runtimeCompaction?: RuntimeCompaction;
   /** Where warnings go. */
   warn: (message: string) => void;
+  /** Where each session call is traced, if anywhere (`traceFile`). */
+  trace?: Trace;
 }
 
 /** The engine id this plugin registers with OpenClaw. */
 export const ENGINE_ID = "ctxbox";
-
-/** A short fingerprint of a message, to tell whether the sidecar's copy is the same. */
-export function digest(message: AgentMessage): string {
-  return createHash("sha256").update(JSON.stringify(message)).digest("hex").slice(0, 24);
-}
-
-/** What this process last told the sidecar about a session. */
-interface Synced {
-  generation: number;
-  count: number;
-  lastDigest: string | undefined;
-}
-
-/**
- * Per-session sync state, kept per sidecar for the life of the plugin
- * process (OpenClaw makes a new engine object every turn).
- */
-export class SessionTracker {
-  private readonly sessions = new Map<string, Synced>();
-
-  /** The `sync` that brings the sidecar's copy of `sessionId` to `messages`. */
-  syncFor(sidecar: Sidecar, sessionId: string, messages: AgentMessage[], full = false): object {
-    const known = this.sessions.get(sessionId);
-    let base = 0;
-    if (!full && known && known.generation === sidecar.generation && known.count <= messages.length && known.count > 0) {
-      if (digest(messages[known.count - 1]) === known.lastDigest) base = known.count;
-    }
-    const tail = messages.slice(base);
-    return {
-      base,
-      baseDigest: base > 0 ? known?.lastDigest : null,
-      messages: tail,
-      digests: tail.map(digest),
-    };
-  }
-
-  /** The sidecar now holds `messages` of `sessionId` (or `count` of them, ending with `last`). */
-  record(sidecar: Sidecar, sessionId: string, count: number, last: AgentMessage | undefined): void {
-    this.sessions.set(sessionId, {
-      generation: sidecar.generation,
-      count,
-      lastDigest: last === undefined ? undefined : digest(last),
-    });
-  }
-
-  /** How many messages the sidecar holds for `sessionId`, as far as this process knows. */
-  count(sidecar: Sidecar, sessionId: string): number | undefined {
-    const known = this.sessions.get(sessionId);
-    return known && known.generation === sidecar.generation ? known.count : undefined;
-  }
-
-  /** Forgets `sessionId`. */
-  forget(sessionId: string): void {
-    this.sessions.delete(sessionId);
-  }
-}
 
 /** A piece of an assembled prompt as the sidecar tells it: a run of the session's own messages, or an engine-made one. */
 export type PromptItem = { keep: [number, number] } | { insert: AgentMessage };
@@ -173,25 +119,41 @@ export function createEngine(sidecar: Sidecar, tracker: SessionTracker, options:
       return fallback(why);
     }
   };
-  /** A session call with a sync; resends the whole history once if the sidecar's copy differs. */
-  const synced = async <T>(
+  /** Warns that the sidecar's count of a session is not this plugin's (it is resent in full at the next call). */
+  const disagreed = (method: string, sessionId: string, length: unknown, ours: number | undefined) =>
+    options.warn(
+      `ctxbox ${method}: the sidecar holds ${String(length)} messages of session ${sessionId}, this plugin ${ours ?? "none"}; it is resent in full at the next call`,
+    );
+  /**
+   * A session call with a sync of `messages` (what OpenClaw passes: the
+   * session, or a projection of it the tracker recognises). When the
+   * sidecar's copy differs, the whole history is resent, marked a reset only
+   * when the sidecar's copy is no longer than it. Answers the result and the
+   * history the sidecar then holds (what its ranges are positions in).
+   */
+  const synced = async <T extends { length?: unknown }>(
     method: string,
     sessionId: string,
     messages: AgentMessage[],
     params: object,
     runtimeContext?: unknown,
-  ): Promise<T> => {
-    const attempt = async (full: boolean) => {
-      const sync = tracker.syncFor(sidecar, sessionId, messages, full);
-      const { result, current } = await callCurrent<T>(method, { sessionId, sync, ...params }, { runtimeContext });
-      if (current) tracker.record(sidecar, sessionId, messages.length, messages.at(-1));
-      return result;
-    };
-    try {
-      return await attempt(false);
-    } catch (error) {
-      if (error instanceof SidecarError && error.code === "history-mismatch") return attempt(true);
-      throw error;
+  ): Promise<{ result: T; history: AgentMessage[] }> => {
+    const plan = tracker.plan(sidecar, sessionId, messages);
+    let sync: SyncParams = plan.sync;
+    for (;;) {
+      try {
+        const { result, current } = await callCurrent<T>(method, { sessionId, sync, ...params }, { runtimeContext });
+        options.trace?.({ method, sessionId, relation: plan.relation, sync: traced(sync), length: result.length });
+        const holder = current ? sidecar.generation : undefined;
+        if (!tracker.settle(sessionId, plan, holder, result.length)) disagreed(method, sessionId, result.length, plan.history.length);
+        return { result, history: plan.history };
+      } catch (error) {
+        if (!(error instanceof SidecarError && error.code === "history-mismatch")) throw error;
+        const held = (error.data as { length?: unknown } | undefined)?.length;
+        if (sync.base > 0) sync = tracker.resend(plan, false);
+        else if (!sync.reset && typeof held === "number" && held <= plan.history.length) sync = tracker.resend(plan, true);
+        else throw error;
+      }
     }
   };
 
@@ -259,10 +221,11 @@ export function createEngine(sidecar: Sidecar, tracker: SessionTracker, options:
       guarded<AssembleResult>(
         "assemble",
         async () => {
-          const result = await synced<{
+          const { result, history } = await synced<{
             items: PromptItem[];
             estimatedTokens: number;
             systemPromptAddition?: string | null;
+            length?: number;
           }>("assemble", params.sessionId, params.messages, {
             sessionKey: params.sessionKey,
             tokenBudget: params.tokenBudget,
@@ -272,10 +235,10 @@ export function createEngine(sidecar: Sidecar, tracker: SessionTracker, options:
             prompt: params.prompt,
             answer: "ranges",
           });
-          const answer: AssembleResult = {
-            messages: materialize(result.items, params.messages),
-            estimatedTokens: result.estimatedTokens,
-          };
+          const prompt = materialize(result.items, history);
+          // OpenClaw's next assemble of the turn passes what this one kept.
+          tracker.answered(params.sessionId, prompt);
+          const answer: AssembleResult = { messages: prompt, estimatedTokens: result.estimatedTokens };
           if (result.systemPromptAddition) answer.systemPromptAddition = result.systemPromptAddition;
           return answer;
         },
@@ -286,28 +249,50 @@ export function createEngine(sidecar: Sidecar, tracker: SessionTracker, options:
       guarded(
         "commitTurn",
         async () => {
-          const before = tracker.count(sidecar, params.sessionId);
+          const sessionId = params.sessionId;
           const generation = sidecar.generation;
-          const { result, current } = await callCurrent<{ status: "committed" | "duplicate"; length: number }>(
-            "commitTurn",
-            {
-              sessionId: params.sessionId,
-              sessionKey: params.sessionKey,
-              advancementKey: params.advancementKey,
-              messages: params.messages,
-              digests: params.messages.map(digest),
-              isHeartbeat: params.isHeartbeat ?? false,
-              // The engine hears of the turn (after-turn) under the turn's
-              // budget: an engine that compacts after a turn needs it.
-              tokenBudget: turnBudget(params.runtimeContext),
-            },
-            {},
-            generation,
-          );
-          if (result.status === "committed" && before !== undefined && current) {
-            tracker.record(sidecar, params.sessionId, before + params.messages.length, params.messages.at(-1));
-          } else if (result.status === "committed") {
-            tracker.forget(params.sessionId);
+          const commit = (sync: SyncParams | undefined) =>
+            callCurrent<{ status: "committed" | "duplicate"; length?: number }>(
+              "commitTurn",
+              {
+                sessionId,
+                sessionKey: params.sessionKey,
+                advancementKey: params.advancementKey,
+                messages: params.messages,
+                digests: params.messages.map(digest),
+                isHeartbeat: params.isHeartbeat ?? false,
+                // The engine hears of the turn (after-turn) under the turn's
+                // budget: an engine that compacts after a turn needs it.
+                tokenBudget: turnBudget(params.runtimeContext),
+                ...(sync ? { sync } : {}),
+              },
+              {},
+              generation,
+            );
+          // A sidecar that lost the session (restarted, or its copy is
+          // stale) gets the history with the turn.
+          let sync = tracker.inStep(sidecar, sessionId) ? undefined : tracker.fullSync(sessionId);
+          let answer;
+          try {
+            answer = await commit(sync);
+          } catch (error) {
+            // The sidecar gave the session up: never a turn on a partial
+            // history. Without the history to resend, OpenClaw's transcript
+            // reaches the sidecar at the next assemble.
+            const full = tracker.fullSync(sessionId);
+            if (!(error instanceof SidecarError && error.code === "session-unknown" && full)) throw error;
+            sync = full;
+            answer = await commit(sync);
+          }
+          const { result, current } = answer;
+          options.trace?.({ method: "commitTurn", sessionId, sync: sync && traced(sync), status: result.status, length: result.length });
+          if (sync && current) tracker.resent(sessionId, generation);
+          const before = tracker.history(sessionId)?.length;
+          // A duplicate the sidecar holds the turn of (an answer lost before) counts as appended.
+          const holdsTurn =
+            result.status === "committed" || (before !== undefined && result.length === before + params.messages.length);
+          if (!tracker.appended(sessionId, generation, current, holdsTurn ? params.messages : [], result.length)) {
+            disagreed("commitTurn", sessionId, result.length, tracker.history(sessionId)?.length);
           }
           return { status: result.status };
         },
@@ -342,6 +327,7 @@ export function createEngine(sidecar: Sidecar, tracker: SessionTracker, options:
     // for its legacy engine. So it does when the engine compacted nothing
     // but OpenClaw requires a compaction: refused, it would fail the turn.
     compact: async (params) => {
+      options.trace?.({ method: "compact", sessionId: params.sessionId, cause: compactionCause(params) });
       if (options.ownsCompaction) {
         const result = await guarded<CompactResult | undefined>(
           "compact",
@@ -426,21 +412,24 @@ export function createEngine(sidecar: Sidecar, tracker: SessionTracker, options:
     messages: AgentMessage[],
     isHeartbeat: boolean | undefined,
   ): Promise<number> {
-    const before = tracker.count(sidecar, sessionId);
     const generation = sidecar.generation;
-    const { result, current } = await callCurrent<{ ingestedCount: number }>(
+    const { result, current } = await callCurrent<{ ingestedCount: number; length?: number }>(
       "ingest",
       { sessionId, sessionKey, messages, digests: messages.map(digest), isHeartbeat: isHeartbeat ?? false },
       {},
       generation,
     );
-    if (before !== undefined && current) {
-      tracker.record(sidecar, sessionId, before + messages.length, messages.at(-1));
-    } else {
-      tracker.forget(sessionId);
+    options.trace?.({ method: "ingest", sessionId, length: result.length });
+    if (!tracker.appended(sessionId, generation, current, messages, result.length)) {
+      disagreed("ingest", sessionId, result.length, tracker.history(sessionId)?.length);
     }
     return result.ingestedCount;
   }
+}
+
+/** What a trace tells of a sync: not its messages. */
+function traced(sync: SyncParams): { base: number; messages: number; reset: boolean } {
+  return { base: sync.base, messages: sync.messages.length, reset: sync.reset === true };
 }
 
 /** The session fields every session call carries. */

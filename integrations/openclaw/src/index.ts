@@ -5,7 +5,9 @@
 
 import { readConfig, serveArgs, type PluginConfig } from "./config.js";
 import { reverseOptions } from "./complete.js";
-import { ENGINE_ID, SessionTracker, createEngine, type RuntimeCompaction } from "./engine.js";
+import { ENGINE_ID, createEngine, type RuntimeCompaction } from "./engine.js";
+import { traceTo } from "./trace.js";
+import { SessionTracker } from "./tracker.js";
 import { Sidecar, type ReverseOptions } from "./sidecar.js";
 import { ToolCatalog, declaredTools, toolFactory } from "./tools.js";
 import type { PluginApi } from "./types.js";
@@ -106,6 +108,7 @@ export default function register(api: PluginApi): void {
   };
   const entry = sharedSidecar(config, log, warn, reverseOptions(api.runtime?.llm));
   const runtimeCompaction = loadRuntimeCompaction();
+  const trace = traceTo(config.traceFile);
   api.registerContextEngine(ENGINE_ID, async () => {
     const [owns] = await Promise.all([ownsCompaction(entry, config), refreshTools(entry)]);
     return createEngine(entry.sidecar, entry.tracker, {
@@ -115,6 +118,7 @@ export default function register(api: PluginApi): void {
       ownsCompaction: owns,
       runtimeCompaction: await runtimeCompaction,
       warn,
+      trace,
     });
   });
   const toolOptions = { engine: config.engine, callTimeoutMs: config.callTimeoutMs };

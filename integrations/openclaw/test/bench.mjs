@@ -9,8 +9,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 
 import { readConfig, serveArgs } from "../dist/src/config.js";
-import { SessionTracker, createEngine } from "../dist/src/engine.js";
+import { createEngine } from "../dist/src/engine.js";
 import { Sidecar } from "../dist/src/sidecar.js";
+import { SessionTracker } from "../dist/src/tracker.js";
 
 const bin = process.env.CTXBOX_BIN;
 if (!bin) throw new Error("set CTXBOX_BIN");

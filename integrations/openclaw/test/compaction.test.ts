@@ -5,27 +5,24 @@
 // sidecar, and with CTXBOX_BIN the real `ctxbox serve` (lossless).
 
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { after, test } from "node:test";
+import { test } from "node:test";
 
 import { reverseOptions } from "../src/complete.js";
 import { DEFAULT_COMPACT_TIMEOUT_MS, readConfig, serveArgs } from "../src/config.js";
-import { SessionTracker, createEngine, requiredCompaction, turnBudget, type EngineOptions, type RuntimeCompaction } from "../src/engine.js";
+import { createEngine, requiredCompaction, turnBudget, type EngineOptions, type RuntimeCompaction } from "../src/engine.js";
+import { SessionTracker } from "../src/tracker.js";
 import register, { ownsCompactionOf, sharedSidecar } from "../src/index.js";
 import { Sidecar } from "../src/sidecar.js";
+import { closedAtEnd } from "./closed-at-end.js";
 import { fakeSidecar } from "./fake-sidecar-bin.js";
 import type { AgentMessage, AgentTool, CompactResult, ContextEngine, LlmCompleteParams, PluginApi, ToolContext } from "../src/types.js";
 
 const CTXBOX_BIN = process.env.CTXBOX_BIN;
 
-const opened: Sidecar[] = [];
-const dirs: string[] = [];
-after(() => {
-  for (const sidecar of opened) sidecar.close();
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
-});
+const { opened, dirs } = closedAtEnd();
 
 const messages: AgentMessage[] = [
   { role: "user", content: "hello" },

@@ -28,6 +28,10 @@ export interface FakeOptions {
   compact?: object;
   /** Answer delays by method, ms. */
   delayMs?: Record<string, number>;
+  /** `assemble` answers a note and the last this many messages. */
+  keepLast?: number;
+  /** Methods that, without a `sync`, find their session given up (commitTurn: `session-unknown`). */
+  evictBefore?: string[];
 }
 
 /** One line the fake received, with when. */

@@ -9,8 +9,16 @@
 // - `hello`: with `protocol: 2` answers the newest version both speak; with
 //   any other it refuses every version but that one, as today's server does
 //   with 1.
-// - `assemble`: keeps every message; `session-busy` (or `busyCode`) for the
-//   first `busy[sessionId]` attempts of a session.
+// - sessions: counts each session's messages as the server would: a `sync`
+//   is refused `history-mismatch` (with `data.length`) past what it holds or
+//   when it would leave fewer messages unless marked `reset`; `commitTurn`
+//   and `ingest` add theirs; every answer's `length` is that count. A
+//   method named in `evictBefore` finds its session given up when it comes
+//   without a `sync`: `commitTurn` is then refused `session-unknown`,
+//   `ingest` starts the session again from its messages.
+// - `assemble`: keeps every message, or with `keepLast` a note and the last
+//   `keepLast` messages; `session-busy` (or `busyCode`) for the first
+//   `busy[sessionId]` attempts of a session.
 // - `commitTurn`, `afterTurn`, `ingest`: answer as if done.
 // - `bootstrap`, `maintain`, `compact`: first asks the client a reverse
 //   `complete` (for `compact`, as its `customInstructions` say: a JSON
@@ -37,6 +45,10 @@ interface Options {
   compact?: object;
   /** Answer delays by method, ms. */
   delayMs?: Record<string, number>;
+  /** `assemble` answers a note and the last this many messages. */
+  keepLast?: number;
+  /** Methods that, without a `sync`, find their session given up. */
+  evictBefore?: string[];
 }
 
 /** A reverse `complete` as the fake sends it, and what else to do around it. */
@@ -56,6 +68,27 @@ let protocol = 0;
 let reverseIds = 0;
 let quarantined = false;
 const attempts = new Map<string, number>();
+/** How many messages each session holds. */
+const held = new Map<string, number>();
+
+/** Whether `method` finds its session given up (`evictBefore`); forgets it if so. */
+function evicted(method: string, params: Record<string, any>): boolean {
+  if (params.sync || !options.evictBefore?.includes(method)) return false;
+  held.delete(params.sessionId);
+  return true;
+}
+
+/** Applies a request's `sync` to its session, as the server does (without digests); throws its refusal. */
+function applySync(params: Record<string, any>): void {
+  const sync = params.sync;
+  if (!sync) return;
+  const length = held.get(params.sessionId) ?? 0;
+  const leaves = sync.base + sync.messages.length;
+  if (sync.base > length || (!sync.reset && leaves < length)) {
+    throw { code: "history-mismatch", message: `the server holds ${length} messages and the sync would leave ${leaves}`, data: { length } };
+  }
+  held.set(params.sessionId, leaves);
+}
 const waiting = new Map<string, (answer: unknown) => void>();
 
 const write = (message: object) => process.stdout.write(`${JSON.stringify(message)}\n`);
@@ -110,8 +143,11 @@ async function serve(request: Request): Promise<object> {
       if (count <= (options.busy?.[params.sessionId] ?? 0)) {
         throw { code: options.busyCode ?? "session-busy", message: `session ${params.sessionId} is busy (${options.busyCode ?? "leased by another host"})` };
       }
-      const length = params.sync.base + params.sync.messages.length;
-      return { items: [{ keep: [0, length] }], estimatedTokens: 1, length, servedBy: "fake" };
+      applySync(params);
+      const length = held.get(params.sessionId) ?? 0;
+      const keep = Math.max(0, length - (options.keepLast ?? length));
+      const items = keep > 0 ? [{ insert: { role: "custom", customType: "fake", content: `left out ${keep}`, display: false } }, { keep: [keep, length] }] : [{ keep: [0, length] }];
+      return { items, estimatedTokens: 1, length, servedBy: "fake" };
     }
     case "bootstrap":
       return { bootstrapped: true, reason: JSON.stringify(await ask(request.id, params, {})), servedBy: "fake" };
@@ -123,12 +159,24 @@ async function serve(request: Request): Promise<object> {
       const answer = await ask(request.id, params, reverse);
       return { ok: true, compacted: false, reason: JSON.stringify(answer), result: null, failure: null };
     }
-    case "commitTurn":
-      return { status: "committed", length: 0 };
-    case "ingest":
-      return { ingestedCount: params.messages.length, length: 0 };
+    case "commitTurn": {
+      if (evicted(request.method, params)) {
+        throw { code: "session-unknown", message: "the server does not hold this session", data: { length: 0 } };
+      }
+      applySync(params);
+      const length = (held.get(params.sessionId) ?? 0) + params.messages.length;
+      held.set(params.sessionId, length);
+      return { status: "committed", length };
+    }
+    case "ingest": {
+      evicted(request.method, params);
+      const length = (held.get(params.sessionId) ?? 0) + params.messages.length;
+      held.set(params.sessionId, length);
+      return { ingestedCount: params.messages.length, length };
+    }
     case "afterTurn":
-      return { length: params.sync.base + params.sync.messages.length };
+      applySync(params);
+      return { length: held.get(params.sessionId) ?? 0 };
     case "tools":
       if (protocol < 2) throw { code: "unknown-method", message: "no method `tools`" };
       return { tools: quarantined ? [] : (options.tools ?? []), servedBy: "fake" };

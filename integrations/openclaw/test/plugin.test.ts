@@ -10,7 +10,8 @@ import { join } from "node:path";
 import { test } from "node:test";
 
 import { readConfig, serveArgs } from "../src/config.js";
-import { SessionTracker, createEngine, digest, materialize } from "../src/engine.js";
+import { createEngine, materialize } from "../src/engine.js";
+import { SessionTracker } from "../src/tracker.js";
 import { Sidecar } from "../src/sidecar.js";
 import type { AgentMessage, ContextEngine } from "../src/types.js";
 
@@ -74,25 +75,6 @@ test("the configuration names the key at fault and fills in defaults", () => {
   const config = readConfig({ engine: "keep-recent", dataDir: "/d", configFile: "/c.toml" });
   assert.equal(config.ctxboxBin, "ctxbox");
   assert.deepEqual(serveArgs(config), ["serve", "--engine", "keep-recent", "--data-dir", "/d", "--config", "/c.toml"]);
-});
-
-test("only what changed is sent, and a changed prefix sends everything again", () => {
-  const sidecar = new Sidecar({ bin: "unused", args: [] });
-  const tracker = new SessionTracker();
-  const messages = conversation(2);
-  const first = tracker.syncFor(sidecar, "s", messages) as { base: number; messages: AgentMessage[] };
-  assert.equal(first.base, 0);
-  assert.equal(first.messages.length, 6);
-  tracker.record(sidecar, "s", 6, messages[5]);
-  const grown = [...messages, ...conversation(3).slice(6)];
-  const second = tracker.syncFor(sidecar, "s", grown) as { base: number; baseDigest: string; messages: AgentMessage[] };
-  assert.equal(second.base, 6);
-  assert.equal(second.baseDigest, digest(messages[5]));
-  assert.equal(second.messages.length, 3);
-  const rewritten = grown.map((message, index) => (index === 5 ? { ...message, content: "changed" } : message));
-  assert.equal((tracker.syncFor(sidecar, "s", rewritten) as { base: number }).base, 0);
-  sidecar.generation += 1;
-  assert.equal((tracker.syncFor(sidecar, "s", grown) as { base: number }).base, 0, "a new sidecar holds nothing");
 });
 
 test("a prompt told by reference is rebuilt from OpenClaw's own messages, and checked", () => {

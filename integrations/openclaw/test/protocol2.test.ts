@@ -7,28 +7,25 @@
 // `ctxbox serve` too.
 
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { after, test } from "node:test";
+import { test } from "node:test";
 
 import { reverseOptions } from "../src/complete.js";
 import { readConfig, serveArgs } from "../src/config.js";
-import { SessionTracker, createEngine, safeRuntimeContext } from "../src/engine.js";
+import { createEngine, safeRuntimeContext } from "../src/engine.js";
+import { SessionTracker } from "../src/tracker.js";
 import register, { sharedSidecar } from "../src/index.js";
 import { BUSY_FIRST_BACKOFF_MS, Sidecar } from "../src/sidecar.js";
 import { ToolCatalog, shownNames, toolFactory } from "../src/tools.js";
+import { closedAtEnd } from "./closed-at-end.js";
 import { fakeSidecar } from "./fake-sidecar-bin.js";
 import type { AgentMessage, AgentTool, ContextEngine, LlmCapability, LlmCompleteParams, LlmCompleteResult, PluginApi, ToolContext } from "../src/types.js";
 
 const CTXBOX_BIN = process.env.CTXBOX_BIN;
 
-const opened: Sidecar[] = [];
-const dirs: string[] = [];
-after(() => {
-  for (const sidecar of opened) sidecar.close();
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
-});
+const { opened, dirs } = closedAtEnd();
 
 /** A stand-in for OpenClaw's `llm.complete` that records what it is asked. */
 function model(answer: (params: LlmCompleteParams) => Promise<LlmCompleteResult> | LlmCompleteResult): LlmCapability & {
