@@ -194,15 +194,18 @@ class Bridge:
     def session_length(self, session_id: str) -> Optional[int]:
         """How many messages of the session the sidecar last said it holds,
         when that agreed with the plugin's count."""
-        with self._lock:
-            session = self._sessions.get(self.session_key(session_id))
+        session = self._session(session_id)
         return session.confirmed if session is not None else None
 
     def session_resets(self, session_id: str) -> int:
         """How many times Hermes's transcript cut the session's history back."""
-        with self._lock:
-            session = self._sessions.get(self.session_key(session_id))
+        session = self._session(session_id)
         return session.resets if session is not None else 0
+
+    def _session(self, session_id: str) -> Optional[Session]:
+        key = self.session_key(session_id)
+        with self._lock:
+            return self._sessions.get(key)
 
     # -- compression -----------------------------------------------------------
 

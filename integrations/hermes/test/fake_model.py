@@ -14,7 +14,8 @@ What it answers, from the request:
 * the turn's user message says `TOOLS n`: `n` rounds of one `read_file`
   call each (of `tool_path`), then the answer;
 * it says `CALL <tool>` and the request offers `<tool>`: one call of it
-  (arguments `{"text": <the question>}`), then the answer;
+  (arguments `tool_args[<tool>]`, else `{"text": <the question>}`), then
+  the answer;
 * otherwise the answer: `answer to "<the question>": ` padded with
   `pad` characters of prose, so a session grows quickly.
 Each answer carries reasoning (`reasoning_content`), as thinking models do.
@@ -43,6 +44,10 @@ class FakeModel:
     def __init__(self, pad: int = 0, tool_path: str = "/dev/null") -> None:
         self.pad = pad
         self.tool_path = tool_path
+        self.tool_args: dict[str, dict] = {}
+        """The arguments of a `CALL <tool>`, by tool."""
+        self.tool_calls = 0
+        """How many of its streamed answers were tool calls."""
         self.requests: list[dict] = []
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
@@ -86,10 +91,18 @@ class FakeModel:
                 question, tool_results = _text(message.get("content")), 0
             elif message.get("role") == "tool":
                 tool_results += 1
+        decided = self._decide(body, index, question, tool_results)
+        if "tool" in decided and body.get("stream"):
+            with self._lock:
+                self.tool_calls += 1
+        return decided
+
+    def _decide(self, body: dict, index: int, question: str, tool_results: int) -> dict:
         named = re.search(r"CALL (\S+)", question)
         offered = {tool.get("function", {}).get("name") for tool in body.get("tools") or []}
         if named and named.group(1) in offered and tool_results == 0:
-            return {"tool": named.group(1), "args": json.dumps({"text": question}), "id": f"call_{index}"}
+            args = self.tool_args.get(named.group(1), {"text": question})
+            return {"tool": named.group(1), "args": json.dumps(args), "id": f"call_{index}"}
         wanted = re.search(r"TOOLS (\d+)", question)
         if wanted and tool_results < int(wanted.group(1)) and body.get("tools"):
             return {"tool": "read_file", "args": json.dumps({"path": self.tool_path}), "id": f"call_{index}"}
