@@ -791,6 +791,19 @@ impl Service {
         }
         let engine = self.engine(args.target.engine.as_deref()).await?;
         let mut session = self.open(&mut args.target, &engine).await?;
+        // A session this host does not hold (never sent, given up, or the
+        // server restarted) would reach the engine's after-turn as this turn
+        // alone: refused before anything is stored, so the client's resend
+        // with its history commits the turn.
+        if !session.is_known() {
+            return Err(ProtocolError::new(
+                ErrorCode::SessionUnknown,
+                "the server does not hold this session (never sent, given up idle or over \
+                 `serve.maxSessions`, or the server restarted); nothing was committed: \
+                 resend the session's history with a `sync` and commit again",
+            )
+            .with_data(json!({ "length": session.len() })));
+        }
         let call = &session.fenced(call);
         // Read and checked before anything is stored, so a bad message is
         // not committed (named by its place in the turn).

@@ -120,6 +120,11 @@ pub enum ErrorCode {
     /// Another host is serving the session (its lease did not run out in
     /// time); retry, or route the session to that host.
     SessionBusy,
+    /// A `commitTurn` for a session this server does not hold (never sent,
+    /// given up idle or over `serve.maxSessions`, or the server restarted):
+    /// nothing was committed; resend the session in full with a `sync`
+    /// and commit again.
+    SessionUnknown,
     /// `serve.maxInFlight` requests are running; retry when one answers.
     Overloaded,
     /// A bug in the server (a handler panicked); the server keeps running.

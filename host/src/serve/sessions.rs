@@ -31,6 +31,12 @@ pub struct Sync {
     /// One client-computed digest per message (opaque to the server).
     #[serde(default)]
     pub digests: Option<Vec<String>>,
+    /// The runtime really reset the session's history (`/new`, a branch
+    /// rollback, its own compaction): the sync may drop or rewrite messages
+    /// the server holds. Without it such a sync is refused
+    /// ([`SessionHistory::sync`]).
+    #[serde(default)]
+    pub reset: bool,
 }
 
 /// A message as the client sent it: its JSON text, kept verbatim (a
@@ -67,19 +73,7 @@ impl Batch {
         digests: Option<Vec<String>>,
         first_position: usize,
     ) -> Result<Self, ProtocolError> {
-        let digests = match digests {
-            None => vec![None; messages.len()],
-            Some(digests) if digests.len() == messages.len() => {
-                digests.into_iter().map(Some).collect()
-            }
-            Some(digests) => {
-                return Err(ProtocolError::invalid(format!(
-                    "{} digests for {} messages: send one per message or none",
-                    digests.len(),
-                    messages.len()
-                )));
-            }
-        };
+        let digests = per_message(digests, messages.len())?;
         Self::read(messages, digests, first_position)
     }
 
@@ -146,6 +140,22 @@ impl Batch {
     }
 }
 
+/// A client's optional `digests` for `count` messages, one per message:
+/// refused unless it sent one per message or none.
+fn per_message(
+    digests: Option<Vec<String>>,
+    count: usize,
+) -> Result<Vec<Option<String>>, ProtocolError> {
+    match digests {
+        None => Ok(vec![None; count]),
+        Some(digests) if digests.len() == count => Ok(digests.into_iter().map(Some).collect()),
+        Some(digests) => Err(ProtocolError::invalid(format!(
+            "{} digests for {count} messages: send one per message or none",
+            digests.len()
+        ))),
+    }
+}
+
 /// One session's history.
 #[derive(Default)]
 pub struct SessionHistory {
@@ -163,6 +173,10 @@ pub struct SessionHistory {
     /// Whether the shared store was asked for this session's history since
     /// this host began holding it.
     pub(super) loaded: bool,
+    /// Whether the client (a sync) or the shared store has told this host
+    /// the session's history: a turn committed to a session it has not been
+    /// told would reach the engine as if it were the whole session.
+    known: bool,
 }
 
 impl SessionHistory {
@@ -174,6 +188,13 @@ impl SessionHistory {
     /// Whether no message is held.
     pub fn is_empty(&self) -> bool {
         self.raw.is_empty()
+    }
+
+    /// Whether this host was told the session's history (by a sync, or by
+    /// the shared store), rather than holding it empty because it never had
+    /// it or gave it up.
+    pub fn is_known(&self) -> bool {
+        self.known
     }
 
     /// Whether a sync from position `base` fits this history: refused with
@@ -201,20 +222,89 @@ impl SessionHistory {
     }
 
     /// Applies `sync`: keeps the first `base` messages, replaces the rest.
-    /// Refused as [`check_base`](Self::check_base) refuses, or with
-    /// `invalid-params` when a message cannot be read. Nothing changes when
-    /// refused.
+    /// Unless the sync is marked `reset`, it may only re-send held messages
+    /// as they are and add new ones: one that would leave fewer messages
+    /// than held, or sends a message whose digest differs from the held
+    /// one's at its position, is refused with `history-mismatch` (a
+    /// runtime's projection of the session must never replace the session).
+    /// Held messages re-sent unchanged stay as they are (the engine sees
+    /// the same entries). Refused as well as
+    /// [`check_base`](Self::check_base) refuses, or with `invalid-params`
+    /// when a message cannot be read. Nothing changes when refused.
     pub fn sync(&mut self, sync: Sync) -> Result<(), ProtocolError> {
         self.check_base(sync.base, sync.base_digest.as_deref())?;
-        let batch = Batch::from_client(sync.messages, sync.digests, sync.base)?;
-        self.replace_from(sync.base, batch);
+        let Sync {
+            base,
+            mut messages,
+            digests,
+            reset,
+            ..
+        } = sync;
+        let mut digests = per_message(digests, messages.len())?;
+        let unchanged = if reset {
+            0
+        } else {
+            self.unchanged_prefix(base, &messages, &digests)?
+        };
+        messages.drain(..unchanged);
+        digests.drain(..unchanged);
+        let from = base + unchanged;
+        let batch = Batch::read(messages, digests, from)?;
+        self.replace_from(from, batch);
         Ok(())
+    }
+
+    /// How many of `messages` (with their `digests`), sent for the
+    /// positions from `base` on, are the held messages there, unchanged
+    /// (same digest, or without digests the same JSON text). Refused with
+    /// `history-mismatch`, naming both lengths, when they would leave fewer
+    /// messages than held or one has another digest than the held one.
+    fn unchanged_prefix(
+        &self,
+        base: usize,
+        messages: &[RawMessage],
+        digests: &[Option<String>],
+    ) -> Result<usize, ProtocolError> {
+        let held = self.raw.len();
+        let leaves = base + messages.len();
+        let refuse = |why: String| {
+            ProtocolError::new(
+                ErrorCode::HistoryMismatch,
+                format!(
+                    "{why}: the server holds {held} messages of this session and the sync \
+                     would leave {leaves}; a sync re-sends held messages unchanged or adds \
+                     new ones, unless it is marked `reset: true` (a reset the runtime made)"
+                ),
+            )
+            .with_data(json!({ "length": held }))
+        };
+        if leaves < held {
+            return Err(refuse("the sync would drop messages".to_owned()));
+        }
+        let mut unchanged = 0;
+        for offset in 0..held - base {
+            let position = base + offset;
+            let same = match (&digests[offset], &self.digests[position]) {
+                (Some(sent), Some(kept)) if sent != kept => {
+                    return Err(refuse(format!(
+                        "message {position} is not the one held (its digest differs)"
+                    )));
+                }
+                (Some(_), Some(_)) => true,
+                _ => messages[offset].get() == self.raw[position].get(),
+            };
+            if same && unchanged == offset {
+                unchanged += 1;
+            }
+        }
+        Ok(unchanged)
     }
 
     /// Keeps the first `base` messages (all of them if there are fewer) and
     /// puts `batch` after them (from 0: a history taken up from the shared
     /// store).
     pub fn replace_from(&mut self, base: usize, batch: Batch) {
+        self.known = true;
         let base = base.min(self.raw.len());
         self.raw.truncate(base);
         self.digests.truncate(base);
@@ -369,6 +459,14 @@ mod tests {
             base_digest: digest.map(str::to_owned),
             messages: texts.iter().map(|text| raw(user(text))).collect(),
             digests: Some(texts.iter().map(|text| format!("d-{text}")).collect()),
+            reset: false,
+        }
+    }
+
+    fn reset(base: usize, texts: &[&str]) -> Sync {
+        Sync {
+            reset: true,
+            ..sync(base, None, texts)
         }
     }
 
@@ -378,7 +476,7 @@ mod tests {
         session.sync(sync(0, None, &["a", "b"])).expect("first");
         session.sync(sync(2, Some("d-b"), &["c"])).expect("append");
         assert_eq!(session.len(), 3);
-        session.sync(sync(1, Some("d-a"), &["x"])).expect("replace");
+        session.sync(reset(1, &["x"])).expect("replace");
         assert_eq!(trees(&session.raw()), [user("a"), user("x")]);
         assert_eq!(session.history().len(), 2);
 
@@ -414,6 +512,67 @@ mod tests {
             error.message
         );
         assert_eq!(session.len(), 2, "a refused sync changes nothing");
+    }
+
+    #[test]
+    fn a_sync_that_would_drop_or_rewrite_held_messages_is_refused_unless_a_reset() {
+        let mut session = SessionHistory::default();
+        assert!(!session.is_known(), "never told");
+        session
+            .sync(sync(0, None, &["a", "b", "c", "d"]))
+            .expect("first");
+        assert!(session.is_known());
+        let ids: Vec<String> = session
+            .history()
+            .entries()
+            .iter()
+            .map(|e| e.id.clone())
+            .collect();
+
+        // A runtime's projection (the kept tail only) would shrink it.
+        let error = session
+            .sync(sync(0, None, &["c", "d"]))
+            .expect_err("shrinks");
+        assert_eq!(error.code, ErrorCode::HistoryMismatch);
+        assert_eq!(error.data, Some(json!({"length": 4})));
+        assert!(
+            error.message.contains("holds 4") && error.message.contains("would leave 2"),
+            "names both lengths: {}",
+            error.message
+        );
+        // So would a rewrite of a held message at its own position.
+        let error = session
+            .sync(sync(1, Some("d-a"), &["x", "c", "d"]))
+            .expect_err("rewrites");
+        assert_eq!(error.code, ErrorCode::HistoryMismatch);
+        assert!(error.message.contains("message 1"), "{}", error.message);
+        assert_eq!(
+            trees(&session.raw()),
+            [user("a"), user("b"), user("c"), user("d")]
+        );
+
+        // Held messages re-sent unchanged, plus new ones: the held entries
+        // stay as they were (same ids), the new ones are added.
+        session
+            .sync(sync(0, None, &["a", "b", "c", "d", "e"]))
+            .expect("re-sent and extended");
+        assert_eq!(session.len(), 5);
+        let kept: Vec<String> = session.history().entries()[..4]
+            .iter()
+            .map(|e| e.id.clone())
+            .collect();
+        assert_eq!(kept, ids, "unchanged messages are not replaced");
+        // Without digests, the same JSON text is the same message.
+        let undigested = Sync {
+            digests: None,
+            ..sync(3, None, &["d", "e"])
+        };
+        session.sync(undigested).expect("the same text again");
+        assert_eq!(session.len(), 5);
+
+        // A reset the runtime made replaces the history as sent.
+        session.sync(reset(0, &["c", "d"])).expect("a reset");
+        assert_eq!(trees(&session.raw()), [user("c"), user("d")]);
     }
 
     #[test]

@@ -208,14 +208,25 @@ fn turn_messages(session: usize, turn: usize) -> Value {
 }
 
 /// Commits one turn, retrying (on another host if its host died) until it
-/// is acknowledged.
+/// is acknowledged; with the session's earlier turns as a sync when the
+/// host answering does not know the session (its first turn: the store has
+/// nothing of it yet).
 pub(crate) fn commit(hosts: &[Arc<Host>], session: usize, turn: usize) -> Ack {
     let params = json!({
         "sessionId": format!("s{session:03}"),
         "advancementKey": format!("s{session:03}:{turn}"),
         "messages": turn_messages(session, turn),
     });
+    let earlier: Vec<Value> = (0..turn)
+        .flat_map(|earlier| {
+            turn_messages(session, earlier)
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .collect();
     let mut retried = false;
+    let mut resend = false;
     let started = Instant::now();
     loop {
         assert!(
@@ -224,7 +235,11 @@ pub(crate) fn commit(hosts: &[Arc<Host>], session: usize, turn: usize) -> Ack {
         );
         let index = route(hosts, session);
         let host = &hosts[index];
-        match host.call("commitTurn", params.clone()) {
+        let mut attempt = params.clone();
+        if std::mem::take(&mut resend) {
+            attempt["sync"] = json!({"base": 0, "messages": earlier});
+        }
+        match host.call("commitTurn", attempt) {
             Some(answer) if answer["error"].is_null() => {
                 return Ack {
                     status: answer["result"]["status"]
@@ -235,6 +250,10 @@ pub(crate) fn commit(hosts: &[Arc<Host>], session: usize, turn: usize) -> Ack {
                     host: index,
                     length: answer["result"]["length"].as_u64().expect("a length"),
                 };
+            }
+            Some(answer) if answer["error"]["code"] == "session-unknown" => {
+                resend = true;
+                continue;
             }
             Some(answer) => {
                 // `session-busy` while a dead host's lease runs out.
@@ -393,6 +412,16 @@ fn four_hosts_lose_nothing_when_one_is_killed_mid_run() {
         .filter(|host| host.is_alive())
         .cloned()
         .collect();
+    // The session is told to one host (and so to the store) first: a turn
+    // is committed only to a session a host knows.
+    let opened = live[0]
+        .call(
+            "assemble",
+            json!({"sessionId": "raced", "sync": {"base": 0, "messages": [
+                {"role": "user", "content": "the session starts", "timestamp": 0}]}}),
+        )
+        .expect("answers");
+    assert!(opened["error"].is_null(), "{opened}");
     let racers: Vec<_> = (0..2)
         .map(|index| {
             let host = live[index].clone();

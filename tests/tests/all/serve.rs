@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ctxbox_host::runtime::Runtime;
-use ctxbox_host::runtime::config::Config;
+use ctxbox_host::runtime::config::{Config, ServeConfig};
 use ctxbox_host::sandbox::SandboxConfig;
 use ctxbox_host::serve::{Service, serve};
 use ctxbox_tests::guests;
@@ -165,6 +165,15 @@ pub(crate) fn conversation(turns: usize) -> Vec<Value> {
 
 pub(crate) fn full_sync(messages: &[Value]) -> Value {
     json!({"base": 0, "messages": messages})
+}
+
+/// Tells the server session `id` starts empty, as a client's first
+/// `assemble` of it would (a `commitTurn` is refused for a session the
+/// server was never told of).
+async fn begin(client: &mut Client, id: &str) {
+    client
+        .result("assemble", json!({"sessionId": id, "sync": full_sync(&[])}))
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -348,6 +357,7 @@ async fn a_turn_commits_once_even_across_a_restart() {
     let commit = json!({"sessionId": "s", "advancementKey": "run-1:turn-1", "messages": turn});
 
     let mut client = Client::greeted(dir.path(), 10_000, Some("keep-recent")).await;
+    begin(&mut client, "s").await;
     let first = client.result("commitTurn", commit.clone()).await;
     assert_eq!(
         (&first["status"], &first["length"]),
@@ -368,7 +378,13 @@ async fn a_turn_commits_once_even_across_a_restart() {
     client.stop().await;
 
     let mut restarted = Client::greeted(dir.path(), 10_000, Some("keep-recent")).await;
-    let replay = restarted.result("commitTurn", commit).await;
+    // The restarted server does not hold the session: refused, not run on
+    // the turn alone, until the client resends the session.
+    let unknown = restarted.call("commitTurn", commit.clone()).await;
+    assert_eq!(unknown["error"]["code"], "session-unknown", "{unknown}");
+    let mut resent = commit;
+    resent["sync"] = full_sync(&[]);
+    let replay = restarted.result("commitTurn", resent).await;
     assert_eq!(replay["status"], "duplicate", "the key is durable");
     assert_eq!(replay["length"], 0, "a replay adds nothing to the session");
     restarted.stop().await;
@@ -382,6 +398,7 @@ async fn the_same_advancement_key_in_two_sessions_commits_both_turns() {
     let dir = tempfile::tempdir().expect("temp dir");
     let mut client = Client::greeted(dir.path(), 10_000, Some("keep-recent")).await;
     for session in ["a", "b"] {
+        begin(&mut client, session).await;
         let commit = json!({"sessionId": session, "advancementKey": "turn-1",
                             "messages": conversation(1)});
         let answer = client.result("commitTurn", commit).await;
@@ -820,6 +837,7 @@ async fn a_commit_answered_late_tells_the_client_whether_it_committed() {
     let turn = conversation(1);
     for attempt in 0..5 {
         let key = format!("late-{attempt}");
+        begin(&mut client, &format!("s{attempt}")).await;
         let commit =
             json!({"sessionId": format!("s{attempt}"), "advancementKey": key, "messages": turn});
         let id = client.next_id;
@@ -842,5 +860,88 @@ async fn a_commit_answered_late_tells_the_client_whether_it_committed() {
             assert_eq!(again["status"], "duplicate");
         }
     }
+    client.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sync_never_shrinks_or_rewrites_a_session_unless_it_is_a_reset() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut client = Client::greeted(dir.path(), 10_000, Some("keep-recent")).await;
+    let messages = conversation(31);
+    let digests: Vec<String> = (0..messages.len()).map(|i| format!("d{i}")).collect();
+    let sync = |base: usize, end: usize| json!({"base": base, "messages": messages[base..end], "digests": digests[base..end]});
+    let ask = |sync: Value| json!({"sessionId": "s", "tokenBudget": 600, "answer": "ranges", "sync": sync});
+    let first = client.result("assemble", ask(sync(0, 60))).await;
+    assert_eq!(first["length"], 60);
+
+    // OpenClaw's second assemble of a turn carries what the first answer
+    // kept: as a sync it would cut the session to that projection.
+    let projection = json!({"base": 0, "messages": messages[47..60], "digests": digests[47..60]});
+    let refused = client.call("assemble", ask(projection.clone())).await;
+    assert_eq!(refused["error"]["code"], "history-mismatch", "{refused}");
+    assert_eq!(refused["error"]["data"]["length"], 60);
+    let why = refused["error"]["message"].as_str().expect("a message");
+    assert!(
+        why.contains("holds 60") && why.contains("would leave 13"),
+        "names both lengths: {why}"
+    );
+
+    // The held messages re-sent as they are, and the turn's new ones: fine.
+    let extended = client.result("assemble", ask(sync(0, 62))).await;
+    assert_eq!(extended["length"], 62);
+    // A held message rewritten at its own position is refused too.
+    let rewritten = json!({"base": 61, "baseDigest": "d60",
+                           "messages": [messages[0]], "digests": ["another"]});
+    let refused = client.call("assemble", ask(rewritten)).await;
+    assert_eq!(refused["error"]["code"], "history-mismatch", "{refused}");
+    assert_eq!(refused["error"]["data"]["length"], 62);
+
+    // A reset the runtime made (`/new`, a rollback) replaces the session.
+    let mut reset = projection;
+    reset["reset"] = json!(true);
+    let after_reset = client.result("assemble", ask(reset)).await;
+    assert_eq!(after_reset["length"], 13, "{after_reset}");
+    client.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_for_a_session_the_server_gave_up_waits_for_the_history() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = Config {
+        data_dir: Some(dir.path().to_owned()),
+        serve: ServeConfig {
+            max_sessions: 1,
+            idle_session_seconds: 0,
+            ..ServeConfig::default()
+        },
+        ..Config::default()
+    };
+    let mut client = Client::with_config(config, Some("keep-recent"), 1 << 20);
+    client.call("hello", json!({"protocol": 2})).await;
+    let history = conversation(10);
+    let held = client
+        .result(
+            "assemble",
+            json!({"sessionId": "a", "sync": full_sync(&history)}),
+        )
+        .await;
+    assert_eq!(held["length"], 20);
+    // Session b takes the only place: a is given up.
+    begin(&mut client, "b").await;
+
+    let turn = conversation(11).split_off(20);
+    let commit = json!({"sessionId": "a", "advancementKey": "a:11", "messages": turn});
+    let refused = client.call("commitTurn", commit.clone()).await;
+    assert_eq!(refused["error"]["code"], "session-unknown", "{refused}");
+    // Nothing was committed: the resend with the history commits the turn
+    // on the whole session, not on the turn alone.
+    let mut resent = commit;
+    resent["sync"] = full_sync(&history);
+    let committed = client.result("commitTurn", resent).await;
+    assert_eq!(
+        (&committed["status"], &committed["length"]),
+        (&json!("committed"), &json!(22)),
+        "{committed}"
+    );
     client.stop().await;
 }

@@ -237,18 +237,22 @@ async fn turn(connection: &Connection, session: &mut ClientSession) -> anyhow::R
         "content": [{"type": "text", "text": format!("answer {number}: {}", "word ".repeat(80))}],
         "timestamp": number * 10 + 1,
     });
-    let committed = connection
-        .call(
-            "commitTurn",
-            json!({"sessionId": session.id, "advancementKey": format!("{}-{number}", session.id),
-                   "messages": [reply]}),
-        )
-        .await?;
+    let commit = json!({"sessionId": session.id, "advancementKey": format!("{}-{number}", session.id),
+                        "messages": [reply]});
+    let mut committed = connection.call("commitTurn", commit.clone()).await?;
+    // Given up between the assemble and the commit: the session is resent
+    // with the commit.
+    let unknown = committed["error"]["code"] == "session-unknown";
+    if unknown {
+        let mut resent = commit;
+        resent["sync"] = json!({"base": 0, "messages": session.messages});
+        committed = connection.call("commitTurn", resent).await?;
+    }
     anyhow::ensure!(
         committed["error"].is_null(),
         "commitTurn failed: {committed}"
     );
     session.messages.push(reply);
     session.turns += 1;
-    Ok(resent)
+    Ok(resent || unknown)
 }
