@@ -30,7 +30,10 @@ def register(ctx) -> None:
 
     config = load_config()
     settings = read_settings(config.get("ctxbox"))
-    ctx.register_context_engine(CtxboxEngine(shared_bridge(settings), config.get("compression")))
+    bridge = shared_bridge(settings)
+    ctx.register_context_engine(CtxboxEngine(bridge, config.get("compression")))
+    # Hermes's end of a turn (after its tool loop): the turn reaches the engine.
+    ctx.register_hook("post_llm_call", bridge.turn_ended)
 
 
 def shared_bridge(settings: Settings):

@@ -2,6 +2,15 @@
 of it, in protocol terms. One bridge per configuration and process, shared
 by every engine object Hermes copies from the registered one.
 
+Every turn Hermes ends (its `post_llm_call` hook) reaches the engine as
+`afterTurn` with a `sync` of the turn's messages, as OpenClaw's plugin
+commits each turn: the sidecar's copy follows Hermes's conversation, and an
+engine that compacts ahead (`lossless`) does so during ordinary turns. Every
+`length` the sidecar answers is checked against the plugin's own count.
+
+The sidecar's reverse `complete` (an engine's `host.complete`) is answered
+with Hermes's compression model for the session's agent (`completions.py`).
+
 Compressing a session is three calls, each with a `sync` of what changed:
 `afterTurn` (the engine hears the new messages; `lossless` stores them and
 compacts ahead), `compact` for an engine that owns compaction, and
@@ -18,9 +27,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from typing import Callable, Optional
 
+from . import completions
 from .config import Settings
 from .messages import hermes_digest, text_of
 from .prompt import InvalidPrompt, build_transcript, is_real_user
@@ -75,11 +86,15 @@ class Bridge:
         self.sidecar = sidecar or Sidecar(
             serve_argv(settings.ctxbox_bin, settings.engine, settings.data_dir, settings.config_file),
             cwd=ensure_dir(settings.data_dir),
+            reverse={"complete": self.complete},
         )
         self._lock = threading.Lock()
         self._sessions: dict[str, Session] = {}
         self._renamed: dict[str, str] = {}
         self._info: Optional[tuple[int, dict]] = None
+        self._agents: dict[str, weakref.ref] = {}
+        self._runtimes: dict[str, dict] = {}
+        self._latest_runtime: Optional[dict] = None
 
     # -- sessions --------------------------------------------------------------
 
@@ -94,6 +109,39 @@ class Bridge:
         if old and new and old != new:
             with self._lock:
                 self._renamed[new] = self._renamed.get(old, old)
+
+    def serve(self, session_id: str, agent: object, runtime: dict) -> None:
+        """`agent` (an engine object) serves Hermes's session `session_id`
+        with the model `runtime` (what its `update_model` said): its turns'
+        ends (`turn_ended`) go to it, and its engine's `complete` requests to
+        that model."""
+        key = self.session_key(session_id)
+        with self._lock:
+            self._agents[key] = weakref.ref(agent)
+            if runtime.get("model"):
+                self._runtimes[key] = dict(runtime)
+                self._latest_runtime = self._runtimes[key]
+
+    def turn_ended(self, session_id: str = "", conversation_history: Optional[list] = None, **_: object) -> None:
+        """Hermes's `post_llm_call` hook: the turn's messages reach the
+        engine of the session's agent (`end_turn` of the engine object)."""
+        key = self.session_key(str(session_id or ""))
+        with self._lock:
+            found = self._agents.get(key)
+        agent = found() if found is not None else None
+        end_turn = getattr(agent, "end_turn", None)
+        if callable(end_turn) and isinstance(conversation_history, list):
+            end_turn(conversation_history)
+
+    def complete(self, params: dict, deadline: float) -> dict:
+        """The sidecar's reverse `complete`: Hermes's compression model for the
+        session's agent (the latest agent's when the request names no session
+        this bridge serves)."""
+        key = params.get("sessionId")
+        with self._lock:
+            runtime = self._runtimes.get(key) if isinstance(key, str) else None
+            runtime = runtime or self._latest_runtime
+        return completions.complete(params, runtime, deadline)
 
     def bootstrap_later(self, session_id: str) -> None:
         """Starts the sidecar and lets the engine set the session up, in the
@@ -111,12 +159,53 @@ class Bridge:
         key = self.session_key(session_id)
         with self._lock:
             self._sessions.pop(key, None)
+            self._agents.pop(key, None)
+            self._runtimes.pop(key, None)
             for alias in [alias for alias, target in self._renamed.items() if target == key]:
                 del self._renamed[alias]
         try:
             self.call("closeSession", {"sessionId": key}, time.monotonic() + self.settings.call_timeout_s)
         except (SidecarError, SidecarUnavailable):
             pass  # a restarted sidecar does not hold it either
+
+    # -- turns -------------------------------------------------------------------
+
+    def end_turn(self, session_id: str, messages: list[dict], token_budget: int) -> None:
+        """Hermes ended a turn with `messages` (its transcript now): what is
+        new reaches the engine (`afterTurn`, which may compact under
+        `token_budget`). Never raises: a failure leaves it to the next call,
+        whose `sync` carries it."""
+        deadline = time.monotonic() + self.settings.call_timeout_s
+        rest = messages[_system_head(messages):]
+        key = self.session_key(session_id)
+        with self._lock:
+            session = self._sessions.setdefault(key, Session())
+        with session.lock:
+            try:
+                before = session.absorb(rest)
+                if len(session.wire) > before or session.needs_sync(self.sidecar.generation):
+                    self._synced(session, "afterTurn", {"sessionId": key, "tokenBudget": token_budget,
+                                                        "prePromptMessageCount": before}, deadline)
+            except (SidecarError, SidecarUnavailable, EngineUnavailable) as error:
+                logger.info("ctxbox could not hand the engine the turn now (the next call will): %s", error)
+            except Exception:  # a bug here must not fail Hermes's turn
+                logger.warning("ctxbox end of turn failed unexpectedly", exc_info=True)
+
+    def session_length(self, session_id: str) -> Optional[int]:
+        """How many messages of the session the sidecar last said it holds,
+        when that agreed with the plugin's count."""
+        session = self._session(session_id)
+        return session.confirmed if session is not None else None
+
+    def session_resets(self, session_id: str) -> int:
+        """How many times Hermes's transcript cut the session's history back."""
+        session = self._session(session_id)
+        return session.resets if session is not None else 0
+
+    def _session(self, session_id: str) -> Optional[Session]:
+        key = self.session_key(session_id)
+        with self._lock:
+            return self._sessions.get(key)
 
     # -- compression -----------------------------------------------------------
 
@@ -220,12 +309,21 @@ class Bridge:
 
     def _synced(self, session: Session, method: str, params: dict, deadline: float) -> dict:
         """A session call carrying a `sync`; on `history-mismatch` (a
-        restarted sidecar, a copy that differs) the whole history is sent."""
+        restarted sidecar, one that gave the session up, a copy that
+        differs) the whole history is sent. The `length` answered must be
+        the history's: otherwise the sidecar holds something else, the next
+        call resends it all, and this one fails."""
         def attempt(full: bool) -> dict:
             generation = self.sidecar.generation
             answer = self.call(method, {**params, "sync": session.sync_for(generation, full)}, deadline)
+            length = answer.get("length")
+            if isinstance(length, int) and not isinstance(length, bool) and length != len(session.wire):
+                session.unsynced()
+                raise EngineUnavailable(f"after {method} the sidecar holds {length} messages of the session, "
+                                        f"the plugin {len(session.wire)}")
             if self.sidecar.generation == generation:
                 session.synced(generation)
+                session.confirmed = len(session.wire)
             return answer
         try:
             return attempt(False)

@@ -5,6 +5,7 @@
 |----------------------------|-----------------------------------------------------------|
 | `update_model`             | the window: `ctxbox.window_tokens`, at most the model's   |
 | `update_from_response`     | token counters                                            |
+| `post_llm_call` (a hook)   | `end_turn`: the turn's messages reach the engine          |
 | `should_compress`          | the prompt reached `ctxbox.threshold` of the window       |
 | `compress`                 | `bridge.Bridge.compress`; Hermes's own compressor where   |
 |                            | the engine leaves compaction to its host or ctxbox cannot |
@@ -88,6 +89,8 @@ class CtxboxEngine(ContextEngine):
         if max_tokens is not None:
             runtime["max_tokens"] = max_tokens
         self._hermes.update_model(**runtime)
+        if self._session_id:
+            self._bridge.serve(self._session_id, self, self._hermes.runtime)
 
     def update_from_response(self, usage: Dict[str, Any]) -> None:
         self.last_prompt_tokens = _count(usage.get("prompt_tokens"))
@@ -105,6 +108,7 @@ class CtxboxEngine(ContextEngine):
     def compress(self, messages: List[Dict[str, Any]], current_tokens: Optional[int] = None,
                  focus_topic: Optional[str] = None, force: bool = False,
                  memory_context: str = "") -> List[Dict[str, Any]]:
+        self._bridge.serve(self._session_key(), self, self._hermes.runtime)
         request = CompressRequest(
             token_budget=self._budget(messages, current_tokens),
             current_tokens=current_tokens,
@@ -126,12 +130,19 @@ class CtxboxEngine(ContextEngine):
             self.compression_count += 1
         return outcome.messages
 
-    def _budget(self, messages: list[dict], current_tokens: Optional[int]) -> int:
-        """Tokens the engine may fill: the target share of the window, less
-        what the request spends besides the messages (system prompt, tool
-        schemas): `current_tokens` includes it, Hermes's estimate of the
-        messages does not."""
-        target = int(self.window_tokens * self._bridge.settings.target)
+    def end_turn(self, messages: List[Dict[str, Any]]) -> None:
+        """Hermes ended a turn of this agent's session with `messages` (its
+        `post_llm_call` hook, through the bridge): the engine hears it, and
+        may compact ahead within the window's share for the messages."""
+        budget = self._budget(messages, self.last_prompt_tokens or None, 1.0)
+        self._bridge.end_turn(self._session_key(), messages, budget)
+
+    def _budget(self, messages: list[dict], current_tokens: Optional[int], share: Optional[float] = None) -> int:
+        """Tokens the engine may fill: `share` of the window (the target share
+        by default), less what the request spends besides the messages
+        (system prompt, tool schemas): `current_tokens` includes it,
+        Hermes's estimate of the messages does not."""
+        target = int(self.window_tokens * (self._bridge.settings.target if share is None else share))
         overhead = 0
         if current_tokens and current_tokens > 0:
             overhead = max(0, current_tokens - estimate_messages_tokens_rough(messages))
@@ -170,6 +181,7 @@ class CtxboxEngine(ContextEngine):
         else:
             self._bridge.bootstrap_later(session_id)
         self._session_id = session_id
+        self._bridge.serve(session_id, self, self._hermes.runtime)
 
     def on_session_end(self, session_id: str, messages: List[Dict[str, Any]]) -> None:
         if self._at_boundary:
@@ -208,6 +220,8 @@ class CtxboxEngine(ContextEngine):
             "window_tokens": self.window_tokens,
             "sidecar_pid": self._bridge.sidecar.pid,
             "sidecar_restarts": self._bridge.sidecar.deaths,
+            "session_length": self._bridge.session_length(self._session_id) if self._session_id else None,
+            "session_resets": self._bridge.session_resets(self._session_id) if self._session_id else 0,
             **self.stats,
         })
         return status

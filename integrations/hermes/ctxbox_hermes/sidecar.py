@@ -28,17 +28,13 @@ engine tools."""
 PROTOCOL_VERSIONS = (2, 1)
 """Every version this client speaks, newest first."""
 
-CAPABILITIES: tuple[str, ...] = ()
-"""What this client can answer when the server asks (protocol 2's reverse
-calls). None: the plugin does not answer `complete` (an engine's
-`host.complete` gets an `unavailable` error from the sidecar), so the
-sidecar never sends it one."""
-
 CLIENT_NAME = "ctxbox-hermes"
 
 # The sidecar is told to give up this much before the client does, so its
 # answer (often the guard's fallback) arrives rather than our timeout.
 _SERVER_MARGIN_S = 0.25
+# A reverse request without a usable `deadlineMs` gets this long.
+_REVERSE_DEFAULT_DEADLINE_MS = 10_000
 # How long `hello` may take on a fresh process.
 _HELLO_TIMEOUT_S = 10.0
 # A process that stayed up this long earns a fresh back-off.
@@ -69,6 +65,21 @@ class SidecarUnavailable(Exception):
     """The sidecar is down, restarting, or did not answer in time."""
 
 
+class ReverseError(Exception):
+    """What a reverse-call handler raises: the error answer's `code`
+    (`unavailable`, `failed`, `cancelled`) and message."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+ReverseHandler = Callable[[dict, float], dict]
+"""Answers one reverse request: its `params` and deadline (`time.monotonic()`)
+in, its `result` out; raises `ReverseError`."""
+
+
 class _Pending:
     """One request waiting for its answer."""
 
@@ -90,8 +101,11 @@ class Sidecar:
         log: Optional[Callable[[str], None]] = None,
         initial_backoff_s: float = 0.2,
         max_backoff_s: float = 5.0,
+        reverse: Optional[dict[str, ReverseHandler]] = None,
     ) -> None:
         self._argv = list(argv)
+        self._reverse = dict(reverse or {})
+        self._answering: dict[str, bool] = {}  # reverse requests in work: id -> cancelled
         self._cwd = cwd
         self._log = log or _log_line
         self._initial_backoff_s = initial_backoff_s
@@ -261,7 +275,8 @@ class Sidecar:
         timeout = max(0.001, deadline - time.monotonic())
         params = {"protocol": version, "client": CLIENT_NAME}
         if version >= 2:
-            params["capabilities"] = list(CAPABILITIES)
+            # The reverse calls this client answers, by method (`complete`).
+            params["capabilities"] = sorted(self._reverse)
         request_id, pending = self._send("hello", params, int(timeout * 1000))
         if not pending.done.wait(timeout):
             with self._lock:
@@ -342,7 +357,7 @@ class Sidecar:
         outbox = self._outbox
         if outbox is None:
             return False
-        outbox.put(json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode() + b"\n")
+        outbox.put(_line(request))
         return True
 
     def _read_answers(self, process: subprocess.Popen, started_at: float) -> None:
@@ -359,7 +374,7 @@ class Sidecar:
             return
         request_id = answer.get("id") if isinstance(answer, dict) else None
         if isinstance(answer, dict) and "method" in answer:
-            self._refuse_reverse(answer)
+            self._reverse_request(answer)
             return
         if not isinstance(request_id, int):
             error = answer.get("error") if isinstance(answer, dict) else None
@@ -377,17 +392,53 @@ class Sidecar:
             pending.result = answer.get("result")
         pending.done.set()
 
-    def _refuse_reverse(self, request: dict) -> None:
-        """A reverse request (PROTOCOL.md, version 2). The plugin declares no
-        capability, so a server sends none; one that does anyway gets
-        `unavailable` at once rather than waiting out its deadline. A
-        `cancel` (id null) needs no answer."""
+    def _reverse_request(self, request: dict) -> None:
+        """A reverse request (PROTOCOL.md, version 2): answered in a thread of
+        its own by its handler, so answers to this client's requests keep
+        flowing meanwhile; a method without one gets `unavailable` at once
+        (the server asks only for what `hello` listed, but need not wait out
+        its deadline if it does). A `cancel` (id null) needs no answer: the
+        request it names is answered no more."""
         request_id = request.get("id")
+        method = request.get("method")
+        params = request.get("params") if isinstance(request.get("params"), dict) else {}
         if request_id is None:
+            target = params.get("target")
+            with self._lock:
+                if method == "cancel" and target in self._answering:
+                    self._answering[target] = True
             return
-        self._log(f"ctxbox sidecar asked for {request.get('method')!r}, which this plugin does not answer")
-        self._write({"id": request_id, "error": {
-            "code": "unavailable", "message": f"ctxbox-hermes does not answer {request.get('method')}"}})
+        handler = self._reverse.get(method) if isinstance(method, str) else None
+        outbox = self._outbox
+        if handler is None or outbox is None:
+            self._log(f"ctxbox sidecar asked for {method!r}, which this plugin does not answer")
+            self._write({"id": request_id, "error": {
+                "code": "unavailable", "message": f"{CLIENT_NAME} does not answer {method}"}})
+            return
+        deadline_ms = request.get("deadlineMs")
+        if not isinstance(deadline_ms, (int, float)) or isinstance(deadline_ms, bool) or deadline_ms < 0:
+            deadline_ms = _REVERSE_DEFAULT_DEADLINE_MS
+        deadline = time.monotonic() + deadline_ms / 1000
+        with self._lock:
+            self._answering[request_id] = False
+        threading.Thread(target=self._answer_reverse, args=(handler, request_id, params, deadline, outbox),
+                         daemon=True, name=f"ctxbox-reverse-{method}").start()
+
+    def _answer_reverse(self, handler: ReverseHandler, request_id: Any, params: dict, deadline: float,
+                        outbox: queue.SimpleQueue) -> None:
+        """Runs `handler` and writes its answer to the process that asked
+        (`outbox`), unless the server cancelled the request meanwhile."""
+        try:
+            answer: dict = {"id": request_id, "result": handler(params, deadline)}
+        except ReverseError as error:
+            answer = {"id": request_id, "error": {"code": error.code, "message": error.message}}
+        except Exception as error:  # a bug in a handler must still answer
+            logger.warning("ctxbox reverse call failed unexpectedly", exc_info=True)
+            answer = {"id": request_id, "error": {"code": "failed", "message": f"{type(error).__name__}: {error}"}}
+        with self._lock:
+            cancelled = self._answering.pop(request_id, False)
+        if not cancelled:
+            outbox.put(_line(answer))
 
     def _read_log(self, process: subprocess.Popen) -> None:
         for line in process.stderr:
@@ -408,6 +459,11 @@ def _write_lines(process: subprocess.Popen, outbox: queue.SimpleQueue) -> None:
             process.stdin.close()
         except (OSError, ValueError):
             pass
+
+
+def _line(message: dict) -> bytes:
+    """`message` as one protocol line."""
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
 
 
 def _describe_exit(code: int) -> str:

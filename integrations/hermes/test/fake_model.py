@@ -4,12 +4,18 @@ and answers at once, streaming (SSE chunks, a usage chunk, `[DONE]`) when
 asked to, as Hermes always does for its main loop.
 
 What it answers, from the request:
-* a request without tools that is not streamed: Hermes's summary call
-  (its built-in compressor) — a fixed summary;
+* `max_tokens` or `max_completion_tokens` below 16: HTTP 400, as real APIs
+  refuse a cap too small for any answer (OpenClaw sends 1 when tool schemas
+  fill its window);
+* a request without tools that is not streamed: a summary call — `lossless`'s
+  (its system prompt says so; it came through the plugin's reverse
+  `complete`) gets `ENGINE_SUMMARY`, Hermes's built-in compressor's a fixed
+  summary;
 * the turn's user message says `TOOLS n`: `n` rounds of one `read_file`
   call each (of `tool_path`), then the answer;
 * it says `CALL <tool>` and the request offers `<tool>`: one call of it
-  (arguments `{"text": <the question>}`), then the answer;
+  (arguments `tool_args[<tool>]`, else `{"text": <the question>}`), then
+  the answer;
 * otherwise the answer: `answer to "<the question>": ` padded with
   `pad` characters of prose, so a session grows quickly.
 Each answer carries reasoning (`reasoning_content`), as thinking models do.
@@ -25,6 +31,11 @@ from typing import Optional
 
 PROSE = "the quick brown fox jumps over the lazy dog "
 SUMMARY = "## Goal\nfake summary of the earlier turns\n## Progress\nnothing important"
+ENGINE_SUMMARY = "fake engine summary of the earlier turns"
+ENGINE_SUMMARY_PROMPT = "You summarize conversation history for ctxbox's"
+"""How the system prompt of an engine's summary request begins (`lossless`'s)."""
+MIN_OUTPUT_TOKENS = 16
+"""The smallest output cap the fake model accepts."""
 
 
 class FakeModel:
@@ -33,6 +44,10 @@ class FakeModel:
     def __init__(self, pad: int = 0, tool_path: str = "/dev/null") -> None:
         self.pad = pad
         self.tool_path = tool_path
+        self.tool_args: dict[str, dict] = {}
+        """The arguments of a `CALL <tool>`, by tool."""
+        self.tool_calls = 0
+        """How many of its streamed answers were tool calls."""
         self.requests: list[dict] = []
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
@@ -53,24 +68,41 @@ class FakeModel:
         with self._lock:
             return [request for request in self.requests if request.get("stream")]
 
+    def engine_summary_requests(self) -> list[dict]:
+        """The summary requests an engine made (through the plugin)."""
+        with self._lock:
+            return [request for request in self.requests if is_engine_summary(request)]
+
     def answer(self, body: dict) -> dict:
-        """`{"content": text}` or `{"tool": name, "args": json}` for a request."""
+        """`{"content": text}`, `{"tool": name, "args": json}` or
+        `{"refuse": why}` for a request."""
         with self._lock:
             self.requests.append(body)
             index = len(self.requests)
         messages = body.get("messages") or []
+        for cap in ("max_tokens", "max_completion_tokens"):
+            if isinstance(body.get(cap), int) and body[cap] < MIN_OUTPUT_TOKENS:
+                return {"refuse": f"{cap} must be at least {MIN_OUTPUT_TOKENS}, got {body[cap]}"}
         if not body.get("stream") and not body.get("tools"):
-            return {"content": SUMMARY}
+            return {"content": ENGINE_SUMMARY if is_engine_summary(body) else SUMMARY}
         question, tool_results = "", 0
         for message in messages:
             if message.get("role") == "user":
                 question, tool_results = _text(message.get("content")), 0
             elif message.get("role") == "tool":
                 tool_results += 1
+        decided = self._decide(body, index, question, tool_results)
+        if "tool" in decided and body.get("stream"):
+            with self._lock:
+                self.tool_calls += 1
+        return decided
+
+    def _decide(self, body: dict, index: int, question: str, tool_results: int) -> dict:
         named = re.search(r"CALL (\S+)", question)
         offered = {tool.get("function", {}).get("name") for tool in body.get("tools") or []}
         if named and named.group(1) in offered and tool_results == 0:
-            return {"tool": named.group(1), "args": json.dumps({"text": question}), "id": f"call_{index}"}
+            args = self.tool_args.get(named.group(1), {"text": question})
+            return {"tool": named.group(1), "args": json.dumps(args), "id": f"call_{index}"}
         wanted = re.search(r"TOOLS (\d+)", question)
         if wanted and tool_results < int(wanted.group(1)) and body.get("tools"):
             return {"tool": "read_file", "args": json.dumps({"path": self.tool_path}), "id": f"call_{index}"}
@@ -101,6 +133,9 @@ def _handler(model: FakeModel) -> type:
                 return
             body = json.loads(raw or b"{}")
             decided = model.answer(body)
+            if "refuse" in decided:
+                self._json(400, {"error": {"message": decided["refuse"], "type": "invalid_request_error"}})
+                return
             prompt_tokens = max(1, len(json.dumps(body.get("messages", []))) // 4)
             usage = {"prompt_tokens": prompt_tokens, "completion_tokens": 7, "total_tokens": prompt_tokens + 7}
             if "tool" in decided:
@@ -154,6 +189,12 @@ def _handler(model: FakeModel) -> type:
             self.wfile.write(data)
 
     return Handler
+
+
+def is_engine_summary(request: dict) -> bool:
+    """Whether `request` is an engine's summary request."""
+    return any(message.get("role") == "system" and _text(message.get("content")).startswith(ENGINE_SUMMARY_PROMPT)
+               for message in request.get("messages") or [])
 
 
 def _text(content) -> str:

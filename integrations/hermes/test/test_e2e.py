@@ -27,7 +27,7 @@ import sys
 
 import pytest
 
-from fake_model import FakeModel
+from fake_model import ENGINE_SUMMARY, FakeModel
 from hermes_driver import sidecars
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -259,6 +259,56 @@ def test_lossless_shows_its_summaries_to_the_model(tmp_path, model):
     assert any("[Summary of earlier conversation" in text for text in last)
     assert not any(text == "question 1 TOOLS 3" for text in last), "the oldest turn is summarized, not sent"
     assert any(text.endswith("question 10 TOOLS 3") for text in last)
+    status, records = hermes.health()
+    assert status == 0 and records == [], records
+
+
+def test_lossless_over_ordinary_turns_summarizes_with_hermes_model_and_keeps_the_whole_session(tmp_path, model):
+    # Ordinary turns, a few with a tool round, in a window they outgrow: no
+    # /compress, nothing forced. The first question holds a word only it has.
+    model.pad = 2_000
+    model.tool_args["ctxbox_grep"] = {"query": "PELICAN"}
+    turns = ["question 1: the code word is PELICAN"]
+    turns += [f"question {n}" + (" TOOLS 1" if n % 3 else "") for n in range(2, 27)]
+    turns += ["question 27: which code word did I give first? CALL ctxbox_grep"]
+    # The window: lossless's fresh tail (32 messages) and its summaries fit
+    # the target share, and the turns outgrow the threshold. A roomy engine
+    # deadline: each summary is a model call through Hermes.
+    hermes = Hermes(tmp_path, model, "lossless", window=20_000, target=0.6, toolsets=("file", "context_engine"),
+                    timeout_ms=15_000, engine_deadline_ms=10_000)
+    report = hermes.run(turns)
+    check_session(report, turns)
+    final = report["turns"][-1]
+    print(f"# {len(turns)} turns in {sum(turn['ms'] for turn in report['turns'])} ms")
+
+    # Trimmed: Hermes compressed through the engine, and the model's last
+    # prompt no longer holds the first question.
+    requests = model.chat_requests()
+    assert final["status"]["served"] >= 1 and final["status"]["fallbacks"] == 0, final["status"]
+    before_grep = requests[-2]  # the last turn's first request, which the model answers with the grep call
+    assert texts(before_grep)[-1].endswith(turns[-1])
+    assert not any("PELICAN" in text for text in texts(before_grep)), "the first question left the prompt"
+
+    # lossless summarized through the plugin's reverse `complete`, with
+    # Hermes's own model, during those ordinary turns; the model saw it.
+    asked = model.engine_summary_requests()
+    assert asked, "lossless's summaries were asked of Hermes's model"
+    assert any(ENGINE_SUMMARY in text for request in requests for text in texts(request))
+
+    # The sidecar holds the whole session, as Hermes made it: every
+    # question, every answer and tool call of the model (one per request),
+    # every tool result; and never cut one back. (Hermes's session store
+    # counts otherwise: an in-place compaction stores the turn's question
+    # with the compacted transcript.)
+    made = len(turns) + len(requests) + model.tool_calls
+    assert final["status"]["session_length"] == made, (final["status"], made)
+    assert final["status"]["session_resets"] == 0
+    assert final["messages"] < made, "Hermes's own transcript was trimmed"
+
+    # The model's grep call (the engine's tool, as Hermes shows it) finds
+    # the first question.
+    [found] = tool_results(requests)["ctxbox_grep"]
+    assert "PELICAN" in json.loads(found)["result"], found
     status, records = hermes.health()
     assert status == 0 and records == [], records
 
