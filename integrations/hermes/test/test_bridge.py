@@ -309,3 +309,35 @@ def test_closing_a_session_forgets_it_in_the_sidecar():
     bridge.close_session("gone")
     assert bridge.call("health", {}, time.monotonic() + 5)["sessions"] == 0
     bridge.sidecar.close()
+
+
+@needs_ctxbox
+def test_the_real_sidecar_keeps_the_session_through_a_projection_and_takes_a_rewind_as_a_reset():
+    bridge = bridge_for("keep-recent")
+    host = Host()
+    spy = Spy(bridge.sidecar)
+    history = recorded_transcript(60)
+    turn = [{"role": "user", "content": "one more question"}, {"role": "assistant", "content": "one more answer"}]
+    shortened = host.compress(bridge, "p", history, 3_000).messages
+    assert len(shortened) < len(history)
+    assert host.compress(bridge, "p", shortened + turn, 3_000).served_by == "keep-recent"
+
+    # A retry on the transcript Hermes had before: a projection, every
+    # message held. The sidecar keeps the whole session (it would refuse a
+    # shorter sync), and the engine serves.
+    spy.calls.clear()
+    outcome = host.compress(bridge, "p", history, 3_000)
+    assert outcome.served_by == "keep-recent", outcome.reason
+    assert [params["sync"]["base"] for _, params in spy.calls if "sync" in params] == [len(history) + 2] * 2
+    assert bridge.session_length("p") == len(history) + 2 and bridge.session_resets("p") == 0
+
+    # A rewind: Hermes goes on from the middle of the history. The sidecar
+    # accepts it as a reset and holds what Hermes's branch holds.
+    spy.calls.clear()
+    rewound = history[:30] + [{"role": "user", "content": "a different question"}]
+    outcome = host.compress(bridge, "p", rewound, 3_000)
+    assert outcome.served_by == "keep-recent", outcome.reason
+    [first, *_] = [params["sync"] for _, params in spy.calls if "sync" in params]
+    assert first["reset"] is True and first["base"] == 30
+    assert bridge.session_length("p") == 31 and bridge.session_resets("p") == 1
+    bridge.sidecar.close()
