@@ -134,6 +134,8 @@ class CtxboxEngine(ContextEngine):
         """Hermes ended a turn of this agent's session with `messages` (its
         `post_llm_call` hook, through the bridge): the engine hears it, and
         may compact ahead within the window's share for the messages."""
+        if _in_background_review():
+            return
         budget = self._budget(messages, self.last_prompt_tokens or None, 1.0)
         self._bridge.end_turn(self._session_key(), messages, budget)
 
@@ -236,6 +238,19 @@ def _instructions(focus_topic: Optional[str], memory_context: str) -> Optional[s
     if memory_context and memory_context.strip():
         parts.append(f"Context from memory providers:\n{memory_context.strip()}")
     return "\n\n".join(parts) or None
+
+
+def _in_background_review() -> bool:
+    """Whether this thread runs Hermes's background review: a fork of the
+    agent that shares its session id and ends a turn of its own (a review
+    prompt over a snapshot of the conversation), which is not the
+    conversation. Hermes marks the fork's thread with a tool whitelist
+    (`agent/background_review.py`, `hermes_cli.plugins.set_thread_tool_whitelist`)."""
+    try:
+        from hermes_cli import plugins
+    except ImportError:
+        return False
+    return getattr(getattr(plugins, "_thread_tool_whitelist", None), "allowed", None) is not None
 
 
 def _count(value: Any) -> int:

@@ -405,8 +405,11 @@ class Sidecar:
         if request_id is None:
             target = params.get("target")
             with self._lock:
-                if method == "cancel" and target in self._answering:
+                if method == "cancel" and isinstance(target, str) and target in self._answering:
                     self._answering[target] = True
+            return
+        if not isinstance(request_id, str):
+            self._log(f"ctxbox sidecar sent a request with an id that is not a string: {str(request_id)[:80]}")
             return
         handler = self._reverse.get(method) if isinstance(method, str) else None
         outbox = self._outbox

@@ -47,6 +47,13 @@ def bridge_for(engine: str, timeout_ms: int = 10_000, binary: str | None = CTXBO
                                  "data_dir": data_dir, "call_timeout_ms": timeout_ms}))
 
 
+def spied_keep_recent(messages: int) -> tuple[Bridge, "Host", "Spy", list[dict]]:
+    """A keep-recent bridge, its host, a spy on its sidecar, and a recorded
+    transcript of about `messages` messages."""
+    bridge = bridge_for("keep-recent")
+    return bridge, Host(), Spy(bridge.sidecar), recorded_transcript(messages)
+
+
 class Host:
     """The host's compressions, recording what they were given: `instead`
     leaves the messages as they are, `within` keeps the newest four."""
@@ -173,10 +180,7 @@ def test_every_hermes_shape_is_accepted_and_comes_back_byte_for_byte():
 
 @needs_ctxbox
 def test_keep_recent_compresses_a_recorded_session_and_syncs_only_what_is_new():
-    bridge = bridge_for("keep-recent")
-    host = Host()
-    spy = Spy(bridge.sidecar)
-    history = recorded_transcript(100)
+    bridge, host, spy, history = spied_keep_recent(100)
     outcome = host.compress(bridge, "kr", history, 4_000)
     assert outcome.served_by == "keep-recent", outcome.reason
     transcript = outcome.messages
@@ -308,4 +312,33 @@ def test_closing_a_session_forgets_it_in_the_sidecar():
     assert bridge.call("health", {}, time.monotonic() + 5)["sessions"] == 1
     bridge.close_session("gone")
     assert bridge.call("health", {}, time.monotonic() + 5)["sessions"] == 0
+    bridge.sidecar.close()
+
+
+@needs_ctxbox
+def test_the_real_sidecar_keeps_the_session_through_a_projection_and_takes_a_rewind_as_a_reset():
+    bridge, host, spy, history = spied_keep_recent(60)
+    turn = [{"role": "user", "content": "one more question"}, {"role": "assistant", "content": "one more answer"}]
+    shortened = host.compress(bridge, "p", history, 3_000).messages
+    assert len(shortened) < len(history)
+    assert host.compress(bridge, "p", shortened + turn, 3_000).served_by == "keep-recent"
+
+    # A retry on the transcript Hermes had before: a projection, every
+    # message held. The sidecar keeps the whole session (it would refuse a
+    # shorter sync), and the engine serves.
+    spy.calls.clear()
+    outcome = host.compress(bridge, "p", history, 3_000)
+    assert outcome.served_by == "keep-recent", outcome.reason
+    assert [params["sync"]["base"] for _, params in spy.calls if "sync" in params] == [len(history) + 2] * 2
+    assert bridge.session_length("p") == len(history) + 2 and bridge.session_resets("p") == 0
+
+    # A rewind: Hermes goes on from the middle of the history. The sidecar
+    # accepts it as a reset and holds what Hermes's branch holds.
+    spy.calls.clear()
+    rewound = history[:30] + [{"role": "user", "content": "a different question"}]
+    outcome = host.compress(bridge, "p", rewound, 3_000)
+    assert outcome.served_by == "keep-recent", outcome.reason
+    [first, *_] = [params["sync"] for _, params in spy.calls if "sync" in params]
+    assert first["reset"] is True and first["base"] == 30
+    assert bridge.session_length("p") == 31 and bridge.session_resets("p") == 1
     bridge.sidecar.close()

@@ -122,6 +122,9 @@ for line in sys.stdin:
             send({"id": "srv-2", "method": "complete", "deadlineMs": 5000,
                   "params": {"sessionId": "s1", "messages": [{"role": "user", "content": "slow"}]}})
             send({"id": None, "method": "cancel", "params": {"target": "srv-2"}})
+            # Hostile lines: an id that is not a string, a cancel of nothing.
+            send({"id": ["srv-3"], "method": "complete", "params": {}})
+            send({"id": None, "method": "cancel", "params": {"target": {"x": 1}}})
     elif "method" in request:
         send({"id": request["id"], "result": {}})
 """

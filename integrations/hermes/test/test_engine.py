@@ -161,3 +161,22 @@ def test_what_an_engine_leaves_to_its_host_hermes_compresses_within_the_window(h
         built._bridge.sidecar.close()
     finally:
         model.close()
+
+
+def test_a_turn_reaches_the_bridge_unless_it_is_hermes_background_review():
+    from hermes_cli.plugins import clear_thread_tool_whitelist, set_thread_tool_whitelist
+
+    built = engine()
+    built.on_session_start("s-review")
+    ended: list[tuple[str, int]] = []
+    built._bridge.end_turn = lambda session, messages, budget: ended.append((session, len(messages)))
+    turn = [{"role": "user", "content": "question"}, {"role": "assistant", "content": "answer"}]
+    built._bridge.turn_ended(session_id="s-review", conversation_history=turn)
+    # The review fork shares the session id; Hermes whitelists its thread's tools.
+    set_thread_tool_whitelist({"memory", "skill_manage"})
+    try:
+        built._bridge.turn_ended(session_id="s-review", conversation_history=turn + turn)
+    finally:
+        clear_thread_tool_whitelist()
+    assert ended == [("s-review", 2)]
+    built._bridge.sidecar.close()
