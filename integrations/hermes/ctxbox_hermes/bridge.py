@@ -263,10 +263,15 @@ class Bridge:
                 "customInstructions": request.instructions,
             }, deadline)
         latest_user = next((m for m in reversed(messages) if is_real_user(m)), None)
+        from . import tools  # imports this module: here, not at the top
+
         answer = self._synced(session, "assemble", {
             **params,
             "model": request.model,
             "prompt": text_of(latest_user.get("content")) if latest_user else None,
+            # The engine's tools as Hermes shows them (as last listed; never
+            # asked here), so a note of the engine's can name them.
+            "availableTools": tools.listed_names(self),
             "answer": "ranges",
         }, deadline)
         served_by = str(answer.get("servedBy"))

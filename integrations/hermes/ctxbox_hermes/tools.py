@@ -145,6 +145,16 @@ def catalog(bridge: Bridge) -> Catalog:
         return found
 
 
+def listed_names(bridge: Bridge) -> list[str]:
+    """The names Hermes shows the engine's tools by, as the sidecar last
+    listed them (`ctxbox_grep`, …); empty when no fresh listing is at hand.
+    Never asks the sidecar."""
+    with _catalogs_lock:
+        found = _catalogs.get(bridge)
+    known = found._fresh() if found is not None else None
+    return [schema["name"] for schema in known or []]
+
+
 def tool_schemas(bridge: Bridge) -> list[dict]:
     """The engine's tools as Hermes's bare schemas; never raises."""
     try:

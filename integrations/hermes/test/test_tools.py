@@ -127,6 +127,14 @@ def test_the_engines_tools_are_offered_as_ctxbox_prefixed_bare_schemas(fake):
     assert sidecar.sent("tools")[0]["params"] == {"engine": "fake-engine"}
 
 
+def test_the_listed_names_are_what_hermes_shows_and_never_asked_for(fake):
+    sidecar = fake()
+    assert tools.listed_names(sidecar.bridge) == [], "nothing listed yet"
+    assert sidecar.sent("tools") == [], "and the sidecar was not asked"
+    tools.tool_schemas(sidecar.bridge)
+    assert tools.listed_names(sidecar.bridge) == ["ctxbox_echo", "ctxbox_fail", "ctxbox_hang"]
+
+
 def test_a_description_names_the_engines_other_tools_as_hermes_shows_them():
     names = ["grep", "expand"]
     assert tools.shown_names("Finds messages; read one with `expand`.", names) == \
