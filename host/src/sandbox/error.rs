@@ -203,3 +203,29 @@ pub enum SandboxError {
         reason: String,
     },
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn running_out_is_the_hosts_fault_and_a_missing_file_the_components() {
+        let path = std::path::Path::new("engine.wasm");
+        for errno in [libc::EMFILE, libc::ENFILE, libc::ENOSPC, libc::EIO] {
+            let error = LoadError::from_io(
+                "engine.wasm",
+                Some(path),
+                std::io::Error::from_raw_os_error(errno),
+            );
+            assert!(error.is_host_fault(), "{error}");
+            assert!(error.to_string().contains("not of the engine"), "{error}");
+        }
+        let missing = LoadError::from_io(
+            "engine.wasm",
+            Some(path),
+            std::io::Error::from_raw_os_error(libc::ENOENT),
+        );
+        assert!(!missing.is_host_fault(), "{missing}");
+        assert!(matches!(missing, LoadError::Io { .. }));
+    }
+}

@@ -332,6 +332,25 @@ impl ModelCompletions for ClientCompletions {
 mod tests {
     use super::*;
 
+    /// A `complete` of `calls` in flight (a minute to answer it), and the
+    /// line it sent to `lines`.
+    async fn one_call(
+        calls: &Arc<ReverseCalls>,
+        lines: &mut mpsc::Receiver<String>,
+    ) -> (
+        tokio::task::JoinHandle<Result<Box<RawValue>, CompletionError>>,
+        Value,
+    ) {
+        let caller = calls.clone();
+        let call = tokio::spawn(async move {
+            let abort = tokio_util::sync::CancellationToken::new();
+            let deadline = Instant::now() + std::time::Duration::from_secs(60);
+            caller.call("complete", json!({}), deadline, &abort).await
+        });
+        let sent = lines.recv().await.expect("the call is sent");
+        (call, serde_json::from_str(&sent).expect("JSON"))
+    }
+
     #[tokio::test]
     async fn only_an_answer_to_a_call_of_ours_is_taken_and_its_result_is_kept_as_text() {
         let (outbox, mut lines) = mpsc::channel(4);
@@ -343,14 +362,7 @@ mod tests {
         assert!(!calls.take_answer(r#"{"id":"srv-1","method":"complete"}"#));
         assert!(!calls.take_answer("not JSON srv-1"));
 
-        let caller = calls.clone();
-        let call = tokio::spawn(async move {
-            let abort = tokio_util::sync::CancellationToken::new();
-            let deadline = Instant::now() + std::time::Duration::from_secs(60);
-            caller.call("complete", json!({}), deadline, &abort).await
-        });
-        let sent: Value =
-            serde_json::from_str(&lines.recv().await.expect("the call is sent")).expect("JSON");
+        let (call, sent) = one_call(&calls, &mut lines).await;
         let id = sent["id"].as_str().expect("a string id").to_owned();
         assert!(id.starts_with(REVERSE_ID_PREFIX), "{id}");
         let answer = format!(r#"{{"id":"{id}","result":{{"text": "a summary"}}}}"#);
@@ -365,14 +377,7 @@ mod tests {
     async fn an_answer_over_the_byte_cap_is_refused_unread() {
         let (outbox, mut lines) = mpsc::channel(4);
         let calls = Arc::new(ReverseCalls::new(outbox));
-        let caller = calls.clone();
-        let call = tokio::spawn(async move {
-            let abort = tokio_util::sync::CancellationToken::new();
-            let deadline = Instant::now() + std::time::Duration::from_secs(60);
-            caller.call("complete", json!({}), deadline, &abort).await
-        });
-        let sent: Value =
-            serde_json::from_str(&lines.recv().await.expect("the call is sent")).expect("JSON");
+        let (call, sent) = one_call(&calls, &mut lines).await;
         let text = "x".repeat(MAX_COMPLETION_ANSWER_BYTES);
         let answer = json!({"id": sent["id"], "result": {"text": text}}).to_string();
         assert!(calls.take_answer(&answer), "an answer of ours, taken");

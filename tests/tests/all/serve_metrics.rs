@@ -15,7 +15,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use super::serve::{Client, conversation, full_sync};
 
 /// One scrape of `http://{address}/metrics`: its body.
-async fn scrape(address: std::net::SocketAddr) -> String {
+pub(crate) async fn scrape(address: std::net::SocketAddr) -> String {
     let mut stream = tokio::net::TcpStream::connect(address)
         .await
         .expect("the endpoint accepts");

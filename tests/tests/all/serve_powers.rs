@@ -238,20 +238,8 @@ async fn idle_connections_cannot_take_the_metrics_endpoints_descriptors() {
     );
     // Gone, they leave room: a scrape is answered.
     drop(idle);
-    let mut stream = tokio::net::TcpStream::connect(address)
-        .await
-        .expect("connects");
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    stream
-        .write_all(b"GET /metrics HTTP/1.1\r\n\r\n")
-        .await
-        .expect("asks");
-    let mut answer = String::new();
-    tokio::time::timeout(Duration::from_secs(60), stream.read_to_string(&mut answer))
-        .await
-        .expect("answered within a minute")
-        .expect("reads");
-    assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
+    let figures = super::serve_metrics::scrape(address).await;
+    assert!(figures.contains("ctxbox_requests"), "{figures}");
     endpoint.abort();
     client.stop().await;
 }
