@@ -113,17 +113,17 @@ pub enum FailureKind {
     /// unusable.
     Load,
     /// The host could not admit the engine now: no free instance slot
-    /// (every instance busy), or loading it met the host's own fault (file
-    /// descriptors or disk ran out, an I/O error). Not the engine's fault:
-    /// never quarantines; the caller retries.
+    /// (every instance busy). Not the engine's fault: never quarantines; the
+    /// caller retries.
     Overloaded,
     /// Another host took the session's lease over before the call's writes
     /// were committed, so they were refused. Not the engine's fault: never
     /// quarantines; the caller retries.
     LeaseLost,
     /// The host failed doing the engine's work (its own database, disk or
-    /// descriptors) and the call failed with it. Not the engine's fault:
-    /// never quarantines; `legacy` serves the call.
+    /// descriptors) and the call failed with it, or loading the engine met
+    /// such a fault. Not the engine's fault: never quarantines; `legacy`
+    /// serves the call.
     HostFault,
 }
 

@@ -232,16 +232,23 @@ impl Engines {
                 self.policy,
             ),
             // The host could not admit the engine now (no free instance
-            // slot, or its own resources ran out while loading): not its
-            // fault, so nothing is recorded, and the next selection tries
-            // again.
-            Err(failure) if failure.kind == FailureKind::Overloaded => GuardedEngine::unavailable(
-                selected,
-                failure,
-                self.legacy.clone(),
-                self.quarantine.clone(),
-                self.policy,
-            ),
+            // slot: the caller retries), or its own resources ran out while
+            // loading (`legacy` serves): not the engine's fault, so nothing
+            // is recorded, and the next selection tries again.
+            Err(failure)
+                if matches!(
+                    failure.kind,
+                    FailureKind::Overloaded | FailureKind::HostFault
+                ) =>
+            {
+                GuardedEngine::unavailable(
+                    selected,
+                    failure,
+                    self.legacy.clone(),
+                    self.quarantine.clone(),
+                    self.policy,
+                )
+            }
             Err(failure) => self.unavailable(selected, failure),
         }
     }
@@ -295,10 +302,10 @@ impl Engines {
             .await
             .map_err(|error| load_failure(format!("the loading task failed: {error}")))?
             .map_err(|error| {
-                // The host's own fault (descriptors, disk): like a full
-                // instance pool, nothing is held against the engine.
+                // The host's own fault (descriptors, disk): nothing is held
+                // against the engine.
                 let kind = if error.is_host_fault() {
-                    FailureKind::Overloaded
+                    FailureKind::HostFault
                 } else {
                     FailureKind::Load
                 };
