@@ -853,13 +853,21 @@ async fn a_compaction_that_sees_the_abort_returns_early_and_is_not_quarantined()
     assert!(engine.serving_selected());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_engine_that_stops_at_its_deadline_notice_is_forgiven_once_in_a_row() {
-    // 4 s calls: `aborted()` turns true 1 s before the deadline, with no
-    // caller abort at all.
+/// `deadline-heeder` selected on a zoo host whose calls last `timeout_ms`
+/// (fuel unbounded, so only the deadline stops it), with a session to call
+/// it on.
+async fn deadline_heeder_with(
+    timeout_ms: u64,
+) -> (
+    tempfile::TempDir,
+    Arc<Engines>,
+    ctxbox_host::contract::types::SessionRef,
+    History,
+    Arc<GuardedEngine>,
+) {
     let (dir, host) = zoo_host(
         SandboxConfig {
-            call_timeout_ms: 4_000,
+            call_timeout_ms: timeout_ms,
             fuel_per_call: u64::MAX / 4,
             fuel_per_compaction: u64::MAX / 4,
             ..SandboxConfig::default()
@@ -868,6 +876,14 @@ async fn an_engine_that_stops_at_its_deadline_notice_is_forgiven_once_in_a_row()
     );
     let (session, history) = compaction_history(dir.path());
     let engine = host.select(Some("deadline-heeder")).await;
+    (dir, host, session, history, engine)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_engine_that_stops_at_its_deadline_notice_is_forgiven_once_in_a_row() {
+    // 4 s calls: `aborted()` turns true 1 s before the deadline, with no
+    // caller abort at all.
+    let (_dir, host, session, history, engine) = deadline_heeder_with(4_000).await;
 
     // It stops with an error: legacy serves this call, nothing quarantined.
     let started = Instant::now();
@@ -930,18 +946,9 @@ async fn an_engine_that_stops_at_its_deadline_notice_is_forgiven_once_in_a_row()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_engine_that_stops_at_its_deadline_notice_call_after_call_is_quarantined() {
     // The staller: every `assemble` waits for the deadline notice (`aborted()`
-    // 1 s before a 2 s deadline), then fails. Each call costs the caller a
+    // 0.5 s before a 2 s deadline), then fails. Each call costs the caller a
     // full deadline; the second in a row is held against it like a timeout.
-    let (dir, host) = zoo_host(
-        SandboxConfig {
-            call_timeout_ms: 2_000,
-            fuel_per_call: u64::MAX / 4,
-            ..SandboxConfig::default()
-        },
-        GuardPolicy::default(),
-    );
-    let (session, history) = compaction_history(dir.path());
-    let engine = host.select(Some("deadline-heeder")).await;
+    let (_dir, host, session, history, engine) = deadline_heeder_with(2_000).await;
     let stall = async || {
         let call = CallOptions::default();
         engine
