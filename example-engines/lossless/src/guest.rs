@@ -5,7 +5,7 @@ use ctxbox_guest::{
     MessageEntry, host,
 };
 
-use crate::ports::{Recall, Services, Store};
+use crate::ports::{Indexed, Recall, Services, Store};
 
 /// The system prompt of a summary written by the host's model.
 pub const SUMMARY_SYSTEM_PROMPT: &str = "You summarize conversation history for ctxbox's \
@@ -84,18 +84,21 @@ impl Recall for HostRecall {
         id: &str,
         text: &str,
         metadata: &str,
-    ) -> Result<(), EngineError> {
+    ) -> Result<Indexed, EngineError> {
         // The host scopes the document to the call's session. A host
         // without an index has nothing to search: messages are kept all the
-        // same.
+        // same. One over its per-call cap (or the engine's quota) takes the
+        // rest in later calls.
         let document = IndexDocument {
             id: id.to_owned(),
             text: text.to_owned(),
             metadata: Some(metadata.to_owned()),
         };
         match host::index::put(IndexScope::Session, &document) {
-            Err(error) if error.kind == HostErrorKind::Unavailable => Ok(()),
-            result => Ok(result?),
+            Ok(()) => Ok(Indexed::Done),
+            Err(error) if error.kind == HostErrorKind::Unavailable => Ok(Indexed::Done),
+            Err(error) if error.kind == HostErrorKind::QuotaExceeded => Ok(Indexed::Full),
+            Err(error) => Err(error.into()),
         }
     }
 

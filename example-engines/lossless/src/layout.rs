@@ -31,6 +31,12 @@ impl Keys {
         format!("{}e/{}", self.prefix, escape(entry_id))
     }
 
+    /// How many of the session's messages are indexed for recall (a
+    /// prefix, in sequence order).
+    pub(crate) fn indexed(&self) -> String {
+        format!("{}ix", self.prefix)
+    }
+
     /// The summary node `node`.
     pub(crate) fn node(&self, node: u64) -> String {
         format!("{}n/{node:016x}", self.prefix)

@@ -30,7 +30,9 @@
 //!   configured provider in `ctxbox run`), falling back to the host's
 //!   summarizer when the host has none.
 //! * **Recall.** Every stored message is indexed in the host's searchable
-//!   memory (`host.index-put`, session scope, document `m<number>`), and the
+//!   memory (`host.index-put`, session scope, document `m<number>`) — in
+//!   order, as much as the host takes in one call, the rest in the calls
+//!   after it — and the
 //!   model gets two tools: `grep` (every message containing the given words,
 //!   summarized or not, with snippets) and `expand` (messages read back in
 //!   full by number, as summaries name them).
@@ -53,6 +55,7 @@
 //! | `s/<session>/meta` | messages stored (the next sequence number); messages summarized (a prefix); the transcript id of the last summarized message; the next node id; the roots (node id, level, tokens), oldest first |
 //! | `s/<session>/m/<seq>` | message `seq` (0-based, in the order received): the whole `message-entry`, [`encode_entry`](ctxbox_guest::codec::encode_entry) |
 //! | `s/<session>/e/<entry id>` | the sequence number of the message with this transcript id (percent-encoded like the session); makes ingestion idempotent |
+//! | `s/<session>/ix` | how many messages are indexed for recall (a prefix), a bare varint; missing in sessions stored before it was kept, which indexed each message as they stored it |
 //! | `s/<session>/n/<node>` | summary node: level (0 = leaf), what it covers (message sequence numbers for a leaf, node ids above), first and last message covered, the summary, its tokens in the prompt |
 //!
 //! Writes are ordered so that a call cut short never loses an acknowledged
@@ -99,7 +102,7 @@ use ctxbox_guest::{
 
 pub use config::Config;
 pub use guest::{HostRecall, HostServices, HostStore, SUMMARY_SYSTEM_PROMPT};
-pub use ports::{MemoryRecall, MemoryStore, Recall, Services, Store};
+pub use ports::{Indexed, MemoryRecall, MemoryStore, Recall, Services, Store};
 pub use render::SUMMARY_MESSAGE_TYPE;
 
 use compaction::{Compaction, Goal};
@@ -165,7 +168,12 @@ impl<S: Store, V: Services> Lossless<S, V> {
             }
             next += page.len() as u32;
             let appended = data.append(page)?;
-            recall::index(self.services.recall(), &session.session_id, &appended)?;
+            recall::index(
+                self.services.recall(),
+                &data,
+                &session.session_id,
+                &appended,
+            )?;
             imported += appended.len() as u32;
         }
         Ok(BootstrapResult {
@@ -182,8 +190,14 @@ impl<S: Store, V: Services> Lossless<S, V> {
         session: &SessionRef,
         entries: Vec<MessageEntry>,
     ) -> Result<u32, EngineError> {
-        let appended = Session::open(&self.store, &session.session_id).append(entries)?;
-        recall::index(self.services.recall(), &session.session_id, &appended)?;
+        let data = Session::open(&self.store, &session.session_id);
+        let appended = data.append(entries)?;
+        recall::index(
+            self.services.recall(),
+            &data,
+            &session.session_id,
+            &appended,
+        )?;
         Ok(appended.len() as u32)
     }
 

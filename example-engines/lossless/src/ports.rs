@@ -3,7 +3,7 @@
 //! messages. The wasm build wires them to the host ([`crate::guest`]);
 //! native tests and benches plug in their own.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 
 use ctxbox_guest::{EngineError, HostError, IndexHit, IndexPage, MessageEntry};
@@ -46,14 +46,16 @@ pub trait Services {
 /// A full-text index of one engine's session documents: the host's
 /// `index-*` in wasm (session scope).
 pub trait Recall {
-    /// Indexes (or replaces) document `id` of session `session_id`.
+    /// Indexes (or replaces) document `id` of session `session_id`;
+    /// answers [`Indexed::Full`] when the host takes no more documents in
+    /// this call (its per-call cap, or the engine's quota).
     fn put(
         &self,
         session_id: &str,
         id: &str,
         text: &str,
         metadata: &str,
-    ) -> Result<(), EngineError>;
+    ) -> Result<Indexed, EngineError>;
 
     /// Session `session_id`'s documents containing every word of `query`,
     /// best first.
@@ -66,12 +68,25 @@ pub trait Recall {
     ) -> Result<IndexPage, EngineError>;
 }
 
+/// Whether a document was indexed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Indexed {
+    /// It was (or the host keeps no index: nothing to do).
+    Done,
+    /// The host takes no more documents in this call: the rest wait for a
+    /// later one.
+    Full,
+}
+
 /// A [`Recall`] in memory (case-insensitive substring match, most matches
 /// first), for native tests and benches.
 #[derive(Debug, Default, Clone)]
 pub struct MemoryRecall {
     /// (session, id) → (text, metadata).
     documents: RefCell<BTreeMap<(String, String), (String, String)>>,
+    /// Documents taken until the next [`Self::limit_calls`] (`None`: no
+    /// limit), like a host's per-call cap.
+    call_allowance: Cell<Option<u32>>,
 }
 
 impl MemoryRecall {
@@ -84,6 +99,12 @@ impl MemoryRecall {
     pub fn is_empty(&self) -> bool {
         self.documents.borrow().is_empty()
     }
+
+    /// Takes at most `documents` more documents (`None`: any number) until
+    /// called again: a host's per-call cap, for tests.
+    pub fn limit_calls(&self, documents: Option<u32>) {
+        self.call_allowance.set(documents);
+    }
 }
 
 impl Recall for MemoryRecall {
@@ -93,12 +114,18 @@ impl Recall for MemoryRecall {
         id: &str,
         text: &str,
         metadata: &str,
-    ) -> Result<(), EngineError> {
+    ) -> Result<Indexed, EngineError> {
+        if let Some(left) = self.call_allowance.get() {
+            if left == 0 {
+                return Ok(Indexed::Full);
+            }
+            self.call_allowance.set(Some(left - 1));
+        }
         self.documents.borrow_mut().insert(
             (session_id.to_owned(), id.to_owned()),
             (text.to_owned(), metadata.to_owned()),
         );
-        Ok(())
+        Ok(Indexed::Done)
     }
 
     fn search(

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use ctxbox_guest::{EngineError, EngineErrorKind, MessageEntry, ToolDefinition};
 use serde::Deserialize;
 
-use crate::ports::{Recall, Store};
+use crate::ports::{Indexed, Recall, Store};
 use crate::render;
 use crate::session::Session;
 
@@ -79,28 +79,65 @@ pub fn tools() -> Vec<ToolDefinition> {
     ]
 }
 
-/// Indexes `messages` (new in session `session_id`, with their sequence
-/// numbers): one document per message, `m<number>`.
-pub fn index(
+/// Indexes the session's messages not indexed yet, oldest first: those an
+/// earlier call left over, then `appended` (just stored, with their sequence
+/// numbers). One document per message, `m<number>`. When the host takes no
+/// more documents in this call (its per-call cap, or the engine's quota),
+/// the rest wait for the next call that stores messages: recall catches up
+/// in bounded steps, and storing a message never fails for its index.
+pub fn index<S: Store>(
     recall: &dyn Recall,
+    session: &Session<'_, S>,
     session_id: &str,
-    messages: &[(u64, MessageEntry)],
+    appended: &[(u64, MessageEntry)],
 ) -> Result<(), EngineError> {
-    for (seq, entry) in messages {
-        let (label, body) = render::describe(&entry.message);
-        if body.trim().is_empty() {
-            continue;
+    let Some(&(first_new, _)) = appended.first() else {
+        return Ok(());
+    };
+    // A session stored before the count was kept indexed every message as
+    // it stored it.
+    let recorded = session.indexed()?;
+    let mut next = recorded.unwrap_or(first_new);
+    while next < first_new {
+        let entry = session.message(next)?;
+        if put(recall, session_id, next, &entry)? == Indexed::Full {
+            break;
         }
-        let text: String = body.chars().take(MAX_INDEXED_CHARS).collect();
-        let metadata = format!(
-            r#"{{"message":{},"role":{},"entryId":{}}}"#,
-            seq + 1,
-            json_string(&label),
-            json_string(&entry.id)
-        );
-        recall.put(session_id, &format!("m{}", seq + 1), &text, &metadata)?;
+        next += 1;
+    }
+    if next == first_new {
+        for (seq, entry) in appended {
+            if put(recall, session_id, *seq, entry)? == Indexed::Full {
+                break;
+            }
+            next = seq + 1;
+        }
+    }
+    if recorded != Some(next) {
+        session.save_indexed(next)?;
     }
     Ok(())
+}
+
+/// Indexes message `seq` as document `m<seq + 1>`.
+fn put(
+    recall: &dyn Recall,
+    session_id: &str,
+    seq: u64,
+    entry: &MessageEntry,
+) -> Result<Indexed, EngineError> {
+    let (label, body) = render::describe(&entry.message);
+    if body.trim().is_empty() {
+        return Ok(Indexed::Done);
+    }
+    let text: String = body.chars().take(MAX_INDEXED_CHARS).collect();
+    let metadata = format!(
+        r#"{{"message":{},"role":{},"entryId":{}}}"#,
+        seq + 1,
+        json_string(&label),
+        json_string(&entry.id)
+    );
+    recall.put(session_id, &format!("m{}", seq + 1), &text, &metadata)
 }
 
 #[derive(Deserialize)]

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use ctxbox_guest::codec::{Encoder, decode_entry, encode_entry};
+use ctxbox_guest::codec::{Decoder, Encoder, decode_entry, encode_entry};
 use ctxbox_guest::{EngineError, MessageEntry};
 
 use crate::layout::Keys;
@@ -45,6 +45,23 @@ impl<'a, S: Store> Session<'a, S> {
             .get(&self.keys.message(seq))?
             .ok_or_else(|| missing(format!("message {seq}")))?;
         Ok(decode_entry(&bytes)?)
+    }
+
+    /// How many messages are indexed for recall (a prefix); `None` for a
+    /// session stored before the engine kept count (it indexed every
+    /// message as it stored it).
+    pub(crate) fn indexed(&self) -> Result<Option<u64>, EngineError> {
+        self.store
+            .get(&self.keys.indexed())?
+            .map(|bytes| Decoder::new(&bytes).u64())
+            .transpose()
+            .map_err(EngineError::from)
+    }
+
+    /// Records that the first `indexed` messages are indexed.
+    pub(crate) fn save_indexed(&self, indexed: u64) -> Result<(), EngineError> {
+        self.store
+            .set(&self.keys.indexed(), &Encoder::new().u64(indexed).finish())
     }
 
     /// Summary node `node`.

@@ -944,6 +944,39 @@ fn every_stored_message_is_indexed_once() {
 }
 
 #[test]
+fn a_history_larger_than_a_calls_index_cap_is_indexed_over_the_next_calls() {
+    let engine = engine();
+    let s = session("s1");
+    let recall = &engine.services.recall;
+    // The host takes 10 documents a call.
+    recall.limit_calls(Some(10));
+    let entries = chat(50);
+    engine
+        .bootstrap(&s, &MemoryHistory::new(entries[..25].to_vec()))
+        .expect("a full index is no failure");
+    assert_eq!(
+        stored_ids(&engine, "s1").len(),
+        25,
+        "every message is stored"
+    );
+    assert_eq!(recall.len(), 10, "as many indexed as the call allowed");
+    // Each later call that stores messages catches up, oldest first.
+    // (the second call has the last 5 of the backlog and 2 new ones).
+    for (end, indexed) in [(26, 20), (27, 27)] {
+        recall.limit_calls(Some(10));
+        engine.ingest(&s, entries[..end].to_vec()).expect("ingest");
+        assert_eq!(recall.len(), indexed);
+    }
+    recall.limit_calls(None);
+    engine.ingest(&s, entries.clone()).expect("ingest");
+    assert_eq!(recall.len(), 50, "every message indexed in the end");
+    let hits = engine
+        .call_tool(&s, "grep", r#"{"query":"message 24:"}"#)
+        .expect("grep");
+    assert!(hits.contains("message 25"), "{hits}");
+}
+
+#[test]
 fn grep_finds_messages_by_number_and_expand_reads_them_back() {
     let engine = engine();
     let session = session_with_history(&engine, 6);
