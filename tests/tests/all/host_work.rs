@@ -5,19 +5,27 @@
 //! hoard up to the quota) while `powers-twin`, a second engine with a store
 //! of its own, does small things that must be answered within its own
 //! deadline and without a quarantine. On the embedded store and, when a
-//! PostgreSQL test server is available, on a shared one.
+//! PostgreSQL test server is available, on a shared one. And the host's own
+//! store failing is the host's failure, never the engine's.
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ctxbox_host::contract::engine::{CallOptions, ContextEngine};
+use ctxbox_host::contract::failure::FailureKind;
+use ctxbox_host::contract::history::History;
 use ctxbox_host::contract::index::{IndexDocument, IndexOp};
+use ctxbox_host::contract::types::AssembleParams;
+use ctxbox_host::engines::guard::GuardPolicy;
 use ctxbox_host::runtime::Runtime;
+use ctxbox_host::sandbox::SandboxConfig;
 use ctxbox_host::services::PostgresState;
 use ctxbox_host::services::state::{
     CallWrites, EngineState, STATE_DB_FILE, STATE_DIR, StateConfig, StateStore, WAL_LIMIT_BYTES,
 };
 use ctxbox_host::store::Postgres;
+use ctxbox_tests::{conversation, zoo_host};
 
 use crate::engine_powers::{backends, host_with_timeout, probe, session, store_config, try_probe};
 
@@ -275,4 +283,39 @@ async fn a_state_hoard_leaves_the_disk_on_the_order_of_the_quota() {
         closed <= bound,
         "{closed} bytes on disk for a {quota}-byte quota, the host stopped"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hosts_own_store_failing_is_never_the_engines_fault() {
+    let (dir, host) = zoo_host(SandboxConfig::default(), GuardPolicy::default());
+    // A broken data directory: a folder stands where the engine's database
+    // goes, so the host cannot open it.
+    let store = StateStore::open_in(dir.path(), &StateConfig::default()).expect("opens");
+    std::fs::create_dir_all(store.engine_path("services-probe")).expect("a folder");
+    let probe = host.select(Some("services-probe")).await;
+    let params = AssembleParams {
+        prompt: Some("state".to_owned()),
+        ..AssembleParams::default()
+    };
+    // The probe answers the host's `failed` with an error of its own.
+    probe
+        .assemble(
+            &CallOptions::default(),
+            &session("s"),
+            &History::new(conversation(1)),
+            &params,
+        )
+        .await
+        .expect("legacy answers in its place");
+    let events = probe.take_events();
+    assert!(
+        matches!(events.as_slice(), [event] if event.classification == FailureKind::HostFault
+            && event.reason.contains("host failure")),
+        "{events:?}"
+    );
+    assert!(
+        probe.serving_selected(),
+        "quarantined for the host's failure"
+    );
+    assert!(host.quarantine().get("services-probe").is_none());
 }
