@@ -157,7 +157,7 @@ async fn a_huge_search_stops_at_its_deadline_on(url: Option<&str>) {
         // allowed, the failure is the attacker's own.
         let (report, took) = attack.await.expect("the attack's task");
         assert!(
-            took < 2 * CALL_TIMEOUT,
+            took < 3 * CALL_TIMEOUT,
             "an attacking search ended after {took:?}: {report:?}"
         );
         if let Ok(report) = report {
@@ -200,9 +200,10 @@ async fn a_huge_batch_is_refused_at_the_put_on(url: Option<&str>) {
         let (attacker, s) = (attacker.clone(), session("attack"));
         tokio::spawn(async move {
             let started = Instant::now();
-            // 12 MiB of text no trigram of which repeats: a minute or more
-            // of indexing in one commit, were it taken.
-            let report = try_probe(&attacker, &s, "bomb 24 512").await;
+            // 12 MiB of text no trigram of which repeats: minutes of
+            // indexing in one commit, were it taken. (Documents of 128 KiB:
+            // SQLite checks the deadline between documents, not within one.)
+            let report = try_probe(&attacker, &s, "bomb 96 128").await;
             (report, started.elapsed())
         })
     };
@@ -219,8 +220,10 @@ async fn a_huge_batch_is_refused_at_the_put_on(url: Option<&str>) {
     assert_eq!(probe(&victim, &s, "search engine five").await, "hits=note");
 
     let (report, took) = attack.await.expect("the attack's task");
+    // Its time, a commit stopped at its deadline and a loaded machine's
+    // slack: seconds, not the minutes its writes would have taken.
     assert!(
-        took < 2 * CALL_TIMEOUT,
+        took < 3 * CALL_TIMEOUT,
         "the attacking call ended {took:?} after it started"
     );
     let Ok(report) = report else {
@@ -237,7 +240,7 @@ async fn a_huge_batch_is_refused_at_the_put_on(url: Option<&str>) {
         .and_then(|rest| rest.split_once(" error="))
         .unwrap_or_else(|| panic!("the put was not refused: {report}"));
     let bombed: u32 = bombed.parse().expect("a count");
-    assert!((1..24).contains(&bombed), "{report}");
+    assert!((1..96).contains(&bombed), "{report}");
     assert!(
         error.starts_with("HostErrorKind::QuotaExceeded") && error.contains("one call may write"),
         "{report}"
@@ -279,6 +282,7 @@ async fn a_state_hoard_leaves_the_disk_on_the_order_of_the_quota() {
     drop(attacker);
     drop(runtime);
     let closed = state_bytes(&data);
+    eprintln!("state store: {open} bytes on disk for a {quota}-byte quota; {closed} once closed");
     assert!(
         closed <= bound,
         "{closed} bytes on disk for a {quota}-byte quota, the host stopped"
