@@ -302,15 +302,10 @@ async fn the_hosts_own_store_failing_is_never_the_engines_fault() {
         ..AssembleParams::default()
     };
     // The probe answers the host's `failed` with an error of its own.
-    probe
-        .assemble(
-            &CallOptions::default(),
-            &session("s"),
-            &History::new(conversation(1)),
-            &params,
-        )
-        .await
-        .expect("legacy answers in its place");
+    let history = History::new(conversation(1));
+    let options = CallOptions::default();
+    let answer = probe.assemble(&options, &session("s"), &history, &params);
+    answer.await.expect("legacy answers in its place");
     let events = probe.take_events();
     assert!(
         matches!(events.as_slice(), [event] if event.classification == FailureKind::HostFault
