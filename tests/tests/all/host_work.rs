@@ -302,9 +302,9 @@ async fn the_hosts_own_store_failing_is_never_the_engines_fault() {
         ..AssembleParams::default()
     };
     // The probe answers the host's `failed` with an error of its own.
-    let history = History::new(conversation(1));
+    let (history, s) = (History::new(conversation(1)), session("s"));
     let options = CallOptions::default();
-    let answer = probe.assemble(&options, &session("s"), &history, &params);
+    let answer = probe.assemble(&options, &s, &history, &params);
     answer.await.expect("legacy answers in its place");
     let events = probe.take_events();
     assert!(
