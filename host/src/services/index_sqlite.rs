@@ -350,7 +350,7 @@ mod tests {
             stored += 1;
         }
         drop(store);
-        let on_disk = crate::services::state_files::bytes_under(dir.path());
+        let on_disk = crate::services::state_files::store_bytes(dir.path());
         (stored, on_disk)
     }
 

@@ -804,6 +804,54 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_calls_index_writes_are_capped_at_the_put_naming_the_cap() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (services, store) = services(dir.path(), 64 << 20);
+        let largest = "x".repeat(crate::contract::index::MAX_DOCUMENT_TEXT_BYTES);
+        let scratch = CallScratch::default();
+        let call = call(&scratch);
+        services
+            .index_put(call, IndexScope::Engine, document("a", &largest))
+            .await
+            .expect("one document of the largest fits");
+        let refused = services
+            .index_put(
+                call,
+                IndexScope::Engine,
+                document("b", &"y".repeat(32 * 1024)),
+            )
+            .await
+            .expect_err("past what one call may write");
+        assert!(
+            matches!(&refused, ServiceError::QuotaExceeded(m)
+                if m.contains(&MAX_CALL_INDEX_BYTES.to_string()) && m.contains("one call may write")),
+            "{refused:?}"
+        );
+        services.commit_state(call).await.expect("commits");
+        assert!(store.usage("engine").expect("usage") > largest.len() as u64);
+        // The next call has the whole cap again; replacing the document
+        // counts the text it removes.
+        let next = CallScratch::default();
+        let call = self::call(&next);
+        let refused = services
+            .index_put(call, IndexScope::Engine, document("a", &largest))
+            .await
+            .expect_err("its own megabyte and the one it replaces");
+        assert!(
+            matches!(refused, ServiceError::QuotaExceeded(_)),
+            "{refused:?}"
+        );
+        services
+            .index_put(
+                call,
+                IndexScope::Engine,
+                document("b", &"y".repeat(32 * 1024)),
+            )
+            .await
+            .expect("a new call may write again");
+    }
+
+    #[tokio::test]
     async fn summarize_ends_with_an_error_when_the_caller_aborts() {
         let dir = tempfile::tempdir().expect("temp dir");
         let compactor = Arc::new(Compactor::new(

@@ -856,7 +856,7 @@ mod tests {
         assert!(stored > 1_000, "{stored}");
         assert!(stored <= quota / ENTRY_OVERHEAD_BYTES, "{stored}");
         drop(store);
-        let on_disk = state_files::bytes_under(dir.path());
+        let on_disk = state_files::store_bytes(dir.path());
         assert!(
             on_disk <= 4 * quota + WAL_LIMIT_BYTES,
             "{on_disk} bytes on disk for a {quota}-byte quota"
@@ -1205,7 +1205,7 @@ mod tests {
             "{wal_bytes} bytes of log after a 12 MiB commit, the store still open"
         );
         drop(store);
-        let on_disk = state_files::bytes_under(dir.path());
+        let on_disk = state_files::store_bytes(&dir.path().join("data"));
         assert!(
             on_disk < 14 << 20,
             "{on_disk} bytes on disk for 12 MiB stored, the store closed"

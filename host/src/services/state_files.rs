@@ -318,17 +318,14 @@ fn numbered_engines(transaction: &Connection) -> rusqlite::Result<()> {
     Ok(())
 }
 
-/// Bytes of the files under `dir`, its folders included.
+/// Bytes of the store's files in `data_dir`: every engine's database with
+/// its log and shared memory.
 #[cfg(test)]
-pub(super) fn bytes_under(dir: &Path) -> u64 {
-    std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|entry| match entry.metadata() {
-            Ok(meta) if meta.is_dir() => bytes_under(&entry.path()),
-            Ok(meta) => meta.len(),
-            Err(_) => 0,
-        })
-        .sum()
+pub(super) fn store_bytes(data_dir: &Path) -> u64 {
+    let mut total = 0;
+    let files = std::fs::read_dir(data_dir.join(STATE_DIR)).expect("the store's folder");
+    for entry in files.flatten() {
+        total += entry.metadata().map_or(0, |meta| meta.len());
+    }
+    total
 }

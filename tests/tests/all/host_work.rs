@@ -5,19 +5,27 @@
 //! hoard up to the quota) while `powers-twin`, a second engine with a store
 //! of its own, does small things that must be answered within its own
 //! deadline and without a quarantine. On the embedded store and, when a
-//! PostgreSQL test server is available, on a shared one.
+//! PostgreSQL test server is available, on a shared one. And the host's own
+//! store failing is the host's failure, never the engine's.
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ctxbox_host::contract::engine::{CallOptions, ContextEngine};
+use ctxbox_host::contract::failure::FailureKind;
+use ctxbox_host::contract::history::History;
 use ctxbox_host::contract::index::{IndexDocument, IndexOp};
+use ctxbox_host::contract::types::AssembleParams;
+use ctxbox_host::engines::guard::GuardPolicy;
 use ctxbox_host::runtime::Runtime;
+use ctxbox_host::sandbox::SandboxConfig;
 use ctxbox_host::services::PostgresState;
 use ctxbox_host::services::state::{
     CallWrites, EngineState, STATE_DB_FILE, STATE_DIR, StateConfig, StateStore, WAL_LIMIT_BYTES,
 };
 use ctxbox_host::store::Postgres;
+use ctxbox_tests::{conversation, zoo_host};
 
 use crate::engine_powers::{backends, host_with_timeout, probe, session, store_config, try_probe};
 
@@ -149,7 +157,7 @@ async fn a_huge_search_stops_at_its_deadline_on(url: Option<&str>) {
         // allowed, the failure is the attacker's own.
         let (report, took) = attack.await.expect("the attack's task");
         assert!(
-            took < 2 * CALL_TIMEOUT,
+            took < 3 * CALL_TIMEOUT,
             "an attacking search ended after {took:?}: {report:?}"
         );
         if let Ok(report) = report {
@@ -192,9 +200,10 @@ async fn a_huge_batch_is_refused_at_the_put_on(url: Option<&str>) {
         let (attacker, s) = (attacker.clone(), session("attack"));
         tokio::spawn(async move {
             let started = Instant::now();
-            // 12 MiB of text no trigram of which repeats: a minute or more
-            // of indexing in one commit, were it taken.
-            let report = try_probe(&attacker, &s, "bomb 24 512").await;
+            // 12 MiB of text no trigram of which repeats: minutes of
+            // indexing in one commit, were it taken. (Documents of 128 KiB:
+            // SQLite checks the deadline between documents, not within one.)
+            let report = try_probe(&attacker, &s, "bomb 96 128").await;
             (report, started.elapsed())
         })
     };
@@ -211,8 +220,10 @@ async fn a_huge_batch_is_refused_at_the_put_on(url: Option<&str>) {
     assert_eq!(probe(&victim, &s, "search engine five").await, "hits=note");
 
     let (report, took) = attack.await.expect("the attack's task");
+    // Its time, a commit stopped at its deadline and a loaded machine's
+    // slack: seconds, not the minutes its writes would have taken.
     assert!(
-        took < 2 * CALL_TIMEOUT,
+        took < 3 * CALL_TIMEOUT,
         "the attacking call ended {took:?} after it started"
     );
     let Ok(report) = report else {
@@ -229,7 +240,7 @@ async fn a_huge_batch_is_refused_at_the_put_on(url: Option<&str>) {
         .and_then(|rest| rest.split_once(" error="))
         .unwrap_or_else(|| panic!("the put was not refused: {report}"));
     let bombed: u32 = bombed.parse().expect("a count");
-    assert!((1..24).contains(&bombed), "{report}");
+    assert!((1..96).contains(&bombed), "{report}");
     assert!(
         error.starts_with("HostErrorKind::QuotaExceeded") && error.contains("one call may write"),
         "{report}"
@@ -271,8 +282,39 @@ async fn a_state_hoard_leaves_the_disk_on_the_order_of_the_quota() {
     drop(attacker);
     drop(runtime);
     let closed = state_bytes(&data);
+    eprintln!("state store: {open} bytes on disk for a {quota}-byte quota; {closed} once closed");
     assert!(
         closed <= bound,
         "{closed} bytes on disk for a {quota}-byte quota, the host stopped"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hosts_own_store_failing_is_never_the_engines_fault() {
+    let (dir, host) = zoo_host(SandboxConfig::default(), GuardPolicy::default());
+    // A broken data directory: a folder stands where the engine's database
+    // goes, so the host cannot open it.
+    let store = StateStore::open_in(dir.path(), &StateConfig::default()).expect("opens");
+    std::fs::create_dir_all(store.engine_path("services-probe")).expect("a folder");
+    let probe = host.select(Some("services-probe")).await;
+    let params = AssembleParams {
+        prompt: Some("state".to_owned()),
+        ..AssembleParams::default()
+    };
+    // The probe answers the host's `failed` with an error of its own.
+    let (history, s) = (History::new(conversation(1)), session("s"));
+    let options = CallOptions::default();
+    let answer = probe.assemble(&options, &s, &history, &params);
+    answer.await.expect("legacy answers in its place");
+    let events = probe.take_events();
+    assert!(
+        matches!(events.as_slice(), [event] if event.classification == FailureKind::HostFault
+            && event.reason.contains("host failure")),
+        "{events:?}"
+    );
+    assert!(
+        probe.serving_selected(),
+        "quarantined for the host's failure"
+    );
+    assert!(host.quarantine().get("services-probe").is_none());
 }
