@@ -167,14 +167,7 @@ impl<S: Store, V: Services> Lossless<S, V> {
                 break;
             }
             next += page.len() as u32;
-            let appended = data.append(page)?;
-            recall::index(
-                self.services.recall(),
-                &data,
-                &session.session_id,
-                &appended,
-            )?;
-            imported += appended.len() as u32;
+            imported += self.store_and_index(&data, &session.session_id, page)?;
         }
         Ok(BootstrapResult {
             bootstrapped: true,
@@ -191,13 +184,20 @@ impl<S: Store, V: Services> Lossless<S, V> {
         entries: Vec<MessageEntry>,
     ) -> Result<u32, EngineError> {
         let data = Session::open(&self.store, &session.session_id);
+        self.store_and_index(&data, &session.session_id, entries)
+    }
+
+    /// Stores the entries of `data`'s session not stored yet and indexes
+    /// what the host takes of the session's unindexed messages; answers how
+    /// many were new.
+    fn store_and_index(
+        &self,
+        data: &Session<'_, S>,
+        session_id: &str,
+        entries: Vec<MessageEntry>,
+    ) -> Result<u32, EngineError> {
         let appended = data.append(entries)?;
-        recall::index(
-            self.services.recall(),
-            &data,
-            &session.session_id,
-            &appended,
-        )?;
+        recall::index(self.services.recall(), data, session_id, &appended)?;
         Ok(appended.len() as u32)
     }
 

@@ -231,24 +231,6 @@ impl Engines {
                 self.quarantine.clone(),
                 self.policy,
             ),
-            // The host could not admit the engine now (no free instance
-            // slot: the caller retries), or its own resources ran out while
-            // loading (`legacy` serves): not the engine's fault, so nothing
-            // is recorded, and the next selection tries again.
-            Err(failure)
-                if matches!(
-                    failure.kind,
-                    FailureKind::Overloaded | FailureKind::HostFault
-                ) =>
-            {
-                GuardedEngine::unavailable(
-                    selected,
-                    failure,
-                    self.legacy.clone(),
-                    self.quarantine.clone(),
-                    self.policy,
-                )
-            }
             Err(failure) => self.unavailable(selected, failure),
         }
     }
@@ -256,11 +238,20 @@ impl Engines {
     /// Quarantines `failure` and answers the stand-in that serves through
     /// legacy. The stand-in reports the fallback (its one tracing event and
     /// guard event) with the first call it serves, which names the session.
+    /// When the host could not admit the engine now (no free instance slot:
+    /// the caller retries) or its own resources ran out while loading it
+    /// (`legacy` serves), it is not the engine's fault: nothing is recorded,
+    /// and the next selection tries again.
     fn unavailable(&self, selected: Selected, failure: EngineFailure) -> GuardedEngine {
         let owner = selected.owner.to_string();
-        if let Err(error) =
-            self.quarantine
-                .record(&owner, selected.fingerprint.as_deref(), &failure)
+        let hosts_fault = matches!(
+            failure.kind,
+            FailureKind::Overloaded | FailureKind::HostFault
+        );
+        if !hosts_fault
+            && let Err(error) =
+                self.quarantine
+                    .record(&owner, selected.fingerprint.as_deref(), &failure)
         {
             tracing::error!(engine = %failure.engine_id, %error, "cannot persist a quarantine record");
         }
