@@ -3,16 +3,25 @@
 // (SSE chunks, a usage chunk, [DONE]) of text or of one tool call, binds
 // 127.0.0.1 only, and closes itself after `idleMs` without requests (long:
 // a cold gateway on a loaded machine may take minutes to send its first).
+// Like a real provider it refuses a request that leaves the answer fewer
+// than MIN_COMPLETION_TOKENS (OpenClaw asks for 1 when the tool schemas and
+// the prompt fill the window): such a turn fails instead of passing on a
+// reply no real model would give.
 
 import { createServer } from "node:http";
+
+/** The fewest completion tokens a request may ask for. */
+export const MIN_COMPLETION_TOKENS = 16;
 
 /**
  * Starts the server. `reply(body, index)` gives answer `index`: its text, or
  * `{ toolCall: { name, arguments } }` to call a tool (`arguments` an object).
- * Resolves with { url, requests, close }.
+ * Resolves with { url, requests, refused, close }: `refused` holds the
+ * requests refused for their `max_completion_tokens` (or `max_tokens`).
  */
 export function startFakeModel({ reply, idleMs = 900_000 } = {}) {
   const requests = [];
+  const refused = [];
   let idle;
   const server = createServer((req, res) => {
     clearTimeout(idle);
@@ -35,6 +44,22 @@ export function startFakeModel({ reply, idleMs = 900_000 } = {}) {
         parsed = JSON.parse(body);
       } catch {
         res.writeHead(400).end("not JSON");
+        return;
+      }
+      const limit = parsed.max_completion_tokens ?? parsed.max_tokens;
+      if (typeof limit === "number" && limit < MIN_COMPLETION_TOKENS) {
+        refused.push(parsed);
+        res.writeHead(400, { "content-type": "application/json" });
+        res.end(
+          JSON.stringify({
+            error: {
+              message: `max_completion_tokens is ${limit}: at least ${MIN_COMPLETION_TOKENS} are needed for an answer (the prompt and the tool schemas leave no room in the context window)`,
+              type: "invalid_request_error",
+              param: "max_completion_tokens",
+              code: "invalid_value",
+            },
+          }),
+        );
         return;
       }
       const index = requests.length;
@@ -72,6 +97,7 @@ export function startFakeModel({ reply, idleMs = 900_000 } = {}) {
       resolve({
         url: `http://127.0.0.1:${port}/v1`,
         requests,
+        refused,
         close: () => new Promise((done) => server.close(() => done())),
       });
     });

@@ -13,6 +13,7 @@ import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { DatabaseSync } from "node:sqlite";
+import { zstdDecompressSync } from "node:zlib";
 import { after } from "node:test";
 import { fileURLToPath } from "node:url";
 
@@ -31,8 +32,15 @@ export const ENGINE_DEADLINE_MS = 2_000;
 export const PLUGIN_TIMEOUT_MS = 6_000;
 /** The plugin's timeout of the calls that may compact, ms: bounded well below OpenClaw's own 180 s compaction timeout. */
 export const PLUGIN_COMPACT_TIMEOUT_MS = 60_000;
-/** The fake model's context window, tokens: small, so OpenClaw compacts. */
+/** The fake model's context window, tokens: small, so the engines trim and compact. */
 export const CONTEXT_WINDOW = 32_000;
+/**
+ * The fake model's context window with Tool Search off (`directTools`):
+ * OpenClaw's own tools' schemas alone then take ~37k tokens of every
+ * request, more than CONTEXT_WINDOW, and OpenClaw would ask the model for a
+ * 1-token answer (which the fake model refuses, as a provider would).
+ */
+export const DIRECT_TOOLS_CONTEXT_WINDOW = 128_000;
 
 export const root = mkdtempSync(join(tmpdir(), "ctxbox-openclaw-e2e-"));
 export const started = new Set();
@@ -118,8 +126,8 @@ export class OpenClaw {
    * `options`: `ctxboxToml` (more of the sidecar's ctxbox.toml),
    * `engineDeadlineMs` and `pluginTimeoutMs` (instead of the defaults above),
    * `directTools` (Tool Search off: every tool's schema in every request,
-   * ~37k tokens), `contextWindow` (the fake model's, instead of
-   * CONTEXT_WINDOW),
+   * ~37k tokens, so the window is DIRECT_TOOLS_CONTEXT_WINDOW),
+   * `contextWindow` (the fake model's, instead of CONTEXT_WINDOW),
    * `pluginDir` (install that copy of this plugin), `plugin` (another
    * context-engine plugin instead: `{ dir, id, config, timeoutSeconds }`,
    * OpenClaw's run timeout).
@@ -129,6 +137,8 @@ export class OpenClaw {
     this.plugin = options.plugin;
     this.home = join(root, name);
     this.dataDir = join(this.home, "ctxbox-data");
+    /** The plugin's trace of its session calls (its `traceFile`). */
+    this.tracePath = join(this.home, "ctxbox-trace.jsonl");
     this.engine = engine;
     this.model = model;
     this.port = 20_000 + Math.floor(Math.random() * 20_000);
@@ -173,6 +183,7 @@ export class OpenClaw {
         configFile: ctxboxToml,
         callTimeoutMs: this.options.pluginTimeoutMs ?? PLUGIN_TIMEOUT_MS,
         compactTimeoutMs: PLUGIN_COMPACT_TIMEOUT_MS,
+        traceFile: this.tracePath,
       },
     };
     writeFileSync(configPath, JSON.stringify(config, null, 2));
@@ -195,7 +206,7 @@ export class OpenClaw {
                 reasoning: false,
                 input: ["text"],
                 cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 },
-                contextWindow: this.options.contextWindow ?? CONTEXT_WINDOW,
+                contextWindow: this.options.contextWindow ?? (this.options.directTools ? DIRECT_TOOLS_CONTEXT_WINDOW : CONTEXT_WINDOW),
                 maxTokens: 1_000,
               },
             ],
@@ -275,6 +286,42 @@ export class OpenClaw {
       const gateway = this.gateway;
       setTimeout(() => gateway.exitCode === null && gateway.kill("SIGKILL"), 5_000).unref();
     }
+  }
+
+  /** The plugin's traced session calls (trace.ts), in order. */
+  trace() {
+    let text = "";
+    try {
+      text = readFileSync(this.tracePath, "utf8");
+    } catch {
+      return [];
+    }
+    return text
+      .split("\n")
+      .filter(Boolean)
+      .map((line) => JSON.parse(line));
+  }
+
+  /**
+   * The messages of `session`'s transcript as OpenClaw keeps it (the
+   * `transcript_events` of its agent database, each event JSON or zstd
+   * JSON): the message entries on the branch that ends at its last entry.
+   */
+  transcript(session) {
+    const db = new DatabaseSync(join(this.home, ".openclaw", "agents", "main", "agent", "openclaw-agent.sqlite"), { readOnly: true });
+    let entries;
+    try {
+      entries = db
+        .prepare("SELECT event_json AS json, event_zstd AS zstd FROM transcript_events WHERE session_id = ? ORDER BY seq")
+        .all(session)
+        .map((row) => JSON.parse(row.json ?? zstdDecompressSync(row.zstd).toString("utf8")));
+    } finally {
+      db.close();
+    }
+    const byId = new Map(entries.filter((entry) => entry.id).map((entry) => [entry.id, entry]));
+    const branch = [];
+    for (let entry = entries.findLast((entry) => entry.parentId !== undefined); entry; entry = byId.get(entry.parentId)) branch.unshift(entry);
+    return branch.filter((entry) => entry.type === "message").map((entry) => entry.message);
   }
 
   /** Rows of the sidecar's commit store for `session`. */
