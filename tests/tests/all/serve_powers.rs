@@ -150,9 +150,15 @@ async fn a_committed_turn_tells_the_client_its_engine_was_overloaded() {
         .await;
     let asked = reverse_request(&mut client).await;
 
-    let commit =
-        |key: &str| json!({"sessionId": "b", "advancementKey": key, "messages": conversation(1)});
-    let committed = client.result("commitTurn", commit("turn-1")).await;
+    // A session the server holds: its first commit brings the (empty)
+    // history along.
+    let committed = client
+        .result(
+            "commitTurn",
+            json!({"sessionId": "b", "advancementKey": "turn-1", "messages": conversation(1),
+                   "sync": full_sync(&[])}),
+        )
+        .await;
     assert_eq!(committed["status"], "committed", "{committed}");
     assert_eq!(committed["afterTurn"], "overloaded", "{committed}");
 
