@@ -263,12 +263,13 @@ impl QuarantineStore {
     /// [`PROBATION_CALLS`] over at least its last back-off clears the
     /// record. Answers the run that cleared it, if one did.
     pub fn answered(&self, engine_id: &str) -> Result<Option<GoodRun>, QuarantineError> {
-        let now = (self.clock)();
-        let record = self.get(engine_id);
-        let run = self.conduct.answered(engine_id, now, record.is_some());
-        let Some(record) = record else {
+        let Some(record) = self.get(engine_id) else {
+            // Not quarantined: its stops end, and no clock is read on the
+            // hot path of every good call.
+            self.conduct.answered(engine_id, 0, false);
             return Ok(None);
         };
+        let run = self.conduct.answered(engine_id, (self.clock)(), true);
         let last_backoff = self
             .backoff_delay(record.failures)
             .map_or(i64::MAX, |delay| delay.as_millis() as i64);
