@@ -7,6 +7,8 @@ import os
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from .install import find_binary
+
 DEFAULT_CALL_TIMEOUT_MS = 15_000
 """Above the sandbox's default 10 s call deadline, so a hanging engine is
 answered by ctxbox's guard (and quarantined) before the plugin gives up."""
@@ -23,6 +25,8 @@ class Settings:
     engine: str
     """A bundled engine (`keep-recent`, `lossless`, `delegating`) or a `.wasm` path."""
     ctxbox_bin: str = "ctxbox"
+    """The binary: the setting, else the one the `ctxbox-bin` wheel installed
+    beside Hermes's Python, else `ctxbox` on PATH (`install.find_binary`)."""
     data_dir: str = os.path.join("~", ".local", "share", "ctxbox")
     config_file: Optional[str] = None
     """A ctxbox.toml for the sidecar (sandbox limits, quarantine back-off)."""
@@ -68,7 +72,7 @@ def read_settings(raw: Any) -> Settings:
     target = raw.get("target", 0.5)
     if not _is_number(target) or not 0 < target < threshold:
         raise ConfigError("ctxbox.target must be a share of the window above 0 and below ctxbox.threshold")
-    binary = _text(raw, "ctxbox_bin") or "ctxbox"
+    binary = find_binary(_text(raw, "ctxbox_bin"))
     config_file = _text(raw, "config_file")
     return Settings(
         engine=engine,

@@ -19,6 +19,9 @@ import threading
 import time
 from typing import Any, Callable, Optional
 
+from .console import say_once
+from .install import version_problem
+
 PROTOCOL_VERSION = 2
 """The newest protocol version this client speaks: 2 adds the engine's
 tools (`tools`, `callTool`). A server that speaks only 1 refuses it with
@@ -127,6 +130,8 @@ class Sidecar:
         """How many times the process has exited unasked."""
         self.protocol: Optional[int] = None
         """The protocol version the running process agreed to in `hello`."""
+        self.server_version: Optional[str] = None
+        """The ctxbox version the running process named in `hello`."""
 
     @property
     def pid(self) -> Optional[int]:
@@ -246,6 +251,9 @@ class Sidecar:
             process.kill()
             raise
         self.protocol = protocol
+        problem = version_problem(self._argv[0], self.server_version) if self.server_version else None
+        if problem:
+            say_once(problem)
         self._ready = True
 
     def _negotiate(self, deadline: float) -> int:
@@ -286,7 +294,10 @@ class Sidecar:
             raise pending.error
         if pending.error is not None:
             raise SidecarUnavailable(f"the sidecar did not answer hello: {pending.error}")
-        return (pending.result or {}).get("protocol")
+        answer = pending.result if isinstance(pending.result, dict) else {}
+        version = answer.get("version")
+        self.server_version = version if isinstance(version, str) else None
+        return answer.get("protocol")
 
     def _died(self, process: Optional[subprocess.Popen], why: str, started_at: float) -> None:
         """Fails what waited on `process` and sets the back-off. A process

@@ -7,11 +7,12 @@ import os
 import pytest
 
 from ctxbox_hermes.config import ConfigError, read_settings
+from ctxbox_hermes.install import find_binary
 
 
 def test_defaults_and_paths():
     settings = read_settings({"engine": "keep-recent"})
-    assert settings.ctxbox_bin == "ctxbox", "looked up on PATH"
+    assert settings.ctxbox_bin == find_binary(None), "beside Python, else looked up on PATH"
     assert settings.data_dir == os.path.expanduser("~/.local/share/ctxbox")
     assert (settings.call_timeout_ms, settings.window_tokens, settings.threshold, settings.target) == (
         15_000, None, 0.75, 0.5)
