@@ -4,11 +4,13 @@
 import { homedir } from "node:os";
 import { join } from "node:path";
 
+import { findBinary } from "./install.js";
+
 /** The checked configuration. */
 export interface PluginConfig {
   /** Bundled engine name or .wasm path. */
   engine: string;
-  /** The ctxbox binary. */
+  /** The ctxbox binary: the setting, else the platform package's, else `ctxbox` on PATH (install.ts). */
   ctxboxBin: string;
   /** ctxbox's data directory. */
   dataDir: string;
@@ -54,7 +56,7 @@ export function readConfig(raw: Record<string, unknown> | undefined): PluginConf
   };
   return {
     engine,
-    ctxboxBin: text("ctxboxBin") ?? "ctxbox",
+    ctxboxBin: findBinary(text("ctxboxBin")),
     dataDir: text("dataDir") ?? join(homedir(), ".local", "share", "ctxbox"),
     configFile: text("configFile"),
     callTimeoutMs: milliseconds("callTimeoutMs", DEFAULT_CALL_TIMEOUT_MS),

@@ -5,6 +5,7 @@
 
 import { readConfig, serveArgs, type PluginConfig } from "./config.js";
 import { reverseOptions } from "./complete.js";
+import { checkInstallation, doctorArgs, sayOnce, versionProblem } from "./install.js";
 import { ENGINE_ID, createEngine, type RuntimeCompaction } from "./engine.js";
 import { traceTo } from "./trace.js";
 import { SessionTracker } from "./tracker.js";
@@ -44,10 +45,17 @@ export function sharedSidecar(
   const key = JSON.stringify([config.ctxboxBin, serveArgs(config)]);
   let entry = shared.get(key);
   if (!entry) {
-    const sidecar = new Sidecar({ bin: config.ctxboxBin, args: serveArgs(config), log, reverse });
+    const onVersion = (version: string | undefined) => {
+      const problem = version === undefined ? undefined : versionProblem(config.ctxboxBin, version);
+      if (problem) sayOnce(warn, problem);
+    };
+    const sidecar = new Sidecar({ bin: config.ctxboxBin, args: serveArgs(config), log, reverse, onVersion });
     const tools = new ToolCatalog(sidecar, { engine: config.engine, timeoutMs: Math.min(config.callTimeoutMs, 10_000), warn });
     entry = { sidecar, tracker: new SessionTracker(), tools };
     shared.set(key, entry);
+    // Said on OpenClaw's console at start, once: a missing or mismatched
+    // binary, and what `ctxbox doctor` finds wrong with the engine and data.
+    void checkInstallation(config.ctxboxBin, doctorArgs(config.engine, config.dataDir, config.configFile), warn);
   }
   return entry;
 }

@@ -70,6 +70,8 @@ export interface SidecarOptions {
   maxBackoffMs?: number;
   /** Answers the sidecar's reverse requests; without it none are announced and any is answered `unavailable`. */
   reverse?: ReverseOptions;
+  /** Told the ctxbox version each started process names in `hello` (`version`; undefined if it names none). */
+  onVersion?: (version: string | undefined) => void;
 }
 
 /** What `call` may carry besides the request. */
@@ -245,7 +247,7 @@ export class Sidecar {
   /** Agrees on a protocol version: asks for the newest, then for the oldest if the sidecar refuses it. */
   private async hello(): Promise<number> {
     const client = "ctxbox-openclaw";
-    let answer: { protocol?: unknown };
+    let answer: { protocol?: unknown; version?: unknown };
     try {
       answer = (await this.send(
         this.nextId++,
@@ -260,6 +262,7 @@ export class Sidecar {
         protocol?: unknown;
       };
     }
+    this.options.onVersion?.(typeof answer?.version === "string" ? answer.version : undefined);
     const protocol = answer?.protocol;
     if (typeof protocol !== "number" || protocol < OLDEST_PROTOCOL_VERSION || protocol > PROTOCOL_VERSION) {
       throw new Error(

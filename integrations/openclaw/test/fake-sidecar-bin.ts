@@ -48,7 +48,12 @@ export function fakeSidecar(options: FakeOptions): { bin: string; dir: string; l
   writeFileSync(logPath, "");
   writeFileSync(join(dir, "options.json"), JSON.stringify(options));
   const bin = join(dir, "ctxbox");
-  writeFileSync(bin, `#!/bin/sh\nexec "${process.execPath}" "${FAKE}" "${logPath}" "${join(dir, "options.json")}"\n`);
+  // Answers `--version` and `doctor` as a sound ctxbox would (the plugin asks at start).
+  writeFileSync(
+    bin,
+    `#!/bin/sh\ncase "$1" in\n  --version) echo "ctxbox 0.1.0"; exit 0 ;;\n  doctor) echo '{"ok":true,"version":"0.1.0","findings":[]}'; exit 0 ;;\nesac\n` +
+      `exec "${process.execPath}" "${FAKE}" "${logPath}" "${join(dir, "options.json")}"\n`,
+  );
   chmodSync(bin, 0o755);
   const raw = () => readFileSync(logPath, "utf8");
   const log = () =>
