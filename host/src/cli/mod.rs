@@ -5,6 +5,7 @@ mod bench;
 mod check;
 mod compare;
 mod compile;
+mod doctor;
 mod engine_source;
 mod error_line;
 mod health;
@@ -42,6 +43,8 @@ enum Command {
     Inspect(inspect::Args),
     /// Precompile engines into the cache.
     Compile(compile::Args),
+    /// Check the installation: binary, data directory, engines, the OpenClaw and Hermes plugins' configuration.
+    Doctor(doctor::Args),
     /// Show quarantined engines and why (exit code 2 if any).
     Health(health::Args),
     /// Create a new engine crate to build, check and run.
@@ -73,6 +76,7 @@ pub fn main() -> ExitCode {
             Command::Bench(args) => bench::run(args).await,
             Command::Inspect(args) => inspect::run(args).await,
             Command::Compile(args) => compile::run(args).await,
+            Command::Doctor(args) => doctor::run(args).await,
             Command::Health(args) => health::run(args).await,
             Command::New(args) => new::run(args).await,
             Command::Serve(args) => serve::run(args).await,

@@ -361,6 +361,7 @@ impl Service {
         json!({
             "protocol": version,
             "capabilities": if version >= 2 { json!(["complete", "tools"]) } else { json!([]) },
+            "protocols": super::protocol::SUPPORTED_PROTOCOLS,
             "server": "ctxbox",
             "version": env!("CARGO_PKG_VERSION"),
             "defaultEngine": self.default_engine,

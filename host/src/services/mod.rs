@@ -11,13 +11,16 @@
 //!   and `delegate-compaction`);
 //! - [`summarize`]: the summarizers compaction and the `summarize` import use;
 //! - [`completions`]: engines' model completions (`complete`) and their
-//!   budgets.
+//!   budgets;
+//! - [`integrity`]: SQLite's consistency check of the embedded store's
+//!   databases (`ctxbox doctor`).
 
 pub mod compaction;
 pub mod completions;
 pub mod index;
 mod index_postgres;
 mod index_sqlite;
+pub mod integrity;
 pub mod native;
 mod pool_share;
 pub mod state;
