@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 use yaml_rust2::{Yaml, YamlLoader};
 
 use super::report::Finding;
+use super::runtime_config::{RuntimeConfig, selected, unknown_keys};
 use super::{binary, engines};
 
 /// The plugin's name in Hermes (`plugins.enabled`, `context.engine`).
@@ -28,41 +29,25 @@ const SETTINGS: &[&str] = &[
 ];
 
 /// Hermes's configuration, as found.
-pub struct Plugin {
-    path: PathBuf,
-    /// Whether the path was given on the command line (then it must exist).
-    named: bool,
-    config: Result<Option<Value>, String>,
-}
+pub struct Plugin(RuntimeConfig);
 
 impl Plugin {
     /// Reads `given`, else `$HERMES_HOME/config.yaml`, else
     /// `~/.hermes/config.yaml`.
     pub fn find(given: Option<PathBuf>) -> Self {
-        let named = given.is_some();
-        let path = given.unwrap_or_else(|| {
-            match std::env::var_os("HERMES_HOME").filter(|home| !home.is_empty()) {
-                Some(home) => PathBuf::from(home).join("config.yaml"),
-                None => binary::expand_home("~/.hermes/config.yaml"),
-            }
-        });
-        let config = match std::fs::read_to_string(&path) {
-            Ok(text) => match YamlLoader::load_from_str(&text) {
-                Ok(documents) => Ok(Some(documents.first().map_or(Value::Null, json))),
-                Err(error) => Err(format!("not valid YAML: {error}")),
-            },
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(error) => Err(format!("cannot read it: {error}")),
+        let default = || match std::env::var_os("HERMES_HOME").filter(|home| !home.is_empty()) {
+            Some(home) => PathBuf::from(home).join("config.yaml"),
+            None => binary::expand_home("~/.hermes/config.yaml"),
         };
-        Self {
-            path,
-            named,
-            config,
-        }
+        Self(RuntimeConfig::read(given, default, |text| {
+            YamlLoader::load_from_str(text)
+                .map(|documents| documents.first().map_or(Value::Null, json))
+                .map_err(|error| format!("not valid YAML: {error}"))
+        }))
     }
 
     fn section(&self) -> Option<&Value> {
-        self.config.as_ref().ok()?.as_ref()?.get("ctxbox")
+        self.0.get()?.get("ctxbox")
     }
 
     /// The engine the `ctxbox:` section names, if any.
@@ -79,34 +64,14 @@ impl Plugin {
 
     /// The checks, with `known` the registered engine ids.
     pub fn check(&self, known: &[String]) -> Vec<Finding> {
-        let file = self.path.display().to_string();
-        let config = match &self.config {
-            Ok(Some(config)) => config,
-            Ok(None) if self.named => {
-                return vec![Finding::problem(
-                    "hermes",
-                    file,
-                    "no such file",
-                    "pass the path of Hermes's config.yaml (`hermes config path` prints it)",
-                )];
-            }
-            Ok(None) => {
-                return vec![Finding::note(
-                    "hermes",
-                    file,
-                    "no Hermes configuration here (set HERMES_HOME or --hermes-config if it is elsewhere)",
-                    "",
-                )];
-            }
-            Err(why) => {
-                return vec![Finding::problem(
-                    "hermes",
-                    file,
-                    untrusted_line(why, 400),
-                    "correct the file at the place named",
-                )];
-            }
+        let config = match self.0.open(
+            "hermes",
+            "set HERMES_HOME, or pass --hermes-config the path of Hermes's config.yaml",
+        ) {
+            Ok(config) => config,
+            Err(finding) => return vec![finding],
         };
+        let file = self.0.path.display().to_string();
         let mut findings = vec![Finding::ok("hermes", file, "read")];
         let enabled = config
             .pointer("/plugins/enabled")
@@ -122,23 +87,14 @@ impl Plugin {
                 "`hermes plugins enable ctxbox`",
             )
         });
-        let selected = config.pointer("/context/engine");
-        findings.push(if selected.and_then(Value::as_str) == Some(PLUGIN_ID) {
-            Finding::ok("hermes", "selected", "context.engine is ctxbox")
-        } else {
-            Finding::problem(
-                "hermes",
-                "selected",
-                format!(
-                    "context.engine is {}, so Hermes uses its own compressor",
-                    selected.map_or_else(
-                        || "unset".to_owned(),
-                        |value| untrusted_line(&value.to_string(), 80)
-                    )
-                ),
-                "`hermes config set context.engine ctxbox`",
-            )
-        });
+        findings.push(selected(
+            "hermes",
+            "context.engine",
+            config.pointer("/context/engine"),
+            PLUGIN_ID,
+            "Hermes uses its own compressor",
+            "`hermes config set context.engine ctxbox`",
+        ));
         let Some(section) = self.section() else {
             findings.push(Finding::problem(
                 "hermes",
@@ -164,18 +120,13 @@ impl Plugin {
 
 /// The `ctxbox:` section's settings, checked as the plugin checks them.
 fn settings(section: &Map<String, Value>, known: &[String]) -> Vec<Finding> {
-    let mut findings: Vec<Finding> = section
-        .keys()
-        .filter(|key| !SETTINGS.contains(&key.as_str()))
-        .map(|key| {
-            Finding::problem(
-                "hermes",
-                format!("ctxbox.{}", untrusted_line(key, 40)),
-                "not a setting of the plugin: the plugin refuses to start",
-                format!("remove it, or use one of {}", SETTINGS.join(", ")),
-            )
-        })
-        .collect();
+    let mut findings = unknown_keys(
+        "hermes",
+        "ctxbox.",
+        section,
+        SETTINGS.iter().copied(),
+        "the plugin refuses to start",
+    );
     findings.push(match section.get("engine").and_then(Value::as_str) {
         Some(engine) => engines::named("hermes", "ctxbox.engine", engine, known),
         None => Finding::problem(

@@ -11,6 +11,7 @@ mod hermes;
 mod install;
 mod openclaw;
 mod report;
+mod runtime_config;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

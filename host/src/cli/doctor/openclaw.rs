@@ -9,6 +9,7 @@ use ctxbox_host::contract::text::untrusted_line;
 use serde_json::Value;
 
 use super::report::Finding;
+use super::runtime_config::{RuntimeConfig, selected, unknown_keys};
 use super::{binary, engines};
 
 /// The plugin's id in OpenClaw (`plugins.entries.<id>`, the slot's value).
@@ -27,31 +28,15 @@ const TOOL_SCHEMA_TOKENS: u64 = 37_000;
 const MIN_WINDOW_WITHOUT_TOOL_SEARCH: u64 = 2 * TOOL_SCHEMA_TOKENS;
 
 /// OpenClaw's configuration, as found.
-pub struct Plugin {
-    path: PathBuf,
-    /// Whether the path was given on the command line (then it must exist).
-    named: bool,
-    config: Result<Option<Value>, String>,
-}
+pub struct Plugin(RuntimeConfig);
 
 impl Plugin {
     /// Reads `given`, else where OpenClaw looks: `$OPENCLAW_CONFIG_PATH`,
     /// `$OPENCLAW_STATE_DIR/openclaw.json`, `~/.openclaw/openclaw.json`.
     pub fn find(given: Option<PathBuf>) -> Self {
-        let named = given.is_some();
-        let path = given.unwrap_or_else(default_path);
-        let config = match std::fs::read_to_string(&path) {
-            Ok(text) => json5::from_str::<Value>(&text)
-                .map(Some)
-                .map_err(|error| format!("not valid JSON5: {error}")),
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(error) => Err(format!("cannot read it: {error}")),
-        };
-        Self {
-            path,
-            named,
-            config,
-        }
+        Self(RuntimeConfig::read(given, default_path, |text| {
+            json5::from_str::<Value>(text).map_err(|error| format!("not valid JSON5: {error}"))
+        }))
     }
 
     /// The engine the plugin's configuration names, if any.
@@ -66,43 +51,19 @@ impl Plugin {
     }
 
     fn entry(&self) -> Option<&Value> {
-        self.config
-            .as_ref()
-            .ok()?
-            .as_ref()?
-            .pointer("/plugins/entries/ctxbox")
+        self.0.get()?.pointer("/plugins/entries/ctxbox")
     }
 
     /// The checks, with `known` the registered engine ids.
     pub fn check(&self, known: &[String]) -> Vec<Finding> {
-        let file = self.path.display().to_string();
-        let config = match &self.config {
-            Ok(Some(config)) => config,
-            Ok(None) if self.named => {
-                return vec![Finding::problem(
-                    "openclaw",
-                    file,
-                    "no such file",
-                    "pass the path of openclaw.json (`openclaw config file` prints it)",
-                )];
-            }
-            Ok(None) => {
-                return vec![Finding::note(
-                    "openclaw",
-                    file,
-                    "no OpenClaw configuration here (set OPENCLAW_CONFIG_PATH or --openclaw-config if it is elsewhere)",
-                    "",
-                )];
-            }
-            Err(why) => {
-                return vec![Finding::problem(
-                    "openclaw",
-                    file,
-                    untrusted_line(why, 400),
-                    "correct the file at the place named (`openclaw doctor` shows it too)",
-                )];
-            }
+        let config = match self.0.open(
+            "openclaw",
+            "set OPENCLAW_CONFIG_PATH, or pass --openclaw-config the path of openclaw.json",
+        ) {
+            Ok(config) => config,
+            Err(finding) => return vec![finding],
         };
+        let file = self.0.path.display().to_string();
         let mut findings = vec![Finding::ok("openclaw", file, "read")];
         let Some(entry) = self.entry() else {
             findings.push(Finding::problem(
@@ -133,20 +94,14 @@ impl Plugin {
                 "add \"ctxbox\" to plugins.allow in openclaw.json",
             ));
         }
-        let slot = config.pointer("/plugins/slots/contextEngine");
-        findings.push(if slot.and_then(Value::as_str) == Some(PLUGIN_ID) {
-            Finding::ok("openclaw", "selected", "plugins.slots.contextEngine is ctxbox")
-        } else {
-            Finding::problem(
-                "openclaw",
-                "selected",
-                format!(
-                    "plugins.slots.contextEngine is {}, so OpenClaw does not use ctxbox",
-                    slot.map_or_else(|| "unset".to_owned(), |value| untrusted_line(&value.to_string(), 80))
-                ),
-                "`openclaw config set plugins.slots.contextEngine ctxbox`, then restart the gateway",
-            )
-        });
+        findings.push(selected(
+            "openclaw",
+            "plugins.slots.contextEngine",
+            config.pointer("/plugins/slots/contextEngine"),
+            PLUGIN_ID,
+            "OpenClaw does not use ctxbox",
+            "`openclaw config set plugins.slots.contextEngine ctxbox`, then restart the gateway",
+        ));
         let settings = entry.get("config").cloned().unwrap_or(Value::Null);
         findings.extend(unknown_settings(&settings));
         match settings.get("engine") {
@@ -187,28 +142,21 @@ fn default_path() -> PathBuf {
 /// (OpenClaw refuses the configuration then).
 fn unknown_settings(settings: &Value) -> Vec<Finding> {
     let manifest: Value = serde_json::from_str(MANIFEST).unwrap_or(Value::Null);
-    let Some(declared) = manifest
-        .pointer("/configSchema/properties")
-        .and_then(Value::as_object)
-    else {
+    let (Some(declared), Some(settings)) = (
+        manifest
+            .pointer("/configSchema/properties")
+            .and_then(Value::as_object),
+        settings.as_object(),
+    ) else {
         return Vec::new();
     };
-    let Some(settings) = settings.as_object() else {
-        return Vec::new();
-    };
-    settings
-        .keys()
-        .filter(|key| !declared.contains_key(*key))
-        .map(|key| {
-            let names: Vec<&str> = declared.keys().map(String::as_str).collect();
-            Finding::problem(
-                "openclaw",
-                format!("config.{}", untrusted_line(key, 40)),
-                "not a setting of the plugin: OpenClaw refuses the configuration",
-                format!("remove it, or use one of {}", names.join(", ")),
-            )
-        })
-        .collect()
+    unknown_keys(
+        "openclaw",
+        "config.",
+        settings,
+        declared.keys().map(String::as_str),
+        "OpenClaw refuses the configuration",
+    )
 }
 
 /// With Tool Search off, every configured model's window against
@@ -392,7 +340,7 @@ mod tests {
         let path = dir.path().join("openclaw.json");
         let mut absent = Plugin::find(Some(path.clone()));
         assert_eq!(absent.check(&known())[0].status, Status::Problem);
-        absent.named = false;
+        absent.0.named = false;
         assert_eq!(absent.check(&known())[0].status, Status::Note);
     }
 }
