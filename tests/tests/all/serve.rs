@@ -193,6 +193,9 @@ async fn the_handshake_comes_first_and_bad_requests_are_named() {
     assert_eq!(wrong["error"]["data"]["supported"], json!([1, 2]));
     let hello = client.result("hello", json!({"protocol": 1})).await;
     assert_eq!(hello["server"], "ctxbox");
+    // The release and every protocol it speaks, for the plugins' version checks.
+    assert_eq!(hello["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(hello["protocols"], json!([1, 2]));
     assert!(
         hello["engines"]
             .as_array()
