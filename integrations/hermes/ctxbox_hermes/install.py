@@ -66,6 +66,24 @@ def version_problem(binary: str, version: str) -> Optional[str]:
     return None
 
 
+def hello_problems(binary: str, answer: dict) -> list[str]:
+    """What a sidecar's `hello` answer says is wrong for this plugin: a ctxbox
+    version it does not support, an engine (`defaultEngine`, the plugin's
+    `ctxbox.engine`) the sidecar does not have."""
+    problems = []
+    version = answer.get("version")
+    if isinstance(version, str):
+        problem = version_problem(binary, version)
+        if problem:
+            problems.append(problem)
+    engine, engines = answer.get("defaultEngine"), answer.get("engines")
+    if isinstance(engine, str) and isinstance(engines, list) and not engine.endswith(".wasm") and engine not in engines:
+        known = ", ".join(str(name) for name in engines if name != "legacy")
+        problems.append(f"no engine `{engine}` (ctxbox.engine): this ctxbox has {known}, or name a .wasm file; "
+                        f"every turn goes on with Hermes's own compressor meanwhile")
+    return problems
+
+
 def binary_problem(binary: str, run: Callable = subprocess.run) -> Optional[str]:
     """Why `binary` cannot serve this plugin (missing, not ctxbox, the wrong
     version), or None."""

@@ -20,7 +20,7 @@ import time
 from typing import Any, Callable, Optional
 
 from .console import say_once
-from .install import version_problem
+from .install import hello_problems
 
 PROTOCOL_VERSION = 2
 """The newest protocol version this client speaks: 2 adds the engine's
@@ -130,8 +130,8 @@ class Sidecar:
         """How many times the process has exited unasked."""
         self.protocol: Optional[int] = None
         """The protocol version the running process agreed to in `hello`."""
-        self.server_version: Optional[str] = None
-        """The ctxbox version the running process named in `hello`."""
+        self.hello_answer: dict = {}
+        """What the running process answered to `hello` (its version, engines, …)."""
 
     @property
     def pid(self) -> Optional[int]:
@@ -251,8 +251,7 @@ class Sidecar:
             process.kill()
             raise
         self.protocol = protocol
-        problem = version_problem(self._argv[0], self.server_version) if self.server_version else None
-        if problem:
+        for problem in hello_problems(self._argv[0], self.hello_answer):
             say_once(problem)
         self._ready = True
 
@@ -295,8 +294,7 @@ class Sidecar:
         if pending.error is not None:
             raise SidecarUnavailable(f"the sidecar did not answer hello: {pending.error}")
         answer = pending.result if isinstance(pending.result, dict) else {}
-        version = answer.get("version")
-        self.server_version = version if isinstance(version, str) else None
+        self.hello_answer = answer
         return answer.get("protocol")
 
     def _died(self, process: Optional[subprocess.Popen], why: str, started_at: float) -> None:

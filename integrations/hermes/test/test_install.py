@@ -122,3 +122,40 @@ def test_a_missing_binary_is_said_at_start(tmp_path):
     settings = ctxbox_hermes.read_settings({"engine": "keep-recent", "ctxbox_bin": str(tmp_path / "nope")})
     ctxbox_hermes.check_installation(settings, said.append)
     assert len(said) == 1 and "no ctxbox binary" in said[0]
+
+
+def test_hellos_answer_names_an_unknown_engine_and_a_wrong_version():
+    good = {"version": "0.1.0", "defaultEngine": "keep-recent", "engines": ["keep-recent", "legacy", "lossless"]}
+    assert install.hello_problems("/bin/ctxbox", good) == []
+    assert install.hello_problems("/bin/ctxbox", {**good, "defaultEngine": "/engines/mine.wasm"}) == []
+    unknown = install.hello_problems("/bin/ctxbox", {**good, "defaultEngine": "keep-recnet"})
+    assert len(unknown) == 1 and "no engine `keep-recnet`" in unknown[0] and "keep-recent, lossless" in unknown[0]
+    assert "legacy" not in unknown[0]
+    old = install.hello_problems("/bin/ctxbox", {**good, "version": "0.0.3"})
+    assert len(old) == 1 and "too old" in old[0]
+    assert install.hello_problems("/bin/ctxbox", {}) == [], "an older sidecar names neither"
+
+
+def test_the_sidecar_says_an_unknown_engine_once_at_its_start(tmp_path, capsys):
+    from ctxbox_hermes.sidecar import Sidecar
+
+    fake = script(tmp_path, "ctxbox", f"exec {sys.executable} -c '{FAKE_SERVE}'\n")
+    sidecar = Sidecar([fake, "serve", "--engine", "nope"], cwd=str(tmp_path))
+    try:
+        sidecar.call("health", {}, 10.0)
+    finally:
+        sidecar.close()
+    assert "ctxbox: no engine `nope` (ctxbox.engine): this ctxbox has keep-recent" in capsys.readouterr().err
+
+
+FAKE_SERVE = (
+    "import json, sys\n"
+    "for line in sys.stdin:\n"
+    "    request = json.loads(line)\n"
+    "    if request[\"method\"] == \"hello\":\n"
+    "        result = {\"protocol\": 2, \"version\": \"0.1.0\", \"defaultEngine\": \"nope\","
+    " \"engines\": [\"keep-recent\", \"legacy\"]}\n"
+    "    else:\n"
+    "        result = {}\n"
+    "    print(json.dumps({\"id\": request[\"id\"], \"result\": result}), flush=True)\n"
+)

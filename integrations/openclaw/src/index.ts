@@ -5,7 +5,7 @@
 
 import { readConfig, serveArgs, type PluginConfig } from "./config.js";
 import { reverseOptions } from "./complete.js";
-import { checkInstallation, doctorArgs, sayOnce, versionProblem } from "./install.js";
+import { checkInstallation, doctorArgs, helloProblems, sayOnce } from "./install.js";
 import { ENGINE_ID, createEngine, type RuntimeCompaction } from "./engine.js";
 import { traceTo } from "./trace.js";
 import { SessionTracker } from "./tracker.js";
@@ -45,11 +45,10 @@ export function sharedSidecar(
   const key = JSON.stringify([config.ctxboxBin, serveArgs(config)]);
   let entry = shared.get(key);
   if (!entry) {
-    const onVersion = (version: string | undefined) => {
-      const problem = version === undefined ? undefined : versionProblem(config.ctxboxBin, version);
-      if (problem) sayOnce(warn, problem);
+    const onHello = (answer: Record<string, unknown>) => {
+      for (const problem of helloProblems(config.ctxboxBin, answer)) sayOnce(warn, problem);
     };
-    const sidecar = new Sidecar({ bin: config.ctxboxBin, args: serveArgs(config), log, reverse, onVersion });
+    const sidecar = new Sidecar({ bin: config.ctxboxBin, args: serveArgs(config), log, reverse, onHello });
     const tools = new ToolCatalog(sidecar, { engine: config.engine, timeoutMs: Math.min(config.callTimeoutMs, 10_000), warn });
     entry = { sidecar, tracker: new SessionTracker(), tools };
     shared.set(key, entry);

@@ -73,6 +73,23 @@ export function versionProblem(bin: string, version: string): string | undefined
   return undefined;
 }
 
+/** What a sidecar's `hello` answer says is wrong for this plugin: a ctxbox version it does not support, an engine (`defaultEngine`) it does not have. */
+export function helloProblems(bin: string, answer: { version?: unknown; defaultEngine?: unknown; engines?: unknown }): string[] {
+  const problems: string[] = [];
+  if (typeof answer.version === "string") {
+    const problem = versionProblem(bin, answer.version);
+    if (problem) problems.push(problem);
+  }
+  const { defaultEngine: engine, engines } = answer;
+  if (typeof engine === "string" && Array.isArray(engines) && !engine.endsWith(".wasm") && !engines.includes(engine)) {
+    const known = engines.filter((name) => name !== "legacy").join(", ");
+    problems.push(
+      `no engine \`${engine}\` (plugins.entries.ctxbox.config.engine): this ctxbox has ${known}, or name a .wasm file; every turn goes on with OpenClaw's own context meanwhile`,
+    );
+  }
+  return problems;
+}
+
 /** Runs `bin args` and resolves with its stdout (empty when it failed to start or timed out). */
 function output(bin: string, args: string[], timeoutMs: number): Promise<{ stdout: string; missing: boolean }> {
   return new Promise((resolve) => {

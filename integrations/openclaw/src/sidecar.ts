@@ -70,8 +70,8 @@ export interface SidecarOptions {
   maxBackoffMs?: number;
   /** Answers the sidecar's reverse requests; without it none are announced and any is answered `unavailable`. */
   reverse?: ReverseOptions;
-  /** Told the ctxbox version each started process names in `hello` (`version`; undefined if it names none). */
-  onVersion?: (version: string | undefined) => void;
+  /** Told what each started process answers to `hello` (its `version`, `defaultEngine`, `engines`, …). */
+  onHello?: (answer: Record<string, unknown>) => void;
 }
 
 /** What `call` may carry besides the request. */
@@ -262,7 +262,7 @@ export class Sidecar {
         protocol?: unknown;
       };
     }
-    this.options.onVersion?.(typeof answer?.version === "string" ? answer.version : undefined);
+    this.options.onHello?.(typeof answer === "object" && answer !== null ? (answer as Record<string, unknown>) : {});
     const protocol = answer?.protocol;
     if (typeof protocol !== "number" || protocol < OLDEST_PROTOCOL_VERSION || protocol > PROTOCOL_VERSION) {
       throw new Error(

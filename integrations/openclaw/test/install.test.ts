@@ -7,12 +7,15 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, test } from "node:test";
 
+import { Sidecar } from "../src/sidecar.js";
+import { fakeSidecar } from "./fake-sidecar-bin.js";
 import {
   binaryProblem,
   checkInstallation,
   doctorArgs,
   doctorProblems,
   findBinary,
+  helloProblems,
   platformPackage,
   sayOnce,
   versionProblem,
@@ -97,4 +100,32 @@ test("the checks at start say each problem once", async () => {
   assert.equal(missing.length, 1);
   assert.match(missing[0], /^ctxbox: no ctxbox binary/);
   assert.equal(sayOnce((m) => missing.push(m), missing[0].slice("ctxbox: ".length)), false, "said already");
+});
+
+test("hello's answer names an unknown engine and a wrong version", () => {
+  const good = { version: "0.1.0", defaultEngine: "keep-recent", engines: ["keep-recent", "legacy", "lossless"] };
+  assert.deepEqual(helloProblems("/bin/ctxbox", good), []);
+  assert.deepEqual(helloProblems("/bin/ctxbox", { ...good, defaultEngine: "/e/mine.wasm" }), []);
+  const unknown = helloProblems("/bin/ctxbox", { ...good, defaultEngine: "keep-recnet" });
+  assert.equal(unknown.length, 1);
+  assert.match(unknown[0], /no engine `keep-recnet`.*keep-recent, lossless/);
+  assert.doesNotMatch(unknown[0], /legacy/);
+  assert.match(helloProblems("/bin/ctxbox", { ...good, version: "0.0.3" })[0], /too old/);
+  assert.deepEqual(helloProblems("/bin/ctxbox", {}), [], "an older sidecar names neither");
+});
+
+test("the sidecar hands hello's answer to onHello at every start", async () => {
+  const fake = fakeSidecar({ protocol: 2 });
+  const answers: Record<string, unknown>[] = [];
+  const sidecar = new Sidecar({ bin: fake.bin, args: [], onHello: (answer) => answers.push(answer) });
+  // The sidecar's process and pipes are unref'd (it must never keep OpenClaw alive): hold the loop open.
+  const alive = setInterval(() => undefined, 1_000);
+  try {
+    await sidecar.connect();
+  } finally {
+    sidecar.close();
+    clearInterval(alive);
+  }
+  assert.equal(answers.length, 1);
+  assert.equal(answers[0].protocol, 2);
 });
