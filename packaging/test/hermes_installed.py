@@ -48,9 +48,9 @@ plugins:
 ctxbox:
   engine: keep-recent
   data_dir: {work}/ctxbox-data
-  window_tokens: 6000
+  window_tokens: 3000
 """)
-        turns = [f"question {n}" for n in range(1, 5)]
+        turns = [f"question {n}" for n in range(1, 7)]
         report_path = os.path.join(work, "report.json")
         spec = os.path.join(work, "spec.json")
         with open(spec, "w", encoding="utf-8") as file:
@@ -69,6 +69,7 @@ ctxbox:
     for turn, asked in zip(report["turns"], turns):
         assert not turn["failed"] and turn["final"].startswith(f'answer to "{asked}'), turn
     last = report["turns"][-1]
+    assert last["status"]["session_length"] >= 2 * len(turns), f"the sidecar did not get every turn: {last['status']}"
     assert last["status"]["served"] > 0, f"the engine never served: {last['status']}\n{output[-3000:]}"
     assert any(turn["sidecars"] for turn in report["turns"]), "no sidecar ran from the wheel's binary"
     assert "ctxbox:" not in output, f"the plugin complained on the console:\n{output[-3000:]}"
