@@ -181,7 +181,10 @@ impl GuardedEngine {
     }
 
     /// Stands in for the engine `selected` names, which could not be made
-    /// (`failure`): every call goes to `legacy` (or fails, in strict mode).
+    /// (`failure`): every call goes to `legacy` (or fails, in strict mode),
+    /// except when the host could not admit it (`overloaded`: no free
+    /// instance slot), where every call is refused `overloaded` and `legacy`
+    /// answers none.
     pub fn unavailable(
         selected: Selected,
         failure: EngineFailure,
@@ -667,8 +670,6 @@ impl GuardedEngine {
         }
     }
 
-    /// The first call served without the selected engine because resolving
-    /// it failed reports that fallback, once, with its session.
     /// The failure every call answers while the host could not admit the
     /// engine at selection (no free instance slot), for `operation`.
     fn admission_refusal(&self, operation: Operation) -> Option<EngineFailure> {
@@ -683,6 +684,8 @@ impl GuardedEngine {
         })
     }
 
+    /// The first call served without the selected engine because resolving
+    /// it failed reports that fallback, once, with its session.
     fn announce_resolution_fallback(
         &self,
         operation: Operation,
