@@ -105,13 +105,18 @@ pub(crate) struct AnyBlock(ContentBlock);
 impl<'de> Deserialize<'de> for AnyBlock {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let block = Value::deserialize(deserializer)?;
-        read_block(block).map(AnyBlock).map_err(serde::de::Error::custom)
+        read_block(block)
+            .map(AnyBlock)
+            .map_err(serde::de::Error::custom)
     }
 }
 
 /// [`AnyBlock`]'s reading of `block`.
 fn read_block(block: Value) -> Result<ContentBlock, serde_json::Error> {
-    let kind = block.get("type").and_then(Value::as_str).unwrap_or_default();
+    let kind = block
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     if matches!(kind, "toolResult" | "tool_result")
         && let Some(text) = nested_result_text(&block)
     {

@@ -262,7 +262,9 @@ impl Compactor {
         let pending_ask =
             cut.turn_start
                 .and_then(|turn_start| match &entries[turn_start].message {
-                    AgentMessage::User { content } => finalize::pending_ask(&text_of(content)),
+                    AgentMessage::User { content } => {
+                        finalize::pending_ask(&ContentBlock::joined_text(content))
+                    }
                     _ => None,
                 });
         let finalized = finalize::summary(
@@ -561,18 +563,6 @@ fn material(context: &ActiveContext, start: usize, cut: &Cut, window: u64) -> Ma
         chunks: super::chunks::split(history, start..cut.history_end(), chunk_tokens),
         turn_prefix: cut.turn_start.map(|turn_start| turn_start..cut.first_kept),
     }
-}
-
-/// The text blocks of `content`, joined by newlines.
-fn text_of(content: &[ContentBlock]) -> String {
-    content
-        .iter()
-        .filter_map(|block| match block {
-            ContentBlock::Text { text } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 fn not_compacted(reason: String, tokens_before: u64) -> CompactResult {

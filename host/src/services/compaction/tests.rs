@@ -316,7 +316,7 @@ fn a_second_compaction_folds_in_the_first() {
 }
 
 #[test]
-fn a_cut_inside_a_turn_gets_a_turn_prefix_summary() {
+fn a_cut_inside_a_turn_gets_a_turn_prefix_summary_and_keeps_its_ask_verbatim() {
     let dir = tempfile::tempdir().expect("temp dir");
     let store = TranscriptStore::new(TranscriptConfig::default());
     let transcript = store
@@ -329,9 +329,8 @@ fn a_cut_inside_a_turn_gets_a_turn_prefix_summary() {
         ])
         .expect("append");
     // One long turn: a single ask followed by many tool rounds.
-    let mut turn = vec![AgentMessage::user_text(
-        "Refactor everything, keep the API stable.",
-    )];
+    let ask = "Refactor everything, keep the API stable.";
+    let mut turn = vec![AgentMessage::user_text(ask)];
     for round in 0..30 {
         let id = format!("r{round}");
         turn.push(tool_call(&id, &format!("src/r{round}.rs")));
@@ -350,7 +349,16 @@ fn a_cut_inside_a_turn_gets_a_turn_prefix_summary() {
         summary.contains("## Turn context (split turn)"),
         "{summary}"
     );
-    assert!(summary.contains("keep the API stable"));
+    assert!(
+        summary.starts_with(&format!(
+            "## Latest unresolved user request\n{}\n\n",
+            serde_json::Value::from(ask)
+        )),
+        "the pending ask leads, verbatim: {summary}"
+    );
+    let details: serde_json::Value =
+        serde_json::from_str(result.details.as_deref().expect("details")).expect("JSON");
+    assert_eq!(details["latestUnresolvedUserRequest"], ask);
     let history = transcript.history();
     assert_eq!(
         history.kind(1),
@@ -772,41 +780,6 @@ fn history_with_nothing_to_read_is_no_prior_history_without_a_model_call() {
     );
     let summary = result.summary.expect("summary");
     assert!(summary.contains("No prior history."), "{summary}");
-}
-
-#[test]
-fn a_cut_inside_the_current_turn_keeps_its_ask_verbatim() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let store = TranscriptStore::new(TranscriptConfig::default());
-    let transcript = session(dir.path(), &store, 2);
-    // One long tool loop: the cut must fall inside it.
-    let ask = "Port the cache layer to the new API; keep `CacheKey` stable.";
-    let mut turn = vec![AgentMessage::user_text(ask)];
-    for step in 0..30 {
-        let id = format!("loop{step}");
-        turn.push(tool_call(&id, &format!("src/cache{step}.rs")));
-        turn.push(tool_result(&id, 2_000));
-    }
-    transcript.append(&turn).expect("append");
-    let result = compact_extractively(
-        &store,
-        &transcript,
-        CompactionConfig::default(),
-        &params(8_000, CompactionTarget::Budget, true),
-    );
-    assert!(result.ok && result.compacted, "{result:?}");
-    let details: serde_json::Value =
-        serde_json::from_str(result.details.as_deref().expect("details")).expect("JSON");
-    assert_eq!(details["ctxbox"]["splitTurn"], true, "{details}");
-    assert_eq!(details["latestUnresolvedUserRequest"], ask);
-    let summary = result.summary.expect("summary");
-    assert!(
-        summary.starts_with(&format!(
-            "## Latest unresolved user request\n{}\n\n",
-            serde_json::Value::from(ask)
-        )),
-        "{summary}"
-    );
 }
 
 /// Keeps every text it is asked to summarize.
