@@ -378,6 +378,18 @@ impl GuardedEngine {
         // asked (a budget no minimal answer fits): not the engine's failure.
         let mut declined = false;
         let outcome = match call(primary.as_ref()).await {
+            // A compaction answered after the caller aborted is not used:
+            // the caller has moved on, as the reference's compaction
+            // rejects with the abort's reason whatever came back. Its state
+            // writes are dropped with it.
+            Ok(_) if operation == Operation::Compact && options.abort.is_cancelled() => {
+                Err(EngineFailure::new(
+                    &self.id,
+                    operation,
+                    FailureKind::Aborted,
+                    "the caller aborted the compaction; the answer given after it is not used",
+                ))
+            }
             Ok(answer) => match self.validates().then(|| check(&answer)) {
                 Some(Err(violation)) => {
                     declined = violation.is_callers_doing();
