@@ -66,6 +66,17 @@ fn compactions(spy: &Spy) -> Vec<ctxbox_host::contract::types::CompactParams> {
     spy.compactions.lock().expect("lock").clone()
 }
 
+/// The runtime context a compaction was given, as JSON.
+fn runtime_context(params: &ctxbox_host::contract::types::CompactParams) -> serde_json::Value {
+    serde_json::from_str(
+        params
+            .runtime_context
+            .as_deref()
+            .expect("a runtime context"),
+    )
+    .expect("JSON")
+}
+
 /// Over 65% of the 8,192-token window by the host's estimate.
 fn nearly_full() -> String {
     "word ".repeat(5_000)
@@ -292,13 +303,7 @@ async fn a_timeout_on_a_nearly_full_prompt_compacts_and_retries() {
     assert_eq!(params.len(), 1);
     assert!(params[0].force);
     assert_eq!(params[0].compaction_target, CompactionTarget::Budget);
-    let context: serde_json::Value = serde_json::from_str(
-        params[0]
-            .runtime_context
-            .as_deref()
-            .expect("a runtime context"),
-    )
-    .expect("JSON");
+    let context = runtime_context(&params[0]);
     assert_eq!(context["trigger"], "timeout_recovery");
     assert_eq!(
         (context["attempt"].as_u64(), context["maxAttempts"].as_u64()),
@@ -354,13 +359,7 @@ async fn a_failed_timeout_compaction_uses_its_attempt_and_the_timeout_ends_the_t
     );
     let params = compactions(&spy);
     assert_eq!(params.len(), 1, "asked once");
-    let context: serde_json::Value = serde_json::from_str(
-        params[0]
-            .runtime_context
-            .as_deref()
-            .expect("a runtime context"),
-    )
-    .expect("JSON");
+    let context = runtime_context(&params[0]);
     assert_eq!(
         (context["trigger"].as_str(), context["attempt"].as_u64()),
         (Some("timeout_recovery"), Some(1)),
