@@ -154,7 +154,9 @@ pub fn guest_message(message: &AgentMessage) -> ctxbox_guest::AgentMessage {
 fn guest_block(block: &ContentBlock) -> ctxbox_guest::ContentBlock {
     use ctxbox_guest as g;
     match block {
-        ContentBlock::Text { text } => g::ContentBlock::Text(text.clone()),
+        ContentBlock::Text { text } | ContentBlock::Data { json: text } => {
+            g::ContentBlock::Text(text.clone())
+        }
         ContentBlock::Thinking { text, signature } => g::ContentBlock::Thinking(g::Thinking {
             text: text.clone(),
             signature: signature.clone(),

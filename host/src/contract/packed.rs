@@ -174,7 +174,9 @@ fn blocks(out: &mut impl Sink, blocks: &[ContentBlock]) {
     varint(out, blocks.len() as u64);
     for block in blocks {
         match block {
-            ContentBlock::Text { text } => {
+            // A data block crosses as the text of its JSON, as it does in
+            // the WIT bindings.
+            ContentBlock::Text { text } | ContentBlock::Data { json: text } => {
                 out.push(0);
                 string(out, text);
             }

@@ -140,9 +140,9 @@ fn for_each_text<'a>(message: &'a AgentMessage, mut text: impl FnMut(&'a str)) -
             let mut images = 0u64;
             for block in content {
                 match block {
-                    ContentBlock::Text { text: t } | ContentBlock::Thinking { text: t, .. } => {
-                        text(t)
-                    }
+                    ContentBlock::Text { text: t }
+                    | ContentBlock::Thinking { text: t, .. }
+                    | ContentBlock::Data { json: t } => text(t),
                     ContentBlock::ToolCall {
                         name,
                         arguments_json,
@@ -177,7 +177,9 @@ pub fn pressure_message(message: &AgentMessage) -> u64 {
             let mut images = 0u64;
             for block in content {
                 match block {
-                    ContentBlock::Text { text } | ContentBlock::Thinking { text, .. } => {
+                    ContentBlock::Text { text }
+                    | ContentBlock::Thinking { text, .. }
+                    | ContentBlock::Data { json: text } => {
                         text_tokens += tool_result_text_tokens(text)
                     }
                     ContentBlock::ToolCall { arguments_json, .. } => {
@@ -196,9 +198,9 @@ pub fn pressure_message(message: &AgentMessage) -> u64 {
             let (mut prose, mut json, mut images) = (0u64, 0u64, 0u64);
             for block in content {
                 match block {
-                    ContentBlock::Text { text } | ContentBlock::Thinking { text, .. } => {
-                        prose += weighted_chars(text)
-                    }
+                    ContentBlock::Text { text }
+                    | ContentBlock::Thinking { text, .. }
+                    | ContentBlock::Data { json: text } => prose += weighted_chars(text),
                     ContentBlock::ToolCall {
                         name,
                         arguments_json,
@@ -405,6 +407,34 @@ mod tests {
         let prose = AgentMessage::user_text("hello there");
         assert_eq!(pressure_message(&prose), estimate_message(&prose));
         assert_eq!(pressure_json("{\"a\":1}"), 3);
+    }
+
+    #[test]
+    fn a_data_block_counts_as_its_json() {
+        let json = format!(r#"{{"type":"json","rows":"{}"}}"#, "y".repeat(380));
+        let chars = json.len() as u64;
+        let result = AgentMessage::ToolResult {
+            tool_call_id: "c".into(),
+            tool_name: String::new(),
+            content: vec![ContentBlock::Data { json: json.clone() }],
+            is_error: false,
+            details: None,
+        };
+        assert_eq!(
+            estimate_message(&result),
+            chars.div_ceil(4) + MESSAGE_OVERHEAD_TOKENS + BLOCK_OVERHEAD_TOKENS,
+            "counted, where it used to cost only the overheads"
+        );
+        // In a tool result, the pre-prompt check weighs it as tool output.
+        assert_eq!(
+            pressure_message(&result),
+            chars.div_ceil(2) + MESSAGE_OVERHEAD_TOKENS + BLOCK_OVERHEAD_TOKENS
+        );
+        let answer = assistant(vec![ContentBlock::Data { json }]);
+        assert_eq!(
+            pressure_message(&answer),
+            chars.div_ceil(4) + MESSAGE_OVERHEAD_TOKENS + BLOCK_OVERHEAD_TOKENS
+        );
     }
 
     #[test]

@@ -54,12 +54,34 @@ pub enum ContentBlock {
         /// Arguments as a JSON object.
         arguments_json: Json,
     },
+    /// A block of a kind the contract has no case for (a JSON payload),
+    /// kept whole as the JSON it was read as: counted by the estimator,
+    /// summarized, and handed to engines as a text block holding that JSON
+    /// (the WIT `content-block` variant stays as it is, so engines built
+    /// before still load). Providers are not sent it, as the reference's
+    /// are not.
+    Data {
+        /// The block as JSON text, its `type` field included.
+        json: Json,
+    },
 }
 
 impl ContentBlock {
     /// A text block.
     pub fn text(text: impl Into<String>) -> Self {
         Self::Text { text: text.into() }
+    }
+
+    /// The text blocks of `blocks`, joined by newlines.
+    pub fn joined_text(blocks: &[ContentBlock]) -> String {
+        blocks
+            .iter()
+            .filter_map(|block| match block {
+                Self::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 }
 

@@ -181,7 +181,10 @@ impl GuardedEngine {
     }
 
     /// Stands in for the engine `selected` names, which could not be made
-    /// (`failure`): every call goes to `legacy` (or fails, in strict mode).
+    /// (`failure`): every call goes to `legacy` (or fails, in strict mode),
+    /// except when the host could not admit it (`overloaded`: no free
+    /// instance slot), where every call is refused `overloaded` and `legacy`
+    /// answers none.
     pub fn unavailable(
         selected: Selected,
         failure: EngineFailure,
@@ -375,6 +378,18 @@ impl GuardedEngine {
         // asked (a budget no minimal answer fits): not the engine's failure.
         let mut declined = false;
         let outcome = match call(primary.as_ref()).await {
+            // A compaction answered after the caller aborted is not used:
+            // the caller has moved on, as the reference's compaction
+            // rejects with the abort's reason whatever came back. Its state
+            // writes are dropped with it.
+            Ok(_) if operation == Operation::Compact && options.abort.is_cancelled() => {
+                Err(EngineFailure::new(
+                    &self.id,
+                    operation,
+                    FailureKind::Aborted,
+                    "the caller aborted the compaction; the answer given after it is not used",
+                ))
+            }
             Ok(answer) => match self.validates().then(|| check(&answer)) {
                 Some(Err(violation)) => {
                     declined = violation.is_callers_doing();
@@ -667,8 +682,6 @@ impl GuardedEngine {
         }
     }
 
-    /// The first call served without the selected engine because resolving
-    /// it failed reports that fallback, once, with its session.
     /// The failure every call answers while the host could not admit the
     /// engine at selection (no free instance slot), for `operation`.
     fn admission_refusal(&self, operation: Operation) -> Option<EngineFailure> {
@@ -683,6 +696,8 @@ impl GuardedEngine {
         })
     }
 
+    /// The first call served without the selected engine because resolving
+    /// it failed reports that fallback, once, with its session.
     fn announce_resolution_fallback(
         &self,
         operation: Operation,

@@ -3,11 +3,14 @@
 //! engine, falling back to `legacy` — and quarantining the id — when it is not
 //! registered, will not load or instantiate, or answers `info` badly.
 //!
-//! Two outcomes use `legacy` without quarantining anything, as the
-//! reference's do: configuration turning the engine off ([`PluginSettings`]:
-//! the engine is never made, and a notice is logged once per selection), and
-//! the host failing to admit it (no free instance slot): that selection is
-//! degraded and the next one tries again.
+//! Two outcomes quarantine nothing, as the reference's do: configuration
+//! turning the engine off ([`PluginSettings`]: the engine is never made,
+//! `legacy` serves, and a notice is logged once per selection), and the host
+//! failing to admit it (no free instance slot): every call of that selection
+//! is refused `overloaded`, with no `legacy` stand-in (a stateful engine
+//! never hears of what legacy would have done), and the next selection tries
+//! again. The host's own fault while loading (`host-fault`) is not recorded
+//! either; `legacy` serves then.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};

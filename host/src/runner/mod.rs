@@ -65,6 +65,7 @@ use crate::provider::{
     ModelRequest, Provider, ProviderError, ToolDefinition, ToolExecutor, runs_its_tool_calls,
 };
 use crate::services::compaction::effective_reserve;
+use crate::services::completions::{CompletionTotals, Completions};
 use crate::transcript::{Transcript, TranscriptError, TranscriptStore};
 
 /// Most model calls one turn may make (a tool loop that never ends is cut).
@@ -133,6 +134,9 @@ pub struct TurnRunner {
     config: RunnerConfig,
     /// Told of every compaction, if the host listens.
     compaction_hooks: Option<Arc<dyn CompactionHooks>>,
+    /// Engines' model completions, whose totals each turn's report takes
+    /// its engine's share of, if the host keeps them.
+    completions: Option<Arc<Completions>>,
 }
 
 impl TurnRunner {
@@ -168,6 +172,7 @@ impl TurnRunner {
             transcripts,
             config,
             compaction_hooks: None,
+            completions: None,
         }
     }
 
@@ -175,6 +180,21 @@ impl TurnRunner {
     pub fn with_compaction_hooks(mut self, hooks: Arc<dyn CompactionHooks>) -> Self {
         self.compaction_hooks = Some(hooks);
         self
+    }
+
+    /// This runner, reporting in each turn's report the model completions
+    /// the engine had of `completions` during the turn
+    /// ([`TurnReport::completions`]).
+    pub fn with_completion_totals(mut self, completions: Arc<Completions>) -> Self {
+        self.completions = Some(completions);
+        self
+    }
+
+    /// The selected engine's completion totals so far, if the host keeps
+    /// them.
+    fn completion_totals(&self) -> Option<CompletionTotals> {
+        let completions = self.completions.as_ref()?;
+        Some(completions.totals_of(self.engine.selected_id()))
     }
 
     /// The session's context as the model would count it, by the weighted
@@ -285,6 +305,7 @@ impl TurnRunner {
         abort: &CancellationToken,
         progress: &mut TurnProgress,
     ) -> Result<(), TurnError> {
+        let completions_before = self.completion_totals();
         let mut outcome = self.turn(session, inputs, abort, progress).await;
         session.end_turn();
         // Nothing the turn appended is acknowledged before it is durable.
@@ -297,6 +318,9 @@ impl TurnRunner {
         report.messages_appended = progress.inputs.len() + progress.answers.len();
         report.served_by = self.engine.serving_id().to_owned();
         report.guard_events.extend(self.engine.take_events());
+        if let (Some(before), Some(now)) = (completions_before, self.completion_totals()) {
+            report.completions = now.since(before);
+        }
         outcome
     }
 
@@ -354,6 +378,13 @@ impl TurnRunner {
                     Err(TurnError::ContextOverflow { .. }) => {}
                     Err(error) => return Err(error),
                 }
+            }
+            // An answer that stopped on a compaction's own overflow is kept
+            // too; the turn ends as a compaction failure unless truncating
+            // tool traffic can help.
+            if let Some(failure) = answer.compaction_failure {
+                self.recover_compaction_failure(session, &mut progress.report, failure)?;
+                continue;
             }
             let reply = answer.message;
             // The calls of an answer that failed or was aborted are not run.
@@ -473,6 +504,7 @@ impl TurnRunner {
                     if let Some(usage) = &reply.usage {
                         session.calibration.learn(prompt.weighted_tokens, usage);
                     }
+                    session.last_call_usage = reply.usage;
                     recovery.answered(&reply.message);
                     let refusal = overflow::Refusal::in_answer(
                         &reply.message,
@@ -481,9 +513,15 @@ impl TurnRunner {
                         self.config.window,
                     );
                     report.note_prompt(prompt.estimated_tokens, refusal.is_some());
+                    let compaction_failure = overflow::CompactionFailure::in_answer(
+                        &reply.message,
+                        &prompt.messages,
+                        self.config.window,
+                    );
                     return Ok(overflow::Answer {
                         message: reply.message,
                         refusal,
+                        compaction_failure,
                     });
                 }
                 Err(ProviderError::ContextOverflow { prompt_tokens, .. }) => {
@@ -509,7 +547,18 @@ impl TurnRunner {
                                 prompt.weighted_tokens,
                             )
                             .await? => {}
-                Err(error) => return Err(TurnError::Provider(error)),
+                Err(error) => {
+                    match overflow::CompactionFailure::of(
+                        &error.to_string(),
+                        &prompt.messages,
+                        self.config.window,
+                    ) {
+                        Some(failure) => {
+                            self.recover_compaction_failure(session, report, failure)?
+                        }
+                        None => return Err(TurnError::Provider(error)),
+                    }
+                }
             }
         }
     }
@@ -617,7 +666,12 @@ impl TurnRunner {
             compaction_target: CompactionTarget::Threshold,
             custom_instructions,
             runtime_settings: Some(self.compaction_settings(trigger)),
-            runtime_context: Some(compaction_context(trigger, None, None)),
+            runtime_context: Some(compaction_context(
+                trigger,
+                None,
+                None,
+                session.last_call_usage.as_ref(),
+            )),
             ..CompactParams::default()
         };
         let mut report = TurnReport::new(session.turns_run());

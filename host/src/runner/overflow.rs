@@ -9,7 +9,14 @@
 //!   compacted nothing or failed; a pre-prompt compaction counts too. When no compaction is left or the
 //!   last one changed nothing, one pass truncating tool traffic in prompts
 //!   follows, but only if the prompt holds oversized tool results
-//!   ([`Reducible`]); otherwise the overflow ends the turn.
+//!   ([`Reducible`]); otherwise the overflow ends the turn as a
+//!   `context_overflow`, whatever the last compaction answered (a failed
+//!   one's reason is the overflow's why), as the reference ends it.
+//! - **Compaction failure** — the model call failed with a compaction's own
+//!   overflow ("summarization failed: request_too_large",
+//!   [`overflow::is_compaction_failure`]): no compaction is tried (it is
+//!   what failed); tool traffic is truncated once if that can help, else
+//!   the turn ends as a `compaction_failure`.
 //! - **Timeout** — the model did not answer in time on a prompt filling more
 //!   than 65% of the window: compact and ask again, at most twice a turn;
 //!   a smaller prompt, a compaction that changes nothing or a third timeout
@@ -56,9 +63,6 @@ const TIMEOUT_COMPACTION_SHARE: f64 = 0.65;
 pub(super) struct Recovery {
     overflow_compactions: u32,
     timeout_compactions: u32,
-    /// Why the last overflow compaction failed, when it failed (not merely
-    /// compacted nothing): the turn ends as a compaction failure then.
-    compaction_failure: Option<String>,
 }
 
 impl Recovery {
@@ -94,6 +98,43 @@ pub(super) struct Answer {
     pub(super) message: AgentMessage,
     /// The overflow it reports, when it stopped with one.
     pub(super) refusal: Option<Refusal>,
+    /// The compaction failure it reports, when it stopped with one.
+    pub(super) compaction_failure: Option<CompactionFailure>,
+}
+
+/// A model call that failed with a compaction's own overflow ("summarization
+/// failed: request_too_large"): the reference's `isCompactionFailureError`.
+#[derive(Debug, Clone)]
+pub(super) struct CompactionFailure {
+    /// The error, as the model call gave it.
+    reason: String,
+    /// Whether the prompt held oversized tool results (that truncation could
+    /// cut).
+    oversized_tool_results: bool,
+}
+
+impl CompactionFailure {
+    /// `error`, the failure of `prompt` sent to a `window`-token model, when
+    /// it is a compaction failure.
+    pub(super) fn of(error: &str, prompt: &[AgentMessage], window: u64) -> Option<Self> {
+        overflow::is_compaction_failure(error).then(|| Self {
+            reason: error.to_owned(),
+            oversized_tool_results: Reducible::in_messages(prompt, window).any(),
+        })
+    }
+
+    /// The compaction failure `answer` reports, if it stopped with one.
+    pub(super) fn in_answer(
+        answer: &AgentMessage,
+        prompt: &[AgentMessage],
+        window: u64,
+    ) -> Option<Self> {
+        Self::of(
+            overflow::compaction_failure_reported_by(answer)?,
+            prompt,
+            window,
+        )
+    }
 }
 
 /// A prompt the model refused as too large.
@@ -199,13 +240,9 @@ impl TurnRunner {
             if !result.ok && engine_was_serving && !self.engine.serving_selected() {
                 return Ok(());
             }
-            // The turn ends as a compaction failure only if the last
-            // compaction failed.
-            recovery.compaction_failure = if result.ok {
-                None
-            } else {
-                result.reason.clone()
-            };
+            // A compaction that failed is one that did not help: the
+            // overflow goes on, and ends the turn as an overflow (the
+            // reference's `context_overflow`), its reason the why.
             if result.compacted {
                 return Ok(());
             }
@@ -219,13 +256,29 @@ impl TurnRunner {
             truncate_tool_traffic(session, report);
             return Ok(());
         }
-        if let Some(reason) = recovery.compaction_failure.take() {
-            return Err(TurnError::CompactionFailed { reason });
-        }
         Err(TurnError::ContextOverflow {
             prompt_tokens,
             window: self.config.window,
             why,
+        })
+    }
+
+    /// After the model call failed with a compaction's own overflow:
+    /// truncates tool traffic in prompts once when the prompt held oversized
+    /// tool results, else the turn ends as a compaction failure. No
+    /// compaction is asked for: compacting is what failed.
+    pub(super) fn recover_compaction_failure(
+        &self,
+        session: &mut Session,
+        report: &mut TurnReport,
+        failure: CompactionFailure,
+    ) -> Result<(), TurnError> {
+        if failure.oversized_tool_results && !session.truncate_tool_traffic {
+            truncate_tool_traffic(session, report);
+            return Ok(());
+        }
+        Err(TurnError::CompactionFailed {
+            reason: failure.reason,
         })
     }
 
@@ -355,6 +408,7 @@ impl TurnRunner {
                 trigger,
                 current_token_count,
                 Some(attempt),
+                session.last_call_usage.as_ref(),
             )),
             ..CompactParams::default()
         };

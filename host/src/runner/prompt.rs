@@ -173,16 +173,7 @@ fn latest_user_text<'a>(
     messages: impl DoubleEndedIterator<Item = &'a AgentMessage>,
 ) -> Option<String> {
     messages.rev().find_map(|message| match message {
-        AgentMessage::User { content } => Some(
-            content
-                .iter()
-                .filter_map(|block| match block {
-                    ContentBlock::Text { text } => Some(text.as_str()),
-                    _ => None,
-                })
-                .collect::<Vec<_>>()
-                .join("\n"),
-        ),
+        AgentMessage::User { content } => Some(ContentBlock::joined_text(content)),
         _ => None,
     })
 }

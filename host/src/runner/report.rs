@@ -6,6 +6,7 @@ use crate::contract::failure::EngineFailure;
 use crate::engines::guard::GuardEvent;
 use crate::provider::ProviderError;
 use crate::services::compaction::PassYield;
+use crate::services::completions::CompletionTotals;
 use crate::transcript::TranscriptError;
 
 /// One turn, for the per-turn table.
@@ -33,6 +34,12 @@ pub struct TurnReport {
     /// Of those, the ones answered with an error (the engine's, a failure,
     /// a quarantine).
     pub engine_tool_errors: u32,
+    /// Model completions the engine had during the turn (`host.complete`,
+    /// and `host.summarize` through the host's model), when the runner was
+    /// given the host's totals (`TurnRunner::with_completion_totals`); an
+    /// engine serving several sessions at once has its other sessions'
+    /// share counted too.
+    pub completions: CompletionTotals,
     /// Whether oversized tool traffic (results, arguments, thinking) was
     /// truncated in prompts.
     pub truncated_tool_traffic: bool,
@@ -199,6 +206,18 @@ impl TurnError {
             Self::Engine(_) => "engine_error",
             Self::TooManyModelCalls(_) => "tool_loop",
             Self::Transcript(_) => "transcript_error",
+        }
+    }
+
+    /// `blocked` when the session cannot go on as it is (the reference's
+    /// `livenessState` when overflow recovery is exhausted: a context
+    /// overflow or a compaction failure; its suggested action is
+    /// `reset_or_new`, which the message's guidance names): the same prompt
+    /// would fail again. `None` for failures a retry may get past.
+    pub fn liveness(&self) -> Option<&'static str> {
+        match self {
+            Self::ContextOverflow { .. } | Self::CompactionFailed { .. } => Some("blocked"),
+            _ => None,
         }
     }
 }

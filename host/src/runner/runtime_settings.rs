@@ -15,7 +15,7 @@
 use serde_json::{Map, Value, json};
 
 use super::{Session, TurnRunner};
-use crate::contract::types::{AgentMessage, Json, MaintainReason, MessageEntry};
+use crate::contract::types::{AgentMessage, Json, MaintainReason, MessageEntry, Usage};
 
 /// What asked for a compaction (the reference's `trigger`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,13 +103,29 @@ impl TurnRunner {
     }
 }
 
-/// The runtime context of a compaction.
+/// The runtime context of a compaction. `last_call` is the usage the
+/// session's last model call reported: a recovery compaction's context
+/// carries it as the reference's `promptCache.lastCallUsage` (that call's
+/// own figures, not the turn's sum), for engines that keep a provider's
+/// prompt cache in mind.
 pub(super) fn compaction_context(
     trigger: CompactionTrigger,
     current_token_count: Option<u64>,
     attempt: Option<Attempt>,
+    last_call: Option<&Usage>,
 ) -> Json {
     let mut context = json!({ "trigger": trigger.as_str() });
+    if let Some(usage) = last_call {
+        context["promptCache"] = json!({
+            "lastCallUsage": {
+                "input": usage.input,
+                "output": usage.output,
+                "cacheRead": usage.cache_read,
+                "cacheWrite": usage.cache_write,
+                "total": usage.total,
+            }
+        });
+    }
     if let Some(count) = current_token_count.filter(|count| *count > 0) {
         context["currentTokenCount"] = json!(count);
     }
@@ -234,12 +250,18 @@ mod tests {
             CompactionTrigger::Overflow,
             Some(40_000),
             Some(Attempt { number: 2, of: 3 }),
+            None,
         ));
         assert_eq!(
             overflow,
             json!({"trigger": "overflow", "currentTokenCount": 40_000, "attempt": 2, "maxAttempts": 3})
         );
-        let manual = parse(&compaction_context(CompactionTrigger::Manual, None, None));
+        let manual = parse(&compaction_context(
+            CompactionTrigger::Manual,
+            None,
+            None,
+            None,
+        ));
         assert_eq!(
             manual,
             json!({"trigger": "manual", "forceReason": "manual"})
@@ -248,11 +270,29 @@ mod tests {
             CompactionTrigger::Budget,
             Some(0),
             None,
+            None,
         ));
         assert_eq!(
             budget,
             json!({"trigger": "budget"}),
             "zero is no observation"
+        );
+        let timeout = parse(&compaction_context(
+            CompactionTrigger::TimeoutRecovery,
+            None,
+            Some(Attempt { number: 1, of: 2 }),
+            Some(&Usage {
+                input: 100,
+                output: 20,
+                cache_read: 900,
+                cache_write: 0,
+                total: 1_020,
+            }),
+        ));
+        assert_eq!(
+            timeout["promptCache"],
+            json!({"lastCallUsage": {"input": 100, "output": 20, "cacheRead": 900, "cacheWrite": 0, "total": 1_020}}),
+            "the last call's own usage, as the reference's promptCache"
         );
     }
 

@@ -90,6 +90,7 @@ impl RunReport {
         self.failed_turns.push(FailedTurn {
             index,
             kind: error.kind().to_owned(),
+            liveness: error.liveness().map(str::to_owned),
             error: error.to_string(),
             done,
         });
@@ -146,6 +147,9 @@ pub struct FailedTurn {
     /// The kind of failure ([`TurnError::kind`](super::TurnError::kind)):
     /// `context_overflow`, `compaction_failure`, `provider_error`, …
     pub kind: String,
+    /// `blocked` when the session cannot go on as it is
+    /// ([`TurnError::liveness`](super::TurnError::liveness)).
+    pub liveness: Option<String>,
     /// Why, in words, and what to do about it.
     pub error: String,
     /// What it did before it failed (its recording's rest is written as it

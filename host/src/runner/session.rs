@@ -10,7 +10,7 @@ use super::overflow::PendingPass;
 use super::pressure::Calibration;
 use super::prompt::Projection;
 use crate::contract::history::History;
-use crate::contract::types::{AgentMessage, MessageEntry, SessionRef};
+use crate::contract::types::{AgentMessage, MessageEntry, SessionRef, Usage};
 use crate::services::compaction::{self, ProgressGuard};
 use crate::transcript::{Transcript, TranscriptError, TranscriptStore};
 
@@ -33,6 +33,9 @@ pub struct Session {
     calls: HashSet<String>,
     /// How the model counts, learnt from its reports.
     pub(super) calibration: Calibration,
+    /// The usage the last model call reported (a recovery compaction's
+    /// `promptCache`).
+    pub(super) last_call_usage: Option<Usage>,
     /// The compaction-progress guard.
     pub(super) progress: ProgressGuard,
     /// A compaction by an engine that owns compaction, measured when its
@@ -75,6 +78,7 @@ impl Session {
             truncate_tool_traffic: false,
             maintenance: None,
             calibration: Calibration::default(),
+            last_call_usage: None,
             progress: ProgressGuard::default(),
             pending_pass: None,
             current_turn: None,

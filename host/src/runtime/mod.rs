@@ -292,6 +292,7 @@ impl Runtime {
                 },
             },
         )
+        .with_completion_totals(self.completions.clone())
     }
 
     /// Replays `script` through `engine` under a `window`-token model into a

@@ -163,7 +163,9 @@ fn to_wit_blocks(blocks: &[ContentBlock]) -> Vec<wit::ContentBlock> {
     blocks
         .iter()
         .map(|block| match block {
-            ContentBlock::Text { text } => wit::ContentBlock::Text(text.clone()),
+            ContentBlock::Text { text } | ContentBlock::Data { json: text } => {
+                wit::ContentBlock::Text(text.clone())
+            }
             ContentBlock::Thinking { text, signature } => {
                 wit::ContentBlock::Thinking(wit::Thinking {
                     text: text.clone(),

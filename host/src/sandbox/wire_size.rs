@@ -15,7 +15,7 @@ fn opt(value: &Option<String>) -> usize {
 pub(crate) fn block(block: &ContentBlock) -> usize {
     ITEM_OVERHEAD
         + match block {
-            ContentBlock::Text { text } => text.len(),
+            ContentBlock::Text { text } | ContentBlock::Data { json: text } => text.len(),
             ContentBlock::Thinking { text, signature } => text.len() + opt(signature),
             ContentBlock::Image { mime_type, data } => mime_type.len() + data.len(),
             ContentBlock::ToolCall {

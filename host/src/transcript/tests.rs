@@ -87,6 +87,77 @@ fn appends_are_read_back_by_a_fresh_process() {
     assert_eq!(reopened.open_report(), OpenReport::default());
 }
 
+/// A message line `id` under `parent` holding `message` (JSON).
+fn message_line(id: &str, parent: &str, message: &str) -> String {
+    format!(
+        r#"{{"type":"message","id":"{id}","parentId":"{parent}","timestamp":"2026-01-01T00:00:01.000Z","message":{message}}}"#
+    )
+}
+
+#[test]
+fn nested_tool_results_and_data_blocks_are_counted_and_round_trip_byte_for_byte() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let output = "x".repeat(4_000);
+    let lines = [
+        HEADER.to_owned(),
+        user("a", None, "run it"),
+        message_line(
+            "b",
+            "a",
+            r#"{"role":"assistant","content":[{"type":"toolCall","id":"c1","name":"exec","arguments":{}},{"type":"redacted_thinking","data":"opaque"}],"stopReason":"toolUse","timestamp":1}"#,
+        ),
+        // Codex-style: the payload in both `text` and `content`.
+        message_line(
+            "c",
+            "b",
+            &format!(
+                r#"{{"role":"toolResult","toolCallId":"c1","toolName":"exec","content":[{{"type":"toolResult","id":"c1","name":"exec","toolCallId":"c1","content":"{output}","text":"{output}"}}],"isError":false,"timestamp":1}}"#
+            ),
+        ),
+    ];
+    let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let path = write(dir.path(), &lines);
+    let original = fs::read(&path).expect("read");
+
+    let transcript = store().open(&path).expect("open");
+    let history = transcript.history();
+    let plain = AgentMessage::tool_result("c1", "exec", output.clone());
+    assert_eq!(
+        history.entry(2).map(|entry| &entry.message),
+        Some(&plain),
+        "the nested result is read as its payload, once"
+    );
+    assert_eq!(
+        history.tokens(2..3),
+        crate::contract::tokens::estimate_message(&plain),
+        "and costs what the same plain result costs (the reference's #99375)"
+    );
+    assert!(
+        history
+            .entry(1)
+            .is_some_and(
+                |entry| entry.message.content().contains(&ContentBlock::Data {
+                    json: r#"{"type":"redacted_thinking","data":"opaque"}"#.into()
+                })
+            ),
+        "an unknown block is kept as its JSON"
+    );
+
+    let copy = dir.path().join("copy.jsonl");
+    transcript.save_copy(&copy).expect("copy");
+    assert_eq!(fs::read(&copy).expect("read copy"), original);
+    transcript
+        .append(&[AgentMessage::assistant_text("done")])
+        .expect("append");
+    assert!(
+        fs::read(&path).expect("read").starts_with(&original),
+        "appends never touch earlier bytes"
+    );
+    drop(transcript);
+    let reopened = store().open(&path).expect("reopen");
+    assert_eq!(reopened.history().entries()[..3], history.entries()[..]);
+}
+
 #[test]
 fn round_trips_unknown_entries_and_fields_byte_for_byte() {
     let dir = tempfile::tempdir().expect("temp dir");

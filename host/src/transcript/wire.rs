@@ -2,8 +2,9 @@
 //! to and from the host's message types.
 //!
 //! Reading is lenient: unknown fields are ignored here (the store keeps every
-//! line's original bytes, so nothing is lost), unknown content blocks are
-//! skipped in the host view, and missing optional fields take the reference's
+//! line's original bytes, so nothing is lost), content blocks the contract has
+//! no case for are kept in the host view as text or as their JSON
+//! ([`AnyBlock`]), and missing optional fields take the reference's
 //! defaults. Writing produces the shapes pi writes, field for field.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -75,22 +76,88 @@ impl SessionHeader {
 #[serde(untagged)]
 pub(crate) enum WireContent {
     Text(String),
-    Blocks(Vec<WireBlock>),
+    Blocks(Vec<AnyBlock>),
 }
 
 impl WireContent {
     fn into_blocks(self) -> Vec<ContentBlock> {
         match self {
             Self::Text(text) => vec![ContentBlock::Text { text }],
-            Self::Blocks(blocks) => blocks
-                .into_iter()
-                .filter_map(WireBlock::into_block)
-                .collect(),
+            Self::Blocks(blocks) => blocks.into_iter().map(|block| block.0).collect(),
         }
     }
 }
 
-/// One content block as pi writes it.
+/// One content block as pi (or another runtime writing its files) wrote it,
+/// in the host view. Nothing is left out:
+/// - the four kinds the contract has are read as themselves (one of the
+///   wrong shape, such as a tool call without an id, makes its message
+///   misshapen, as it always has);
+/// - a tool result nested in a content array (`toolResult` / `tool_result`,
+///   as OpenClaw's Codex runtime and Anthropic-style messages write them) is
+///   its payload as text, as the reference's compaction reads it (`text`,
+///   else a string `content`; ctxbox also reads a `content` array's text);
+/// - any other block is kept whole as a [`ContentBlock::Data`] block holding
+///   its JSON.
+#[derive(Debug)]
+pub(crate) struct AnyBlock(ContentBlock);
+
+impl<'de> Deserialize<'de> for AnyBlock {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let block = Value::deserialize(deserializer)?;
+        read_block(block)
+            .map(AnyBlock)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// [`AnyBlock`]'s reading of `block`.
+fn read_block(block: Value) -> Result<ContentBlock, serde_json::Error> {
+    let kind = block
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if matches!(kind, "toolResult" | "tool_result")
+        && let Some(text) = nested_result_text(&block)
+    {
+        return Ok(ContentBlock::Text { text });
+    }
+    Ok(match kind {
+        "text" | "thinking" | "image" | "toolCall" => WireBlock::deserialize(&block)?.into_block(),
+        _ => ContentBlock::Data {
+            json: block.to_string(),
+        },
+    })
+}
+
+/// The payload of a nested tool result: its `text`, else its `content` (a
+/// string, or an array whose text it joins); `None` when it has neither.
+fn nested_result_text(block: &Value) -> Option<String> {
+    if let Some(text) = block.get("text").and_then(Value::as_str)
+        && !text.is_empty()
+    {
+        return Some(text.to_owned());
+    }
+    match block.get("content")? {
+        Value::String(text) => Some(text.clone()),
+        Value::Array(parts) => Some(
+            parts
+                .iter()
+                .map(|part| match part {
+                    Value::String(text) => text.clone(),
+                    other => match read_block(other.clone()) {
+                        Ok(ContentBlock::Text { text }) => text,
+                        _ => other.to_string(),
+                    },
+                })
+                .collect::<Vec<_>>()
+                .join("\n"),
+        ),
+        _ => None,
+    }
+}
+
+/// One of the contract's content blocks as pi writes it.
 #[derive(Debug, Deserialize)]
 #[serde(tag = "type", rename_all = "camelCase")]
 pub(crate) enum WireBlock {
@@ -116,14 +183,11 @@ pub(crate) enum WireBlock {
         #[serde(default)]
         arguments: Value,
     },
-    /// A block type this host does not know; left out of the host view.
-    #[serde(other)]
-    Unknown,
 }
 
 impl WireBlock {
-    fn into_block(self) -> Option<ContentBlock> {
-        Some(match self {
+    fn into_block(self) -> ContentBlock {
+        match self {
             Self::Text { text } => ContentBlock::Text { text },
             Self::Thinking {
                 thinking,
@@ -142,8 +206,7 @@ impl WireBlock {
                 name,
                 arguments_json: arguments.to_string(),
             },
-            Self::Unknown => return None,
-        })
+        }
     }
 }
 
@@ -207,7 +270,7 @@ pub(crate) enum WireMessage {
     },
     Assistant {
         #[serde(default)]
-        content: Vec<WireBlock>,
+        content: Vec<AnyBlock>,
         #[serde(default)]
         model: Option<String>,
         #[serde(default)]
@@ -296,10 +359,7 @@ impl WireMessage {
                 timestamp,
             } => (
                 AgentMessage::Assistant {
-                    content: content
-                        .into_iter()
-                        .filter_map(WireBlock::into_block)
-                        .collect(),
+                    content: content.into_iter().map(|block| block.0).collect(),
                     model,
                     provider,
                     usage: usage.map(WireUsage::into_usage),
@@ -684,6 +744,10 @@ fn encode_blocks(blocks: &[ContentBlock]) -> Result<Value, EncodeError> {
                         parse_json("tool-call arguments", arguments_json)?,
                     ),
                 ]),
+                ContentBlock::Data { json } => match parse_json("a data block's fields", json)? {
+                    Value::Object(fields) => fields,
+                    _ => return Err(EncodeError("a data block is not a JSON object".into())),
+                },
             })
         })
         .map(|fields| fields.map(Value::Object))
@@ -757,7 +821,13 @@ mod tests {
         else {
             panic!("an assistant message")
         };
-        assert_eq!(content.len(), 2, "the unknown block is left out");
+        assert_eq!(
+            content[2],
+            ContentBlock::Data {
+                json: r#"{"type":"mystery"}"#.into()
+            },
+            "the unknown block is kept whole as its JSON"
+        );
         assert_eq!(
             content[1],
             ContentBlock::ToolCall {
@@ -772,6 +842,36 @@ mod tests {
             "total falls back to the sum"
         );
         assert_eq!(stop_reason, StopReason::ToolUse);
+    }
+
+    #[test]
+    fn nested_tool_results_are_read_as_their_payload_and_odd_blocks_as_json() {
+        let result = decode(
+            r#"{"role":"toolResult","toolCallId":"c1","toolName":"exec","content":[
+                {"type":"toolResult","id":"c1","toolCallId":"c1","content":"same","text":"same"},
+                {"type":"tool_result","tool_use_id":"c2","content":[{"type":"text","text":"a"},"b"]},
+                {"type":"tool_result","tool_use_id":"c3","content":"only content"},
+                {"type":"json","json":{"rows":[1,2]}}]}"#,
+        );
+        assert_eq!(
+            result.content(),
+            [
+                ContentBlock::text("same"),
+                ContentBlock::text("a\nb"),
+                ContentBlock::text("only content"),
+                ContentBlock::Data {
+                    json: r#"{"type":"json","json":{"rows":[1,2]}}"#.into()
+                },
+            ],
+            "a payload in both `text` and `content` is read once"
+        );
+        let line = encode_message_entry("e", None, UNIX_EPOCH, &result).expect("encodes");
+        let entry: Value = serde_json::from_str(&line).expect("JSON");
+        assert_eq!(
+            entry["message"]["content"][3],
+            serde_json::json!({"type": "json", "json": {"rows": [1, 2]}}),
+            "a data block is written back as it was read"
+        );
     }
 
     #[test]

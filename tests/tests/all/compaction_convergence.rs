@@ -179,22 +179,21 @@ async fn native_compaction_that_frees_room_is_an_effective_pass() {
 }
 
 #[tokio::test]
-async fn a_compaction_that_failed_ends_the_turn_as_a_compaction_failure() {
+async fn a_compaction_that_failed_ends_the_turn_as_a_context_overflow_with_its_reason() {
     let spy = Spy::new(
         false,
-        vec![CompactResult::failed(
-            "summarization failed: 400 request_too_large",
-        )],
+        vec![CompactResult::failed("the summarizer is unreachable")],
     );
     let provider = scripted(vec![overflow(), answer()]);
     let mut session = harness(spy, provider, false);
     let error = session.turn("hi").await.expect_err("cannot recover");
     assert!(
-        matches!(error, TurnError::CompactionFailed { .. }),
+        matches!(error, TurnError::ContextOverflow { .. }),
         "{error}"
     );
-    assert_eq!(error.kind(), "compaction_failure");
+    assert_eq!(error.kind(), "context_overflow");
+    assert_eq!(error.liveness(), Some("blocked"));
     let text = error.to_string();
-    assert!(text.contains("request_too_large"), "{text}");
-    assert!(text.contains("/compact") && text.contains("/new"), "{text}");
+    assert!(text.contains("the summarizer is unreachable"), "{text}");
+    assert!(text.contains("/reset") && text.contains("/new"), "{text}");
 }

@@ -133,6 +133,35 @@ async fn completions_come_from_the_hosts_model_within_the_calls_budget() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turns_report_counts_the_completions_its_engine_had() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let runtime = host(dir.path(), "");
+    let engine = runtime.select(Some("powers-probe")).await;
+    // The probe runs its prompt (the user's message) in `assemble`: two
+    // completions before the one model call.
+    let (_, _, outcome) = turn_asking(
+        &runtime,
+        dir.path(),
+        engine,
+        "complete 2",
+        vec![Ok(AgentMessage::assistant_text("done"))],
+    )
+    .await;
+    let report = outcome.expect("the turn completes");
+    assert_eq!(
+        report.completions.completions, 2,
+        "{:?}",
+        report.completions
+    );
+    assert!(report.completions.input_tokens > 0 && report.completions.output_tokens > 0);
+    assert_eq!(
+        report.completions,
+        runtime.completions().totals_of("powers-probe"),
+        "the turn's share is all the engine had"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_hourly_budget_holds_across_calls() {
     let dir = tempfile::tempdir().expect("temp dir");
     let runtime = host(
@@ -544,6 +573,21 @@ async fn turn(
     Session,
     Result<ctxbox_host::runner::TurnReport, ctxbox_host::runner::TurnError>,
 ) {
+    turn_asking(runtime, dir, engine, "go", answers).await
+}
+
+/// [`turn`] with the user's message `ask`.
+async fn turn_asking(
+    runtime: &Runtime,
+    dir: &Path,
+    engine: Arc<GuardedEngine>,
+    ask: &str,
+    answers: Vec<Result<AgentMessage, ProviderError>>,
+) -> (
+    Arc<ScriptedProvider>,
+    Session,
+    Result<ctxbox_host::runner::TurnReport, ctxbox_host::runner::TurnError>,
+) {
     let provider = Arc::new(ScriptedProvider::new(answers));
     let runner = runtime.runner(
         engine,
@@ -566,7 +610,7 @@ async fn turn(
     let outcome = runner
         .run_turn(
             &mut session,
-            vec![AgentMessage::user_text("go")],
+            vec![AgentMessage::user_text(ask)],
             &CancellationToken::new(),
         )
         .await;

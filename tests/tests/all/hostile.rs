@@ -818,7 +818,7 @@ async fn a_compaction_ignoring_abort_is_interrupted_and_not_quarantined() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_compaction_that_sees_the_abort_returns_early_and_is_not_quarantined() {
+async fn a_compaction_answered_after_the_abort_is_rejected_with_it_and_not_quarantined() {
     // A grace far longer than the test: only the engine returning by itself
     // can end the call in time.
     let (dir, host) = zoo_host(
@@ -836,19 +836,14 @@ async fn a_compaction_that_sees_the_abort_returns_early_and_is_not_quarantined()
         compact_aborted_after(&engine, &session, &history, Duration::from_millis(200)),
     )
     .await;
-    let result = result.expect("the engine answered the aborted call itself");
-    assert!(!result.ok && !result.compacted, "{result:?}");
-    assert!(
-        result
-            .reason
-            .as_deref()
-            .is_some_and(|reason| reason.starts_with("aborted by the caller")),
-        "{result:?}"
-    );
-    assert!(
-        engine.take_events().is_empty(),
-        "nothing for the guard to do"
-    );
+    // The engine returned by itself, but after the abort: its answer is
+    // not passed through (the reference rejects with the abort's reason).
+    let failure = result.expect_err("rejected with the abort");
+    assert_eq!(failure.kind, FailureKind::Aborted);
+    assert!(failure.message.contains("not used"), "{failure:?}");
+    let events = engine.take_events();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].action, GuardAction::Aborted);
     assert!(host.quarantine().get("abort-heeder").is_none());
     assert!(engine.serving_selected());
 }

@@ -66,6 +66,17 @@ fn compactions(spy: &Spy) -> Vec<ctxbox_host::contract::types::CompactParams> {
     spy.compactions.lock().expect("lock").clone()
 }
 
+/// The runtime context a compaction was given, as JSON.
+fn runtime_context(params: &ctxbox_host::contract::types::CompactParams) -> serde_json::Value {
+    serde_json::from_str(
+        params
+            .runtime_context
+            .as_deref()
+            .expect("a runtime context"),
+    )
+    .expect("JSON")
+}
+
 /// Over 65% of the 8,192-token window by the host's estimate.
 fn nearly_full() -> String {
     "word ".repeat(5_000)
@@ -218,17 +229,64 @@ async fn an_assistant_overflow_without_a_count_is_taken_as_one_over_the_window()
 }
 
 #[tokio::test]
-async fn a_summarization_request_too_large_error_is_not_an_overflow() {
+async fn a_summarization_request_too_large_answer_ends_the_turn_as_a_compaction_failure() {
     let spy = Spy::new(false, vec![compacted()]);
     let provider = scripted(vec![
         failed_answer("Summarization failed: request_too_large"),
         answer(),
     ]);
     let mut harness = harness(spy.clone(), provider.clone(), false);
-    let report = harness.turn("hi").await.expect("the turn ends normally");
-    assert_eq!(report.overflow_retries, 0);
-    assert!(compactions(&spy).is_empty(), "no compaction to recover");
+    let error = harness.turn("hi").await.expect_err("a compaction failure");
+    assert!(
+        matches!(error, TurnError::CompactionFailed { .. }),
+        "{error}"
+    );
+    assert_eq!(error.kind(), "compaction_failure");
+    assert_eq!(error.liveness(), Some("blocked"));
+    assert!(error.to_string().contains("request_too_large"), "{error}");
+    assert!(
+        compactions(&spy).is_empty(),
+        "no compaction: compacting is what failed"
+    );
     assert_eq!(provider.prompts().len(), 1, "not asked again");
+    let branch = harness.session.transcript().active_branch();
+    assert!(
+        matches!(
+            &branch.last().expect("entries").message,
+            AgentMessage::Assistant {
+                stop_reason: StopReason::Error,
+                ..
+            }
+        ),
+        "the failed answer is kept"
+    );
+}
+
+#[tokio::test]
+async fn a_summarization_request_too_large_error_truncates_oversized_results_once_then_is_a_compaction_failure()
+ {
+    let spy = Spy::new(false, vec![compacted()]);
+    let too_large = || {
+        Err(ProviderError::Api(ChatError::Rejected {
+            status: 400,
+            message: "summarization failed: 400 request_too_large".into(),
+        }))
+    };
+    let provider = scripted(vec![
+        Ok(tool_call("c1")),
+        too_large(),
+        too_large(),
+        answer(),
+    ]);
+    let mut harness = with_results(spy.clone(), provider.clone(), false, 20_000);
+    let error = harness.turn("hi").await.expect_err("a compaction failure");
+    assert_eq!(error.kind(), "compaction_failure", "{error}");
+    assert!(compactions(&spy).is_empty(), "no compaction");
+    assert_eq!(
+        provider.prompts().len(),
+        3,
+        "asked again once, with the oversized result truncated"
+    );
 }
 
 // --- run.timeout-triggered-compaction.test.ts -------------------------------
@@ -245,13 +303,7 @@ async fn a_timeout_on_a_nearly_full_prompt_compacts_and_retries() {
     assert_eq!(params.len(), 1);
     assert!(params[0].force);
     assert_eq!(params[0].compaction_target, CompactionTarget::Budget);
-    let context: serde_json::Value = serde_json::from_str(
-        params[0]
-            .runtime_context
-            .as_deref()
-            .expect("a runtime context"),
-    )
-    .expect("JSON");
+    let context = runtime_context(&params[0]);
     assert_eq!(context["trigger"], "timeout_recovery");
     assert_eq!(
         (context["attempt"].as_u64(), context["maxAttempts"].as_u64()),
@@ -293,6 +345,27 @@ async fn at_most_two_timeout_compactions_a_turn() {
     assert!(matches!(error, TurnError::Provider(ref e) if e.is_timeout()));
     assert_eq!(compactions(&spy).len(), 2);
     assert_eq!(provider.prompts().len(), 3);
+}
+
+#[tokio::test]
+async fn a_failed_timeout_compaction_uses_its_attempt_and_the_timeout_ends_the_turn() {
+    let spy = Spy::new(false, vec![CompactResult::failed("summarizer unreachable")]);
+    let provider = scripted(vec![timeout(), answer()]);
+    let mut harness = harness(spy.clone(), provider.clone(), false);
+    let error = harness.turn(&nearly_full()).await.expect_err("timeout");
+    assert!(
+        matches!(error, TurnError::Provider(ref e) if e.is_timeout()),
+        "{error}"
+    );
+    let params = compactions(&spy);
+    assert_eq!(params.len(), 1, "asked once");
+    let context = runtime_context(&params[0]);
+    assert_eq!(
+        (context["trigger"].as_str(), context["attempt"].as_u64()),
+        (Some("timeout_recovery"), Some(1)),
+        "the failed compaction was the turn's first timeout attempt"
+    );
+    assert_eq!(provider.prompts().len(), 1, "not asked again");
 }
 
 // --- preemptive-compaction.test.ts ------------------------------------------

@@ -427,3 +427,30 @@ async fn a_config_file_turns_engines_off_and_configures_them() {
         "{addition}"
     );
 }
+
+/// `registry.test.ts`: a fresh host's default engine is core's and serves an
+/// unset slot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_hosts_legacy_is_owned_by_core_and_serves_an_unset_slot() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let text = format!("dataDir = {:?}\n", dir.path().join("data"));
+    let runtime = Runtime::new(Config::parse(&text).expect("valid")).expect("runtime");
+    let registration = runtime
+        .engines()
+        .registry()
+        .get("legacy")
+        .expect("registered");
+    assert_eq!(
+        registration.owner,
+        ctxbox_host::engines::registry::Owner::Core
+    );
+    let engine = runtime.select(None).await;
+    assert_eq!(
+        (engine.selected_id(), engine.serving_id()),
+        ("legacy", "legacy")
+    );
+    assert!(engine.serving_selected());
+    assemble_once(engine.as_ref()).await;
+    assert!(engine.take_events().is_empty(), "nothing to guard");
+    assert!(runtime.engines().quarantine().list().is_empty());
+}

@@ -1126,6 +1126,50 @@ async fn runtime_settings_reach_only_engines_that_accept_them() {
     );
 }
 
+/// `host-param-projection.test.ts`: an engine declaring a subset gets that
+/// subset, one declaring all four gets all of them.
+#[tokio::test]
+async fn engines_declaring_a_subset_of_host_params_get_that_subset() {
+    use ctxbox_host::contract::types::HostParam;
+    let all = vec![
+        HostParam::SessionKey,
+        HostParam::Prompt,
+        HostParam::RuntimeSettings,
+        HostParam::RuntimeContext,
+    ];
+    for (accepted, settings, context) in [
+        (vec![HostParam::Prompt], false, false),
+        (vec![HostParam::RuntimeSettings], true, false),
+        (all, true, true),
+    ] {
+        let mut spy = Spy::new(false, vec![compacted()]);
+        Arc::get_mut(&mut spy)
+            .expect("not shared yet")
+            .info
+            .accepted_host_params = Some(accepted.clone());
+        let provider = scripted(vec![overflow(), answer()]);
+        let mut harness = harness(spy.clone(), provider, false);
+        harness.turn("hi").await.expect("recovers");
+        let seen = spy.runtime.lock().expect("lock").clone();
+        assert!(seen.len() >= 3, "{accepted:?}: {seen:?}");
+        for call in &seen {
+            // `maintain` has no runtime settings; `assemble` no context.
+            if call.operation != Operation::Maintain {
+                assert_eq!(call.settings.is_some(), settings, "{accepted:?}: {call:?}");
+            }
+            if !context {
+                assert!(call.context.is_none(), "{accepted:?}: {call:?}");
+            }
+        }
+        if context {
+            assert!(
+                seen.iter().any(|call| call.context.is_some()),
+                "{accepted:?}: {seen:?}"
+            );
+        }
+    }
+}
+
 /// The text blocks of `message`, joined.
 fn text_of(message: &AgentMessage) -> String {
     message

@@ -129,7 +129,7 @@ fn assistant(blocks: &[ContentBlock]) -> Option<Value> {
 }
 
 /// The text blocks joined by newlines; an image is a placeholder naming its
-/// type; thinking and tool calls are left out.
+/// type; thinking, tool calls and data blocks are left out.
 fn text_of(blocks: &[ContentBlock]) -> String {
     blocks
         .iter()
@@ -138,7 +138,9 @@ fn text_of(blocks: &[ContentBlock]) -> String {
             ContentBlock::Image { mime_type, .. } => {
                 Some(format!("[image: {mime_type}, not sent]"))
             }
-            ContentBlock::Thinking { .. } | ContentBlock::ToolCall { .. } => None,
+            ContentBlock::Thinking { .. }
+            | ContentBlock::ToolCall { .. }
+            | ContentBlock::Data { .. } => None,
         })
         .filter(|text| !text.is_empty())
         .collect::<Vec<_>>()

@@ -110,12 +110,23 @@ fn names_an_overflow(message: &str) -> bool {
 /// The overflow an assistant message reports: its `errorMessage` when it
 /// stopped with an error and that error is a context overflow.
 pub fn reported_by(message: &AgentMessage) -> Option<&str> {
+    error_of(message).filter(|error| is_context_overflow(error))
+}
+
+/// The compaction failure an assistant message reports: its
+/// `errorMessage` when it stopped with an error and that error is a
+/// compaction's own overflow ([`is_compaction_failure`]).
+pub fn compaction_failure_reported_by(message: &AgentMessage) -> Option<&str> {
+    error_of(message).filter(|error| is_compaction_failure(error))
+}
+
+fn error_of(message: &AgentMessage) -> Option<&str> {
     match message {
         AgentMessage::Assistant {
             stop_reason: StopReason::Error,
             error_message: Some(error),
             ..
-        } if is_context_overflow(error) => Some(error),
+        } => Some(error),
         _ => None,
     }
 }

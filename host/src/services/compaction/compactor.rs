@@ -26,7 +26,8 @@ use super::watchdog::Watchdog;
 use crate::contract::services::ProgressSink;
 use crate::contract::tokens;
 use crate::contract::types::{
-    AgentMessage, CompactParams, CompactResult, CompactionTarget, RotatedSession, SessionRef,
+    AgentMessage, CompactParams, CompactResult, CompactionTarget, ContentBlock, RotatedSession,
+    SessionRef,
 };
 use crate::services::summarize::{
     ExtractiveSummarizer, MergeRequest, SummarizeError, Summarizer, SummaryRequest,
@@ -244,6 +245,7 @@ impl Compactor {
             .summarize(
                 &context,
                 material,
+                window,
                 summary_tokens,
                 custom,
                 &watchdog,
@@ -256,9 +258,19 @@ impl Compactor {
             &entries[start..cut.first_kept],
             context.previous_compaction.as_ref(),
         );
+        // A cut inside a turn (its tool loop) keeps the turn's ask verbatim.
+        let pending_ask =
+            cut.turn_start
+                .and_then(|turn_start| match &entries[turn_start].message {
+                    AgentMessage::User { content } => {
+                        finalize::pending_ask(&ContentBlock::joined_text(content))
+                    }
+                    _ => None,
+                });
         let finalized = finalize::summary(
             &summaries.history,
             summaries.turn_prefix.as_deref(),
+            pending_ask.as_deref(),
             &summaries.identifiers,
             &files,
             cut.summary_tokens,
@@ -289,7 +301,7 @@ impl Compactor {
             ));
         }
         let tokens_after = aim.in_caller_units(rebuilt).min(tokens_before);
-        let details = json!({
+        let mut details = json!({
             "readFiles": files.read,
             "modifiedFiles": files.modified,
             "ctxbox": {
@@ -302,6 +314,9 @@ impl Compactor {
                 "unitScale": aim.scale,
             },
         });
+        if let Some(ask) = &pending_ask {
+            details["latestUnresolvedUserRequest"] = json!(ask);
+        }
         {
             let transcript = transcript.clone();
             let (summary, first_kept, details) =
@@ -366,6 +381,7 @@ impl Compactor {
         &self,
         context: &ActiveContext,
         material: Material,
+        window_tokens: u64,
         max_tokens: u32,
         custom: Option<&str>,
         watchdog: &Watchdog,
@@ -376,27 +392,32 @@ impl Compactor {
             chunks,
             turn_prefix,
         } = material;
-        let chunk_count = chunks.len();
         let chunk_instructions = prompts::chunk(custom);
-        let mut jobs: Vec<(Range<usize>, String, u32)> = chunks
+        // (entries, instructions, answer cap, whether it is the turn prefix)
+        let mut jobs: Vec<(Range<usize>, String, u32, bool)> = chunks
             .into_iter()
-            .map(|range| (range, chunk_instructions.clone(), max_tokens))
+            .map(|range| (range, chunk_instructions.clone(), max_tokens, false))
             .collect();
         if let Some(range) = turn_prefix {
-            jobs.push((range, prompts::turn_prefix(), (max_tokens / 2).max(1)));
+            jobs.push((range, prompts::turn_prefix(), (max_tokens / 2).max(1), true));
         }
         let concurrency = self.config.summary_concurrency.max(1);
-        let (mut summaries, identifiers) = watchdog
+        let max_part_chars = serialize::max_part_chars(window_tokens);
+        let (mut summaries, turn_prefix, identifiers) = watchdog
             .bound(
                 async {
                     let mut done = Vec::with_capacity(jobs.len());
+                    let mut turn_prefix = None;
                     let mut identifiers = Vec::new();
                     let mut seen = HashSet::new();
                     let mut stream = futures_util::stream::iter(jobs)
-                        .map(|(range, instructions, max_tokens)| async move {
+                        .map(|(range, instructions, max_tokens, is_prefix)| async move {
                             let history = context.history.clone();
                             let (text, found) = tokio::task::spawn_blocking(move || {
-                                let text = serialize::conversation(&history.entries()[range]);
+                                let text = serialize::conversation(
+                                    &history.entries()[range],
+                                    max_part_chars,
+                                );
                                 let found = identifiers_of(&text);
                                 (text, found)
                             })
@@ -406,28 +427,37 @@ impl Compactor {
                                     "serializing a chunk failed: {error}"
                                 ))
                             })?;
+                            // Messages with nothing to read (empty text,
+                            // only images) cost no model call.
+                            if text.trim().is_empty() {
+                                return Ok((is_prefix, None, found));
+                            }
                             let job = SummaryRequest {
                                 text,
                                 instructions,
                                 max_tokens,
                                 deadline: watchdog.request_deadline(),
                             };
-                            Ok::<_, CompactionError>((self.summarize_one(job).await?, found))
+                            let summary = self.summarize_one(job).await?;
+                            Ok::<_, CompactionError>((is_prefix, Some(summary), found))
                         })
                         .buffered(concurrency);
                     while let Some(summary) = stream.next().await {
                         watchdog.progress();
                         progress.progress();
-                        let (summary, found) = summary?;
+                        let (is_prefix, summary, found) = summary?;
                         identifiers.extend(found.into_iter().filter(|id| seen.insert(id.clone())));
-                        done.push(summary);
+                        match (is_prefix, summary) {
+                            (true, summary) => turn_prefix = summary,
+                            (false, Some(summary)) => done.push(summary),
+                            (false, None) => {}
+                        }
                     }
-                    Ok((done, identifiers))
+                    Ok((done, turn_prefix, identifiers))
                 },
                 abort,
             )
             .await?;
-        let turn_prefix = (summaries.len() > chunk_count).then(|| summaries.remove(chunk_count));
 
         let previous = context
             .previous_compaction

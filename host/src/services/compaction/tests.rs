@@ -316,7 +316,7 @@ fn a_second_compaction_folds_in_the_first() {
 }
 
 #[test]
-fn a_cut_inside_a_turn_gets_a_turn_prefix_summary() {
+fn a_cut_inside_a_turn_gets_a_turn_prefix_summary_and_keeps_its_ask_verbatim() {
     let dir = tempfile::tempdir().expect("temp dir");
     let store = TranscriptStore::new(TranscriptConfig::default());
     let transcript = store
@@ -329,9 +329,8 @@ fn a_cut_inside_a_turn_gets_a_turn_prefix_summary() {
         ])
         .expect("append");
     // One long turn: a single ask followed by many tool rounds.
-    let mut turn = vec![AgentMessage::user_text(
-        "Refactor everything, keep the API stable.",
-    )];
+    let ask = "Refactor everything, keep the API stable.";
+    let mut turn = vec![AgentMessage::user_text(ask)];
     for round in 0..30 {
         let id = format!("r{round}");
         turn.push(tool_call(&id, &format!("src/r{round}.rs")));
@@ -350,7 +349,16 @@ fn a_cut_inside_a_turn_gets_a_turn_prefix_summary() {
         summary.contains("## Turn context (split turn)"),
         "{summary}"
     );
-    assert!(summary.contains("keep the API stable"));
+    assert!(
+        summary.starts_with(&format!(
+            "## Latest unresolved user request\n{}\n\n",
+            serde_json::Value::from(ask)
+        )),
+        "the pending ask leads, verbatim: {summary}"
+    );
+    let details: serde_json::Value =
+        serde_json::from_str(result.details.as_deref().expect("details")).expect("JSON");
+    assert_eq!(details["latestUnresolvedUserRequest"], ask);
     let history = transcript.history();
     assert_eq!(
         history.kind(1),
@@ -655,6 +663,141 @@ fn a_pass_that_cannot_make_progress_costs_no_summary() {
         "no summary asked for"
     );
     assert_eq!(transcript.line_count(), lines, "nothing written");
+}
+
+#[test]
+fn a_nested_tool_result_of_120k_characters_is_counted_and_cut() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = TranscriptStore::new(TranscriptConfig::default());
+    let path = dir.path().join("session.jsonl");
+    let transcript = store.create(&path, NewSession::default()).expect("create");
+    transcript
+        .append(&[
+            AgentMessage::user_text("read the build log"),
+            tool_call("big", "build.log"),
+        ])
+        .expect("append");
+    // The result as OpenClaw's Codex runtime writes it: a `toolResult` block
+    // nested in the content array, its payload in `text` and `content`.
+    let output = format!(
+        "{}error: the build failed",
+        "compiling crate\n".repeat(7_500)
+    );
+    let parent = transcript.leaf_id().expect("leaf");
+    let line = serde_json::json!({
+        "type": "message", "id": "nested", "parentId": parent,
+        "timestamp": "2026-01-01T00:00:01.000Z",
+        "message": {"role": "toolResult", "toolCallId": "big", "toolName": "read",
+            "isError": false, "timestamp": 1,
+            "content": [{"type": "toolResult", "toolCallId": "big",
+                "text": output, "content": output}]},
+    });
+    drop(transcript);
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .expect("open");
+    std::io::Write::write_all(&mut file, format!("{line}\n").as_bytes()).expect("write");
+    drop(file);
+    let transcript = store.open(&path).expect("reopen");
+    for turn in 0..6 {
+        transcript
+            .append(&[
+                AgentMessage::user_text(format!("Please look at module {turn}.")),
+                AgentMessage::assistant_text(format!("Module {turn} is fine.")),
+            ])
+            .expect("append");
+    }
+    let before = transcript.history().total_tokens();
+    assert!(
+        before > 30_000,
+        "120k characters of output cost about 30k tokens, not a block overhead: {before}"
+    );
+
+    let summarizer = Arc::new(Capture::default());
+    let compactor = compactor(&store, summarizer.clone(), CompactionConfig::default());
+    let result = runtime()
+        .block_on(compactor.compact(
+            &transcript,
+            &params(16_000, CompactionTarget::Budget, false),
+            &NoProgress,
+            &CancellationToken::new(),
+        ))
+        .expect("compaction runs");
+    assert!(result.ok && result.compacted, "{result:?}");
+    let history = transcript.history();
+    assert!(
+        history.total_tokens() <= TargetShare::DEFAULT.of(16_000),
+        "the result is cut away: {}",
+        history.total_tokens()
+    );
+    assert!(history.find("nested").is_none());
+    assert_paired(&history);
+    let texts = summarizer.texts.lock().expect("lock").join("\n");
+    assert!(
+        texts.contains("[Tool result]: compiling crate")
+            && texts.contains("more characters truncated"),
+        "the summarizer reads the result, cut to 2,000 characters"
+    );
+}
+
+#[test]
+fn history_with_nothing_to_read_is_no_prior_history_without_a_model_call() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = TranscriptStore::new(TranscriptConfig::default());
+    let transcript = store
+        .create(&dir.path().join("session.jsonl"), NewSession::default())
+        .expect("create");
+    let empty: Vec<AgentMessage> = (0..300)
+        .flat_map(|_| {
+            [
+                AgentMessage::user_text(""),
+                AgentMessage::assistant_text(""),
+            ]
+        })
+        .collect();
+    transcript.append(&empty).expect("append");
+    transcript
+        .append(&[
+            AgentMessage::user_text("now the real question"),
+            AgentMessage::assistant_text("and its answer"),
+        ])
+        .expect("append");
+    let summarizer = Arc::new(Capture::default());
+    let compactor = compactor(&store, summarizer.clone(), CompactionConfig::default());
+    let result = runtime()
+        .block_on(compactor.compact(
+            &transcript,
+            &params(4_000, CompactionTarget::Budget, true),
+            &NoProgress,
+            &CancellationToken::new(),
+        ))
+        .expect("compaction runs");
+    assert!(result.ok && result.compacted, "{result:?}");
+    assert!(
+        summarizer.texts.lock().expect("lock").is_empty(),
+        "no model call for nothing to read"
+    );
+    let summary = result.summary.expect("summary");
+    assert!(summary.contains("No prior history."), "{summary}");
+}
+
+/// Keeps every text it is asked to summarize.
+#[derive(Default)]
+struct Capture {
+    texts: Mutex<Vec<String>>,
+}
+
+#[async_trait]
+impl Summarizer for Capture {
+    fn id(&self) -> &str {
+        "capture"
+    }
+
+    async fn summarize(&self, request: SummaryRequest) -> Result<String, SummarizeError> {
+        self.texts.lock().expect("lock").push(request.text);
+        Ok("summary".into())
+    }
 }
 
 #[derive(Default)]
