@@ -20,18 +20,30 @@ function format(value: unknown): string {
 
 /** Export calls in progress: the host's imports exist only during one. */
 let callDepth = 0;
+/** Export calls begun so far: which call is in progress. */
+let callsBegun = 0;
 
 /**
  * Runs `run` as (part of) an export call, so `console` writes reach the host;
  * `defineEngine` wraps every export in it.
  */
 export function duringCall<T>(run: () => T): T {
+  if (callDepth === 0) callsBegun += 1;
   callDepth += 1;
   try {
     return run();
   } finally {
     callDepth -= 1;
   }
+}
+
+/**
+ * The export call in progress (a number no other call of this instance has),
+ * or `undefined` outside one: at the module's top level the host's imports
+ * cannot be called.
+ */
+export function currentCall(): number | undefined {
+  return callDepth > 0 ? callsBegun : undefined;
 }
 
 function writer(level: LogLevel) {

@@ -18,3 +18,8 @@ declare var console: {
   error(...args: unknown[]): void;
   trace(...args: unknown[]): void;
 };
+declare class URL {
+  constructor(url: string, base?: string);
+  readonly href: string;
+  readonly pathname: string;
+}

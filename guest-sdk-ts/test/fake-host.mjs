@@ -1,7 +1,9 @@
 // A fake ctxbox host for the transpiled test engine: the `ctxbox:engine`
-// imports over in-memory data, recording what the engine asked for, and
-// WASI from @bytecodealliance/preview2-shim.
+// imports over in-memory data, recording what the engine asked for, the
+// `sql` import from fake-sql.mjs (node:sqlite behind the contract), and WASI
+// from @bytecodealliance/preview2-shim.
 import * as shim from "@bytecodealliance/preview2-shim";
+import { Database, Statement } from "./fake-sql.mjs";
 
 /** A host error the way a transpiled import reports one: thrown with a `payload`. */
 function hostError(kind, message) {
@@ -166,7 +168,12 @@ export function fakeHost() {
     indexDelete: (scope, id) => indexCall(() => index.delete(scope, id)),
     indexSearch: (query) => indexCall(() => index.search(query)),
   };
-  const ctxbox = { "ctxbox:engine/host": host, "ctxbox:engine/history": { History }, "ctxbox:engine/types": {} };
+  const ctxbox = {
+    "ctxbox:engine/host": host,
+    "ctxbox:engine/sql": { Database, Statement },
+    "ctxbox:engine/history": { History },
+    "ctxbox:engine/types": {},
+  };
   const wasi = {
     "wasi:cli/stderr": shim.cli.stderr, "wasi:cli/stdout": shim.cli.stdout, "wasi:cli/stdin": shim.cli.stdin,
     "wasi:cli/environment": shim.cli.environment, "wasi:cli/exit": shim.cli.exit,

@@ -160,7 +160,7 @@ describe("tools", () => {
   test("listTools answers the definitions, parameters as JSON text", () => {
     const listed = tools.listTools();
     assert.deepEqual(listed.map((tool) => tool.name), [
-      "remember", "forget", "recall", "ask", "ask-kind", "fail", "crash", "whoami", "defaults",
+      "remember", "forget", "recall", "ask", "ask-kind", "fail", "crash", "whoami", "defaults", "note", "notes",
     ]);
     // Given as an object, written as JSON; given as JSON text, passed as is.
     assert.equal(listed[0].parameters, '{"type":"object","properties":{"id":{"type":"string"},"text":{"type":"string"}}}');
@@ -281,5 +281,22 @@ describe("host.index", () => {
     });
     assert.match(errorOf(() => callTool("q", "forget", { id: "x" })).message, /^host\.index\.delete failed \(unavailable\)/);
     host.indexError = undefined;
+  });
+});
+
+describe("DatabaseSync in the component", () => {
+  test("stores, full-text searches and answers rows as node:sqlite does, over the sql import", () => {
+    assert.deepEqual(JSON.parse(callTool("s", "note", { text: "SQLite keeps the cache warm" })), { changes: 1, lastInsertRowid: 1 });
+    assert.deepEqual(JSON.parse(callTool("s", "note", { text: "lunch at noon" })), { changes: 1, lastInsertRowid: 2 });
+    assert.deepEqual(JSON.parse(callTool("s", "notes", { query: "cache" })), {
+      rows: [{ rowid: 1, body: "SQLite keeps the cache warm" }],
+      columns: ["rowid", "body"],
+    });
+  });
+
+  test("a failed statement reaches the host as an engine-error with SQLite's message", () => {
+    const error = errorOf(() => callTool("s", "notes", { query: '"unterminated' }));
+    assert.equal(error.kind, "internal");
+    assert.equal(error.message, "unterminated string");
   });
 });

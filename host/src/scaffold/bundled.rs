@@ -16,6 +16,7 @@ pub(super) const WIT: &[File] = &[
     ("engine.wit", include_str!("../../../wit/engine.wit")),
     ("history.wit", include_str!("../../../wit/history.wit")),
     ("host.wit", include_str!("../../../wit/host.wit")),
+    ("sql.wit", include_str!("../../../wit/sql.wit")),
     ("tools.wit", include_str!("../../../wit/tools.wit")),
     ("types.wit", include_str!("../../../wit/types.wit")),
     ("world.wit", include_str!("../../../wit/world.wit")),
@@ -119,6 +120,14 @@ pub(super) const TS_SDK: &[File] = &[
         include_str!("../../../guest-sdk-ts/src/prompt.ts"),
     ),
     (
+        "src/sql-text.ts",
+        include_str!("../../../guest-sdk-ts/src/sql-text.ts"),
+    ),
+    (
+        "src/sqlite.ts",
+        include_str!("../../../guest-sdk-ts/src/sqlite.ts"),
+    ),
+    (
         "src/wit.ts",
         include_str!("../../../guest-sdk-ts/src/wit.ts"),
     ),
@@ -137,6 +146,10 @@ pub(super) const TS_SDK: &[File] = &[
     (
         "types/interfaces/ctxbox-engine-host.d.ts",
         include_str!("../../../guest-sdk-ts/types/interfaces/ctxbox-engine-host.d.ts"),
+    ),
+    (
+        "types/interfaces/ctxbox-engine-sql.d.ts",
+        include_str!("../../../guest-sdk-ts/types/interfaces/ctxbox-engine-sql.d.ts"),
     ),
     (
         "types/interfaces/ctxbox-engine-tools.d.ts",

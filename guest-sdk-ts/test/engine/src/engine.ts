@@ -2,6 +2,7 @@
 // feature, chosen by the session id (for `assemble`) or the tool called, so
 // the tests can drive it through the transpiled component with a fake host.
 import {
+  DatabaseSync,
   EngineFailure,
   assembled,
   defineEngine,
@@ -53,7 +54,23 @@ const TOOLS: ToolInit[] = [
   { name: "crash", description: "Throws an Error.", parameters: objectOf({}) },
   { name: "whoami", description: "Answers this.info().id.", parameters: objectOf({}) },
   { name: "defaults", description: "The tools export of an engine without tools.", parameters: objectOf({}) },
+  { name: "note", description: "Stores a note in SQL.", parameters: objectOf({ text: { type: "string" } }) },
+  { name: "notes", description: "Full-text searches the notes.", parameters: objectOf({ query: { type: "string" } }) },
 ];
+
+// Made at the top level (while the build pre-initializes the module): it
+// reaches the host only with its first statement, during a call.
+const notes = new DatabaseSync("notes.db");
+let notesReady = false;
+
+/** The notes table, made on first use. */
+function notesDb(): DatabaseSync {
+  if (!notesReady) {
+    notes.exec("CREATE VIRTUAL TABLE IF NOT EXISTS notes USING fts5(body)");
+    notesReady = true;
+  }
+  return notes;
+}
 
 /** A tool result: `value` as JSON, bigints as strings. */
 const answer = (value: unknown): string => JSON.stringify(value, (_, v) => (typeof v === "bigint" ? `${v}n` : v));
@@ -99,6 +116,12 @@ function callTool(this: { info(): { id: string } }, session: SessionRef, name: s
       throw new Error("tool crashed");
     case "whoami":
       return this.info().id;
+    case "note":
+      return answer(notesDb().prepare("INSERT INTO notes(body) VALUES (:text)").run({ text: args.text ?? "" }));
+    case "notes": {
+      const search = notesDb().prepare("SELECT rowid, body FROM notes WHERE notes MATCH ? ORDER BY rank");
+      return answer({ rows: search.all(args.query ?? ""), columns: search.columns().map((column) => column.name) });
+    }
     case "defaults": {
       const plain = toolsOf(defineEngine({ info: { id: "plain", name: "plain" }, assemble: () => assembled([], 0) }));
       return answer({ listed: plain.listTools(), called: thrown(() => plain.callTool(session, "grep", "{}")) });
