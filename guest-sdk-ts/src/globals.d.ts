@@ -23,3 +23,7 @@ declare class URL {
   readonly href: string;
   readonly pathname: string;
 }
+/** StarlingMonkey's timers: they run while an export call waits on a Promise. */
+declare function setTimeout(callback: (...args: unknown[]) => void, ms?: number, ...args: unknown[]): number;
+declare function clearTimeout(id?: number): void;
+declare function queueMicrotask(callback: () => void): void;

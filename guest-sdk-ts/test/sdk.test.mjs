@@ -160,7 +160,8 @@ describe("tools", () => {
   test("listTools answers the definitions, parameters as JSON text", () => {
     const listed = tools.listTools();
     assert.deepEqual(listed.map((tool) => tool.name), [
-      "remember", "forget", "recall", "ask", "ask-kind", "fail", "crash", "whoami", "defaults", "note", "notes",
+      "remember", "forget", "recall", "ask", "ask-kind", "fail", "crash", "whoami", "defaults",
+      "async-fail", "async-defaults", "note", "notes",
     ]);
     // Given as an object, written as JSON; given as JSON text, passed as is.
     assert.equal(listed[0].parameters, '{"type":"object","properties":{"id":{"type":"string"},"text":{"type":"string"}}}');
@@ -298,5 +299,31 @@ describe("DatabaseSync in the component", () => {
     const error = errorOf(() => callTool("s", "notes", { query: '"unterminated' }));
     assert.equal(error.kind, "internal");
     assert.equal(error.message, "unterminated string");
+  });
+});
+
+describe("async methods", () => {
+  test("a rejection is the export's engine-error, and the instance answers on", () => {
+    assert.deepEqual(errorOf(() => engine.assemble(session("async-throw"), new History([]), params)), {
+      kind: "internal",
+      message: "late boom",
+    });
+    assert.deepEqual(errorOf(() => callTool("t", "async-fail")), { kind: "invalid-input", message: "late and wrong" });
+    assert.equal(callTool("t", "whoami"), "sdk-test");
+  });
+
+  test("console writes after an await and a timer reach the host", () => {
+    host.logs.length = 0;
+    const answer = engine.assemble(session("async-console"), new History([]), params);
+    assert.deepEqual(answer.items, []);
+    assert.deepEqual(host.logs, [
+      { level: "info", message: "before await" },
+      { level: "info", message: "after await" },
+      { level: "info", message: "after a timer" },
+    ]);
+  });
+
+  test("the default ingestBatch awaits an async ingest, in order", () => {
+    assert.deepEqual(JSON.parse(callTool("t", "async-defaults")), { batch: { ingestedCount: 2 }, seen: ["a", "skip", "b"] });
   });
 });

@@ -54,6 +54,8 @@ const TOOLS: ToolInit[] = [
   { name: "crash", description: "Throws an Error.", parameters: objectOf({}) },
   { name: "whoami", description: "Answers this.info().id.", parameters: objectOf({}) },
   { name: "defaults", description: "The tools export of an engine without tools.", parameters: objectOf({}) },
+  { name: "async-fail", description: "Throws an EngineFailure after an await.", parameters: objectOf({}) },
+  { name: "async-defaults", description: "The defaults over an async ingest.", parameters: objectOf({}) },
   { name: "note", description: "Stores a note in SQL.", parameters: objectOf({ text: { type: "string" } }) },
   { name: "notes", description: "Full-text searches the notes.", parameters: objectOf({ query: { type: "string" } }) },
 ];
@@ -84,7 +86,7 @@ function thrown(run: () => unknown): unknown {
   }
 }
 
-function callTool(this: { info(): { id: string } }, session: SessionRef, name: string, argumentsJson: Json): string {
+function callTool(this: { info(): { id: string } }, session: SessionRef, name: string, argumentsJson: Json): string | Promise<string> {
   const args = toolArguments<IndexArguments & { prompt?: string }>(argumentsJson);
   const scope = args.scope ?? "session";
   switch (name) {
@@ -116,6 +118,27 @@ function callTool(this: { info(): { id: string } }, session: SessionRef, name: s
       throw new Error("tool crashed");
     case "whoami":
       return this.info().id;
+    case "async-fail":
+      return (async () => {
+        await new Promise((resolve) => setTimeout(resolve, 1));
+        throw new EngineFailure("invalid-input", "late and wrong");
+      })();
+    case "async-defaults":
+      return (async () => {
+        const seen: string[] = [];
+        const lazy = defineEngine({
+          info: { id: "lazy", name: "lazy" },
+          assemble: () => assembled([], 0),
+          async ingest(_session, entry) {
+            await Promise.resolve();
+            seen.push(entry.id);
+            return { ingested: entry.id !== "skip" };
+          },
+        });
+        const entries = ["a", "skip", "b"].map((id) => ({ id, timestampMs: 0n, message: { tag: "user" as const, val: { content: [] } } }));
+        const batch = await lazy.ingestBatch(session, entries, false);
+        return answer({ batch, seen });
+      })();
     case "note":
       return answer(notesDb().prepare("INSERT INTO notes(body) VALUES (:text)").run({ text: args.text ?? "" }));
     case "notes": {
@@ -143,6 +166,20 @@ export const engine = defineEngine({
 
   assemble(session, history, params) {
     switch (session.sessionId) {
+      case "async-throw":
+        return (async () => {
+          await Promise.resolve();
+          throw new Error("late boom");
+        })();
+      case "async-console":
+        return (async () => {
+          console.info("before await");
+          await Promise.resolve();
+          console.info("after await");
+          await new Promise((resolve) => setTimeout(resolve, 1));
+          console.info("after a timer");
+          return assembled([], 0);
+        })();
       case "throw-error":
         throw new Error("boom");
       case "throw-failure":
