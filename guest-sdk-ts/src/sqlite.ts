@@ -32,7 +32,7 @@ export interface DatabaseSyncOptions {
   open?: boolean;
   /** Must be `false`: the host offers no read-only connection. */
   readOnly?: boolean;
-  /** `PRAGMA foreign_keys` for the connection (default `true`, as `node:sqlite`). */
+  /** Must be `true` or left out: the host always enforces foreign keys (as `node:sqlite` does by default). */
   enableForeignKeyConstraints?: boolean;
   /** Accepted; `enableLoadExtension(true)` is refused all the same. */
   allowExtension?: boolean;
@@ -514,7 +514,6 @@ function flag(value: unknown, name: string): boolean {
 /** A connection to one of the engine's databases, like `node:sqlite`'s `DatabaseSync`. */
 export class DatabaseSync {
   #name: string | undefined;
-  #foreignKeys: boolean;
   #settings: Settings;
   #open = false;
   #handle: sql.Database | undefined;
@@ -534,7 +533,13 @@ export class DatabaseSync {
         TypeError,
       );
     }
-    this.#foreignKeys = options.enableForeignKeyConstraints ?? true;
+    if (options.enableForeignKeyConstraints === false) {
+      throw nodeError(
+        "ERR_INVALID_ARG_VALUE",
+        "the host always enforces foreign keys (enableForeignKeyConstraints: false is not offered)",
+        TypeError,
+      );
+    }
     this.#settings = {
       readBigInts: options.readBigInts ?? false,
       returnArrays: options.returnArrays ?? false,
@@ -625,14 +630,12 @@ export class DatabaseSync {
     if (!this.#open) throw nodeError("ERR_INVALID_STATE", "database is not open");
   }
 
-  /** The host's database, opened (with the foreign-key setting) on first use. */
+  /** The host's database, opened on first use. */
   #connection(): sql.Database {
     this.#openOrThrow();
     if (!this.#handle) {
       const name = this.#name;
-      const handle = hostCall(() => sql.Database.open(name));
-      hostCall(() => handle.executeBatch(`PRAGMA foreign_keys = ${this.#foreignKeys ? "ON" : "OFF"}`));
-      this.#handle = handle;
+      this.#handle = hostCall(() => sql.Database.open(name));
     }
     return this.#handle;
   }
