@@ -116,6 +116,22 @@ pub(super) const TS_SDK: &[File] = &[
         include_str!("../../../guest-sdk-ts/src/index.ts"),
     ),
     (
+        "src/node/crypto.ts",
+        include_str!("../../../guest-sdk-ts/src/node/crypto.ts"),
+    ),
+    (
+        "src/node/encoding.ts",
+        include_str!("../../../guest-sdk-ts/src/node/encoding.ts"),
+    ),
+    (
+        "src/node/path.ts",
+        include_str!("../../../guest-sdk-ts/src/node/path.ts"),
+    ),
+    (
+        "src/node/sha.ts",
+        include_str!("../../../guest-sdk-ts/src/node/sha.ts"),
+    ),
+    (
         "src/prompt.ts",
         include_str!("../../../guest-sdk-ts/src/prompt.ts"),
     ),
