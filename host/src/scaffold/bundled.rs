@@ -132,6 +132,14 @@ pub(super) const TS_SDK: &[File] = &[
         include_str!("../../../guest-sdk-ts/src/node/sha.ts"),
     ),
     (
+        "src/node/process.ts",
+        include_str!("../../../guest-sdk-ts/src/node/process.ts"),
+    ),
+    (
+        "src/node/timers.ts",
+        include_str!("../../../guest-sdk-ts/src/node/timers.ts"),
+    ),
+    (
         "src/prompt.ts",
         include_str!("../../../guest-sdk-ts/src/prompt.ts"),
     ),
