@@ -140,6 +140,10 @@ pub(super) const TS_SDK: &[File] = &[
         include_str!("../../../guest-sdk-ts/src/node/timers.ts"),
     ),
     (
+        "src/node/intl.ts",
+        include_str!("../../../guest-sdk-ts/src/node/intl.ts"),
+    ),
+    (
         "src/prompt.ts",
         include_str!("../../../guest-sdk-ts/src/prompt.ts"),
     ),
