@@ -144,6 +144,18 @@ pub(super) const TS_SDK: &[File] = &[
         include_str!("../../../guest-sdk-ts/src/node/intl.ts"),
     ),
     (
+        "src/node/util.ts",
+        include_str!("../../../guest-sdk-ts/src/node/util.ts"),
+    ),
+    (
+        "src/node/os.ts",
+        include_str!("../../../guest-sdk-ts/src/node/os.ts"),
+    ),
+    (
+        "src/node/async_hooks.ts",
+        include_str!("../../../guest-sdk-ts/src/node/async_hooks.ts"),
+    ),
+    (
         "src/prompt.ts",
         include_str!("../../../guest-sdk-ts/src/prompt.ts"),
     ),
