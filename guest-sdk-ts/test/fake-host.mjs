@@ -123,7 +123,7 @@ function defaultModel(request) {
  * The fake host: `logs`, `state`, `delegated`, `completions` (the requests
  * the model was asked) and `index` record what the engine did. Set
  * `modelError` or `indexError` to a host-error kind to make the model or the
- * index fail with it, `indexQuotaBytes` to bound the index, `session` to the
+ * index fail with it, `config` to the engine's configuration (JSON text), `indexQuotaBytes` to bound the index, `session` to the
  * session the next call is about (the index's session scope).
  */
 export function fakeHost() {
@@ -131,7 +131,7 @@ export function fakeHost() {
   const state = new Map();
   const delegated = [];
   const completions = [];
-  const fake = { session: "s", modelError: undefined, indexError: undefined, indexQuotaBytes: Infinity };
+  const fake = { session: "s", modelError: undefined, indexError: undefined, indexQuotaBytes: Infinity, config: undefined };
   const index = new FakeIndex(fake);
   /** Runs an index operation unless `fake.indexError` says the index fails. */
   const indexCall = (run) => {
@@ -142,7 +142,7 @@ export function fakeHost() {
     log: (level, message) => logs.push({ level, message }),
     reportProgress: () => {},
     aborted: () => false,
-    engineConfig: () => undefined,
+    engineConfig: () => fake.config,
     runtimeSettings: () => undefined,
     estimateTokens: (entries) => BigInt(7 * entries.length),
     delegateCompaction: (params) => {

@@ -156,6 +156,14 @@ pub(super) const TS_SDK: &[File] = &[
         include_str!("../../../guest-sdk-ts/src/node/async_hooks.ts"),
     ),
     (
+        "src/node/buffer.ts",
+        include_str!("../../../guest-sdk-ts/src/node/buffer.ts"),
+    ),
+    (
+        "src/node/globals.ts",
+        include_str!("../../../guest-sdk-ts/src/node/globals.ts"),
+    ),
+    (
         "src/prompt.ts",
         include_str!("../../../guest-sdk-ts/src/prompt.ts"),
     ),

@@ -26,6 +26,15 @@ import {
   type ToolInit,
 } from "@ctxbox/guest";
 
+import { installNodeGlobals } from "@ctxbox/guest/node/globals";
+import { createHash, randomUUID } from "@ctxbox/guest/node/crypto";
+import { join } from "@ctxbox/guest/node/path";
+import { AsyncLocalStorage } from "@ctxbox/guest/node/async_hooks";
+import { format } from "@ctxbox/guest/node/util";
+
+// The Node layers, installed while the build pre-initializes the module.
+installNodeGlobals();
+
 // Logged while the build pre-initializes the module: dropped, not a failed build.
 console.log("top level");
 
@@ -56,6 +65,7 @@ const TOOLS: ToolInit[] = [
   { name: "defaults", description: "The tools export of an engine without tools.", parameters: objectOf({}) },
   { name: "async-fail", description: "Throws an EngineFailure after an await.", parameters: objectOf({}) },
   { name: "async-defaults", description: "The defaults over an async ingest.", parameters: objectOf({}) },
+  { name: "node-layers", description: "Uses every Node layer of the SDK.", parameters: objectOf({}) },
   { name: "note", description: "Stores a note in SQL.", parameters: objectOf({ text: { type: "string" } }) },
   { name: "notes", description: "Full-text searches the notes.", parameters: objectOf({ query: { type: "string" } }) },
 ];
@@ -138,6 +148,48 @@ function callTool(this: { info(): { id: string } }, session: SessionRef, name: s
         const entries = ["a", "skip", "b"].map((id) => ({ id, timestampMs: 0n, message: { tag: "user" as const, val: { content: [] } } }));
         const batch = await lazy.ingestBatch(session, entries, false);
         return answer({ batch, seen });
+      })();
+    case "node-layers":
+      return (async () => {
+        const g = globalThis as unknown as {
+          process: { env: Record<string, string>; nextTick(f: () => void): void; cwd(): string };
+          Buffer: { from(text: string, encoding?: string): { toString(encoding?: string): string }; byteLength(text: string): number };
+          setImmediate(f: () => void): unknown;
+        };
+        const order: string[] = [];
+        await new Promise<void>((done) => {
+          g.setImmediate(() => {
+            order.push("immediate");
+            done();
+          });
+          g.process.nextTick(() => order.push("tick"));
+          order.push("now");
+        });
+        const storage = new AsyncLocalStorage<string>();
+        const stored = await storage.run("kept", async () => {
+          await Promise.resolve();
+          return storage.getStore();
+        });
+        const stamp = new Intl.DateTimeFormat("en-CA", {
+          timeZone: "UTC", year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", hour12: false,
+        }).format(new Date(Date.UTC(2026, 0, 5, 13, 7)));
+        return answer({
+          env: g.process.env,
+          cwd: g.process.cwd(),
+          order,
+          base64: g.Buffer.from("héllo").toString("base64"),
+          byteLength: g.Buffer.byteLength("世界"),
+          sha256: createHash("sha256").update("abc").digest("hex"),
+          sha1: createHash("sha1").update("abc").digest("base64"),
+          uuid: /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/.test(randomUUID()),
+          path: join("/a/b", "../c", "d.db"),
+          stored,
+          stamp,
+          zone: new Intl.DateTimeFormat().resolvedOptions().timeZone,
+          number: (1234567.891).toLocaleString("en-US"),
+          date: new Date(Date.UTC(2026, 0, 5, 13, 7, 9)).toLocaleString("en-US", { timeZone: "UTC" }),
+          format: format("%s has %d", "cart", 3),
+        });
       })();
     case "note":
       return answer(notesDb().prepare("INSERT INTO notes(body) VALUES (:text)").run({ text: args.text ?? "" }));
