@@ -19,6 +19,12 @@ abstract class BlockHasher implements Hasher {
 
   /** Folds one 64-byte block at `at` of `bytes` into the state. */
   protected abstract compress(bytes: Uint8Array, at: number): void;
+
+  /** The 16 big-endian words of the block at `at` of `bytes`, into the start of `schedule`. */
+  protected static words(bytes: Uint8Array, at: number, schedule: Uint32Array): void {
+    const view = new DataView(bytes.buffer, bytes.byteOffset + at, 64);
+    for (let i = 0; i < 16; i += 1) schedule[i] = view.getUint32(i * 4);
+  }
   /** The state as the digest. */
   protected abstract digest(): Uint8Array;
 
@@ -85,8 +91,7 @@ export class Sha256 extends BlockHasher {
 
   protected compress(bytes: Uint8Array, at: number): void {
     const w = this.#w;
-    const view = new DataView(bytes.buffer, bytes.byteOffset + at, 64);
-    for (let i = 0; i < 16; i += 1) w[i] = view.getUint32(i * 4);
+    BlockHasher.words(bytes, at, w);
     for (let i = 16; i < 64; i += 1) {
       const a = w[i - 15] as number;
       const b = w[i - 2] as number;
@@ -129,8 +134,7 @@ export class Sha1 extends BlockHasher {
 
   protected compress(bytes: Uint8Array, at: number): void {
     const w = this.#w;
-    const view = new DataView(bytes.buffer, bytes.byteOffset + at, 64);
-    for (let i = 0; i < 16; i += 1) w[i] = view.getUint32(i * 4);
+    BlockHasher.words(bytes, at, w);
     for (let i = 16; i < 80; i += 1) {
       w[i] = rotl((w[i - 3] as number) ^ (w[i - 8] as number) ^ (w[i - 14] as number) ^ (w[i - 16] as number), 1);
     }
