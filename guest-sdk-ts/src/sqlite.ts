@@ -401,38 +401,34 @@ export class StatementSync {
 
   /**
    * The contract's parameters for `node:sqlite`-style arguments: an optional
-   * object of named parameters first, then positional values. Positional
-   * values bind the statement's anonymous (`?`, `?NNN`) parameters in order.
+   * object of named parameters first, then positional values, which take
+   * the indexes that are not a named parameter's, in order (as node:sqlite
+   * binds them). Every parameter of the statement is sent on every run,
+   * NULL when not given (node:sqlite clears the last run's values), so
+   * nothing depends on what the host keeps between runs: by name when the
+   * statement has only named ones, else by index.
    */
   #bind(args: unknown[]): sql.Params {
     const named = isNamedObject(args[0]) ? args[0] : undefined;
     const positional = (named ? args.slice(1) : args).map((value, i) => toValue(value, String(i + 1)));
-    const byName = named ? this.#named(named) : [];
-    const count = this.#parameters.reduce((max, p) => Math.max(max, p.index), 0);
     const slots = new Map<number, sql.Value>();
-    for (const { name, value } of byName) slots.set(this.#indexOf(name), value);
-    this.#lastBound = slots;
-    if (positional.length === 0) {
-      if (byName.length > 0) return { tag: "named", val: byName };
-      // Unbound parameters are NULL, as in node:sqlite.
-      return count === 0 ? { tag: "none" } : { tag: "positional", val: nulls(count) };
-    }
-    if (!this.#parameters.some((p) => p.name[0] !== "?")) {
-      // Only anonymous parameters: the values as they are, NULL for the rest.
-      // More values than parameters fail at the host with SQLite's
-      // SQLITE_RANGE, as in node:sqlite.
-      positional.forEach((value, i) => slots.set(i + 1, value));
-      return { tag: "positional", val: positional.concat(nulls(count - positional.length)) };
-    }
-    // Positional values take the indexes that are not a named parameter's,
-    // in order (as node:sqlite binds them); the host gets every index.
+    for (const { name, value } of named ? this.#named(named) : []) slots.set(this.#indexOf(name), value);
     const namedIndexes = new Set(this.#parameters.filter((p) => p.name[0] !== "?").map((p) => p.index));
+    const count = this.#parameters.reduce((max, p) => Math.max(max, p.index), 0);
     let index = 0;
     for (const value of positional) {
       do index += 1;
       while (namedIndexes.has(index));
+      // More values than parameters: SQLite's SQLITE_RANGE, as in node:sqlite.
       if (index > count) throw sqliteError(25, "column index out of range");
       slots.set(index, value);
+    }
+    this.#lastBound = slots;
+    if (count === 0) return { tag: "none" };
+    const onlyNamed = this.#parameters.every((p) => p.name[0] !== "?");
+    if (onlyNamed) {
+      const names = new Map(this.#parameters.map((p) => [p.name, p.index]));
+      return { tag: "named", val: [...names].map(([name, at]) => ({ name, value: slots.get(at) ?? { tag: "null" } })) };
     }
     const values = nulls(count);
     for (const [at, value] of slots) values[at - 1] = value;

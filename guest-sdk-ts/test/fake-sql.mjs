@@ -3,7 +3,12 @@
 // parameters, answers and errors as the transpiled component and the SDK see
 // them). It keeps no call transactions, quotas or deadlines and refuses only
 // what `fakeSql.refuse` matches: the host's own behaviour is tested in Rust.
+// A positional list binds by index, as the host binds it (`?NNN` is the
+// NNN-th); node:sqlite binds positional values only to the indexes that are
+// not a named parameter's, so those are passed by name, found with the
+// SDK's SQL reader (itself checked against node:sqlite in sql-text.test.mjs).
 import { DatabaseSync } from "node:sqlite";
+import { parameters } from "../src/sql-text.ts";
 
 /**
  * The fake's state: `databases` by name (`""` for the engine's own, each an
@@ -39,16 +44,24 @@ function fromNode(value) {
   return { tag: "blob", val: new Uint8Array(value) };
 }
 
-/** node:sqlite's arguments for the contract's `params`. */
-function args(params) {
+/** node:sqlite's arguments for the contract's `params` of statement `sql`. */
+function args(sql, params) {
   if (params.tag === "none") return [];
-  if (params.tag === "positional") return params.val.map(toNode);
-  return [Object.fromEntries(params.val.map(({ name, value }) => [name, toNode(value)]))];
+  if (params.tag === "named") return [Object.fromEntries(params.val.map(({ name, value }) => [name, toNode(value)]))];
+  const names = new Map(parameters(sql).filter((p) => p.name[0] !== "?").map((p) => [p.index, p.name]));
+  if (names.size === 0) return params.val.map(toNode);
+  const named = {};
+  const positional = [];
+  params.val.forEach((value, i) => {
+    if (names.has(i + 1)) named[names.get(i + 1)] = toNode(value);
+    else positional.push(toNode(value));
+  });
+  return [named, ...positional];
 }
 
 function execute(statement, params) {
   statement.setReadBigInts(true);
-  const { changes, lastInsertRowid } = statement.run(...args(params));
+  const { changes, lastInsertRowid } = statement.run(...args(statement.sourceSQL, params));
   return { changes, lastInsertRowid };
 }
 
@@ -59,7 +72,7 @@ function query(statement, params, maxRows) {
   const cap = Math.min(maxRows ?? fakeSql.maxRows, fakeSql.maxRows);
   const rows = [];
   let truncated = false;
-  for (const row of statement.iterate(...args(params))) {
+  for (const row of statement.iterate(...args(statement.sourceSQL, params))) {
     if (rows.length === cap) {
       truncated = true;
       break;

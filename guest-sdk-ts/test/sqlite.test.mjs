@@ -313,27 +313,38 @@ describe("what only the SDK does", () => {
     duringCall(() => assert.equal(db.isTransaction, false));
   });
 
-  test("named and positional values in one call: the host is sent every index", () => {
-    // The contract binds a positional list by index (`?NNN` is the NNN-th);
-    // node:sqlite skips named parameters' indexes when it binds positional
-    // values, so the SDK sends the host every index, named ones included.
-    // The fake binds positional values as node:sqlite does, so this checks
-    // what the SDK sends (and its expandedSQL against node's own), not an answer.
-    const statement = "SELECT :a AS a, ? AS b, ?5 AS c";
-    const node = new NodeDatabase(":memory:").prepare(statement);
+  test("named and positional values in one call bind as node:sqlite binds them; the host is sent every index", () => {
+    same((db) => {
+      const statement = db.prepare("SELECT :a AS a, ? AS b, ?5 AS c");
+      return [[{ a: 1 }, 2, 3], [{ a: 1 }, 2, 3, 4], [{ a: 1 }, 2, 3, 4, 5], [1, 2], [{ a: 9 }], [], [{ a: 1 }, 2, 3, 4, 5, 6]].map(
+        (args) => outcome(() => [statement.get(...args), statement.expandedSQL]),
+      );
+    });
     duringCall(() => {
-      const sdk = sdkDatabase().prepare(statement);
-      for (const args of [[{ a: 1 }, 2, 3], [{ a: 1 }, 2, 3, 4], [1, 2]]) {
-        node.get(...args);
-        fakeSql.calls.length = 0;
-        outcome(() => sdk.get(...args));
-        assert.equal(sdk.expandedSQL, node.expandedSQL);
-        assert.equal(fakeSql.calls[0].params.tag, "positional");
-        assert.equal(fakeSql.calls[0].params.val.length, 5);
-      }
-      assert.deepEqual(fakeSql.calls[0].params.val.slice(0, 3), [{ tag: "null" }, { tag: "real", val: 1 }, { tag: "real", val: 2 }]);
-      assert.throws(() => sdk.get({ a: 1 }, 2, 3, 4, 5, 6), { code: "ERR_SQLITE_ERROR", errcode: 25 });
-      assert.throws(() => node.get({ a: 1 }, 2, 3, 4, 5, 6), { code: "ERR_SQLITE_ERROR", errcode: 25 });
+      const statement = sdkDatabase().prepare("SELECT :a AS a, ? AS b, ?5 AS c");
+      fakeSql.calls.length = 0;
+      statement.get({ a: 1 }, 2);
+      assert.deepEqual(fakeSql.calls[0].params, {
+        tag: "positional",
+        val: [{ tag: "real", val: 1 }, { tag: "real", val: 2 }, { tag: "null" }, { tag: "null" }, { tag: "null" }],
+      });
+    });
+  });
+
+  test("every parameter is sent on every run, so no value outlives its run (as node:sqlite clears them)", () => {
+    same((db) => {
+      const named = db.prepare("SELECT :a AS a, :b AS b");
+      const mixed = db.prepare("SELECT :a AS a, ? AS c");
+      return [named.get({ a: 1 }), named.get({ b: 2 }), named.get(), mixed.get({ a: 1 }, 5), mixed.get({ a: 3 }), mixed.get()];
+    });
+    duringCall(() => {
+      const statement = sdkDatabase().prepare("SELECT :a AS a, @b AS b, :a AS again");
+      fakeSql.calls.length = 0;
+      statement.get({ b: 2 });
+      assert.deepEqual(fakeSql.calls[0].params, {
+        tag: "named",
+        val: [{ name: ":a", value: { tag: "null" } }, { name: "@b", value: { tag: "real", val: 2 } }],
+      });
     });
   });
 });
