@@ -18,7 +18,10 @@ export interface Parameter {
 }
 
 /** A token: a word (keyword or identifier, upper-cased), `;`, or a parameter. */
-type Token = { kind: "word"; text: string } | { kind: "semicolon" } | { kind: "parameter"; text: string; start: number; end: number };
+type Token =
+  | { kind: "word"; text: string }
+  | { kind: "semicolon"; end: number }
+  | { kind: "parameter"; text: string; start: number; end: number };
 
 const isWordStart = (c: string): boolean => /[A-Za-z_]/.test(c) || c.charCodeAt(0) > 0x7f;
 const isWordPart = (c: string): boolean => /[A-Za-z0-9_$]/.test(c) || c.charCodeAt(0) > 0x7f;
@@ -53,8 +56,8 @@ function* tokens(sql: string): Generator<Token> {
     } else if (c === "[") {
       i = quoted("]");
     } else if (c === ";") {
-      yield { kind: "semicolon" };
       i += 1;
+      yield { kind: "semicolon", end: i };
     } else if (c === "?") {
       let j = i + 1;
       while (j < n && /[0-9]/.test(sql.charAt(j))) j += 1;
@@ -126,25 +129,29 @@ export function hasStatement(sql: string): boolean {
 /** How a statement changes the transaction state: opens one, ends one, or neither. */
 export type TransactionEffect = "begin" | "end" | undefined;
 
+/** A statement of a text of several: its first words (upper-cased) and where it ends. */
+interface StatementWords {
+  words: string[];
+  end: number;
+}
+
 /**
- * What each statement of `sql` (one or several, separated by `;`) does to the
- * transaction: `BEGIN` opens one; `COMMIT`, `END` and `ROLLBACK` (but not
- * `ROLLBACK TO`) end it. The `;` inside a `CREATE TRIGGER` body do not end
- * the statement.
+ * The statements of `sql`, separated by `;` (those inside a `CREATE
+ * TRIGGER` body do not end the statement), each with its first words.
  */
-export function transactionEffects(sql: string): TransactionEffect[] {
-  const effects: TransactionEffect[] = [];
+function statements(sql: string): StatementWords[] {
+  const found: StatementWords[] = [];
   let words: string[] = [];
   // Inside a trigger's BEGIN … END body: the CASE … END nesting depth + 1.
   let triggerDepth = 0;
-  const finish = () => {
-    if (words.length > 0) effects.push(effectOf(words));
+  const finish = (end: number) => {
+    if (words.length > 0) found.push({ words, end });
     words = [];
     triggerDepth = 0;
   };
   for (const token of tokens(sql)) {
     if (token.kind === "semicolon") {
-      if (triggerDepth === 0) finish();
+      if (triggerDepth === 0) finish(token.end);
       continue;
     }
     if (token.kind !== "word") {
@@ -159,8 +166,27 @@ export function transactionEffects(sql: string): TransactionEffect[] {
       else if (token.text === "END" && triggerDepth > 0) triggerDepth -= 1;
     }
   }
-  finish();
-  return effects;
+  finish(sql.length);
+  return found;
+}
+
+/**
+ * What each statement of `sql` (one or several, separated by `;`) does to the
+ * transaction: `BEGIN` opens one; `COMMIT`, `END` and `ROLLBACK` (but not
+ * `ROLLBACK TO`) end it.
+ */
+export function transactionEffects(sql: string): TransactionEffect[] {
+  return statements(sql).map((statement) => effectOf(statement.words));
+}
+
+/**
+ * `sql` up to the end of its first statement: what `node:sqlite`'s
+ * `prepare` compiles (it ignores the rest, where the host refuses a text of
+ * several).
+ */
+export function firstStatement(sql: string): string {
+  const first = statements(sql)[0];
+  return first ? sql.slice(0, first.end) : sql;
 }
 
 function effectOf(words: string[]): TransactionEffect {

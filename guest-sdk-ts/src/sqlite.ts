@@ -17,7 +17,7 @@
  */
 import * as sql from "ctxbox:engine/sql@0.1.0";
 import { currentCall } from "./console.js";
-import { hasStatement, parameters, transactionEffects, type Parameter } from "./sql-text.js";
+import { firstStatement, hasStatement, parameters, transactionEffects, type Parameter } from "./sql-text.js";
 
 /** What a column's value reads as. */
 export type SQLOutputValue = null | number | bigint | string | Uint8Array;
@@ -291,7 +291,7 @@ export class StatementSync {
     this.#settings = { ...settings };
   }
 
-  /** The SQL text it was prepared from. */
+  /** The SQL text it was compiled from (its first statement, as `node:sqlite` answers). */
   get sourceSQL(): string {
     return this.#source;
   }
@@ -584,14 +584,15 @@ export class DatabaseSync {
     this._ran(sqlText);
   }
 
-  /** Compiles a statement (the first one of `sqlText`). */
+  /** Compiles a statement (the first one of `sqlText`; the rest is ignored, as in node:sqlite). */
   prepare(sqlText: string): StatementSync {
     const source = text(sqlText);
     if (!hasStatement(source)) {
       throw nodeError("ERR_INVALID_ARG_VALUE", "The SQL query contains no statements.", TypeError);
     }
     const handle = this.#connection();
-    const statement = new StatementSync(this, hostCall(() => handle.prepare(source)), source, this.#settings);
+    const first = firstStatement(source);
+    const statement = new StatementSync(this, hostCall(() => handle.prepare(first)), first, this.#settings);
     this.#statements.add(statement);
     return statement;
   }

@@ -6,7 +6,7 @@ import { DatabaseSync } from "node:sqlite";
 import { test } from "node:test";
 import { sdkModule } from "./sdk-source.mjs";
 
-const { parameters, transactionEffects, hasStatement } = await sdkModule("sql-text");
+const { parameters, transactionEffects, hasStatement, firstStatement } = await sdkModule("sql-text");
 
 test("parameters are found outside literals, quoted identifiers and comments, indexed as SQLite indexes them", () => {
   const db = new DatabaseSync(":memory:");
@@ -47,4 +47,7 @@ test("BEGIN opens, COMMIT/END/ROLLBACK end, ROLLBACK TO and trigger bodies do no
   assert.deepEqual(transactionEffects("SELECT ';' AS semicolon; -- COMMIT;\n/* BEGIN; */"), [undefined]);
   assert.equal(hasStatement("  ;; -- nothing\n/* at all */ ;"), false);
   assert.equal(hasStatement("SELECT 1"), true);
+  assert.equal(firstStatement("SELECT ';'; SELECT 2"), "SELECT ';';");
+  assert.equal(firstStatement("CREATE TRIGGER t AFTER INSERT ON x BEGIN DELETE FROM y; END; SELECT 1"), "CREATE TRIGGER t AFTER INSERT ON x BEGIN DELETE FROM y; END;");
+  assert.equal(firstStatement("SELECT 1 -- no semicolon"), "SELECT 1 -- no semicolon");
 });

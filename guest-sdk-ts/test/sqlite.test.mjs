@@ -194,7 +194,9 @@ describe("the same as node:sqlite", () => {
       const values = db.prepare("SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?");
       values.get(5n, 1.5, 1, 1e20, 1e-5, 123456.789, -2.5e-7, new Uint8Array([0, 255]), null);
       const unbound = db.prepare("SELECT ?1 AS x, ?1 AS y");
-      return { source: statement.sourceSQL, expanded: statement.expandedSQL, values: values.expandedSQL, unbound: unbound.expandedSQL };
+      const several = db.prepare("  SELECT ? AS a ; SELECT 2 -- the rest is ignored");
+      const first = [several.get(7), several.sourceSQL, several.expandedSQL];
+      return { first, source: statement.sourceSQL, expanded: statement.expandedSQL, values: values.expandedSQL, unbound: unbound.expandedSQL };
     });
   });
 
