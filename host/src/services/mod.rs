@@ -11,7 +11,8 @@
 //!   and `delegate-compaction`);
 //! - [`summarize`]: the summarizers compaction and the `summarize` import use;
 //! - [`completions`]: engines' model completions (`complete`) and their
-//!   budgets.
+//!   budgets;
+//! - [`sql`]: each engine's own SQL databases (`wit/sql.wit`).
 
 pub mod compaction;
 pub mod completions;
@@ -20,6 +21,7 @@ mod index_postgres;
 mod index_sqlite;
 pub mod native;
 mod pool_share;
+pub mod sql;
 pub mod state;
 mod state_files;
 mod state_postgres;
