@@ -16,6 +16,7 @@ pub(super) const WIT: &[File] = &[
     ("engine.wit", include_str!("../../../wit/engine.wit")),
     ("history.wit", include_str!("../../../wit/history.wit")),
     ("host.wit", include_str!("../../../wit/host.wit")),
+    ("sql.wit", include_str!("../../../wit/sql.wit")),
     ("tools.wit", include_str!("../../../wit/tools.wit")),
     ("types.wit", include_str!("../../../wit/types.wit")),
     ("world.wit", include_str!("../../../wit/world.wit")),
@@ -43,6 +44,10 @@ pub(super) const RUST_SDK: &[File] = &[
     (
         "src/host.rs",
         include_str!("../../../guest-sdk/src/host.rs"),
+    ),
+    (
+        "src/host/sql.rs",
+        include_str!("../../../guest-sdk/src/host/sql.rs"),
     ),
     ("src/lib.rs", include_str!("../../../guest-sdk/src/lib.rs")),
     (
