@@ -187,11 +187,13 @@ pub fn zoo_host_storing(
         .expect("the extractive summarizer needs no setup"),
     );
     let state = Arc::new(StateStore::open_in(dir, state).expect("state store"));
-    let sql = SqlService::open_in(dir, Default::default(), state.clone()).expect("SQL databases");
+    let sql = Arc::new(
+        SqlService::open_in(dir, Default::default(), state.clone()).expect("SQL databases"),
+    );
     let host = Engines::new(
-        sandbox_with(config).with_sql(SqlAccess::Served(Arc::new(sql))),
+        sandbox_with(config).with_sql(SqlAccess::Served(sql.clone())),
         Arc::new(quarantine),
-        Arc::new(NativeServices::new(compactor.clone(), state)),
+        Arc::new(NativeServices::new(compactor.clone(), state).with_sql(sql)),
         Arc::new(LegacyEngine::new(compactor)),
         policy,
     )

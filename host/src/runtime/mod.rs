@@ -140,12 +140,16 @@ impl Runtime {
             ),
         };
         let quarantine = Arc::new(quarantine);
-        let sql = match &shared {
-            None => SqlAccess::Served(Arc::new(
+        let sql_service = match &shared {
+            None => Some(Arc::new(
                 SqlService::open_in(&data_dir, config.sql.clone(), state.clone())
                     .map_err(RuntimeError::Config)?,
             )),
-            Some(_) => SqlAccess::Refused(SQL_ON_SHARED_STORE.into()),
+            Some(_) => None,
+        };
+        let sql = match &sql_service {
+            Some(service) => SqlAccess::Served(service.clone()),
+            None => SqlAccess::Refused(SQL_ON_SHARED_STORE.into()),
         };
         let sandbox = Sandbox::new(SandboxConfig {
             cache_dir: config
@@ -173,6 +177,10 @@ impl Runtime {
             Arc::new({
                 let services = NativeServices::new(compactor.clone(), state)
                     .with_completions(completions.clone());
+                let services = match sql_service {
+                    Some(sql) => services.with_sql(sql),
+                    None => services,
+                };
                 if config.agents.defaults.compaction.summarizer.is_none() {
                     services.summarizing_with_model()
                 } else {

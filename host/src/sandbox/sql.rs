@@ -95,6 +95,44 @@ impl StoreState {
     fn database(&self, handle: &Resource<DatabaseHandle>) -> wasmtime::Result<Arc<Database>> {
         Ok(self.table.get(handle)?.0.clone())
     }
+
+    /// The database and text of a prepared statement.
+    fn statement(
+        &self,
+        handle: &Resource<StatementHandle>,
+    ) -> wasmtime::Result<(Arc<Database>, String)> {
+        let statement = self.table.get(handle)?;
+        Ok((statement.database.clone(), statement.sql.clone()))
+    }
+
+    /// Runs `sql` on `database` and reports its changes.
+    async fn execute_on(
+        &mut self,
+        database: Arc<Database>,
+        sql: String,
+        params: SqlParams,
+    ) -> SqlResult<wit_sql::Changes> {
+        self.sql_run(database, move |database, call| {
+            database.execute(call, &sql, params)
+        })
+        .await
+        .map(to_wit_changes)
+    }
+
+    /// Runs `sql` on `database` and returns its rows.
+    async fn query_on(
+        &mut self,
+        database: Arc<Database>,
+        sql: String,
+        params: SqlParams,
+        max_rows: Option<u32>,
+    ) -> SqlResult<wit_sql::Rows> {
+        self.sql_run(database, move |database, call| {
+            database.query(call, &sql, params, max_rows)
+        })
+        .await
+        .map(to_wit_rows)
+    }
 }
 
 fn unavailable(message: String) -> SqlError {
@@ -176,12 +214,7 @@ impl wit_sql::HostDatabase for StoreState {
         let params = from_wit_params(params);
         self.charge(sql.len() + params.wire_bytes())?;
         let database = self.database(&handle)?;
-        Ok(self
-            .sql_run(database, move |database, call| {
-                database.execute(call, &sql, params)
-            })
-            .await
-            .map(to_wit_changes))
+        Ok(self.execute_on(database, sql, params).await)
     }
 
     async fn query(
@@ -194,12 +227,7 @@ impl wit_sql::HostDatabase for StoreState {
         let params = from_wit_params(params);
         self.charge(sql.len() + params.wire_bytes())?;
         let database = self.database(&handle)?;
-        Ok(self
-            .sql_run(database, move |database, call| {
-                database.query(call, &sql, params, max_rows)
-            })
-            .await
-            .map(to_wit_rows))
+        Ok(self.query_on(database, sql, params, max_rows).await)
     }
 
     async fn prepare(
@@ -250,14 +278,8 @@ impl wit_sql::HostStatement for StoreState {
     ) -> wasmtime::Result<SqlResult<wit_sql::Changes>> {
         let params = from_wit_params(params);
         self.charge(params.wire_bytes())?;
-        let statement = self.table.get(&handle)?;
-        let (database, sql) = (statement.database.clone(), statement.sql.clone());
-        Ok(self
-            .sql_run(database, move |database, call| {
-                database.execute(call, &sql, params)
-            })
-            .await
-            .map(to_wit_changes))
+        let (database, sql) = self.statement(&handle)?;
+        Ok(self.execute_on(database, sql, params).await)
     }
 
     async fn query(
@@ -268,14 +290,8 @@ impl wit_sql::HostStatement for StoreState {
     ) -> wasmtime::Result<SqlResult<wit_sql::Rows>> {
         let params = from_wit_params(params);
         self.charge(params.wire_bytes())?;
-        let statement = self.table.get(&handle)?;
-        let (database, sql) = (statement.database.clone(), statement.sql.clone());
-        Ok(self
-            .sql_run(database, move |database, call| {
-                database.query(call, &sql, params, max_rows)
-            })
-            .await
-            .map(to_wit_rows))
+        let (database, sql) = self.statement(&handle)?;
+        Ok(self.query_on(database, sql, params, max_rows).await)
     }
 
     fn drop(&mut self, handle: Resource<StatementHandle>) -> wasmtime::Result<()> {

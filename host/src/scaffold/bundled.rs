@@ -45,6 +45,10 @@ pub(super) const RUST_SDK: &[File] = &[
         "src/host.rs",
         include_str!("../../../guest-sdk/src/host.rs"),
     ),
+    (
+        "src/host/sql.rs",
+        include_str!("../../../guest-sdk/src/host/sql.rs"),
+    ),
     ("src/lib.rs", include_str!("../../../guest-sdk/src/lib.rs")),
     (
         "src/packed.rs",

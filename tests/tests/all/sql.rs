@@ -283,13 +283,17 @@ async fn a_blob_flood_stops_at_the_quota_and_loses_nothing() {
     let host = host_with_quota(dir.path(), SandboxConfig::default(), quota);
     let flood = host.select(Some("sql-blob-flood")).await;
     assert_eq!(answer(&flood, "keep").await, "kept=1");
+    assert_eq!(answer(&flood, "state").await, "state=ok");
     let note = answer(&flood, "flood").await;
     let (stored, undone) = note
         .strip_prefix("stopped=quota-exceeded after=")
         .and_then(|rest| rest.split_once(" undone="))
         .unwrap_or_else(|| panic!("{note}"));
     let stored: u64 = stored.parse().expect("a count");
-    assert!(stored >= 1 && stored * 256 * 1024 <= quota, "{note}");
+    assert!(
+        stored >= 1 && stored * 256 * 1024 <= quota - 1024 * 1024,
+        "the state's MiB counts: {note}"
+    );
     // SQLite rolls a transaction back when it runs out of pages: the flood's
     // own rows went with it, the engine was told so, and the row stored
     // before stays.
@@ -299,6 +303,11 @@ async fn a_blob_flood_stops_at_the_quota_and_loses_nothing() {
         answer(&flood, "keep").await,
         "kept=2",
         "the engine writes on"
+    );
+    assert_eq!(
+        answer(&flood, "state-again").await,
+        "state=quota-exceeded",
+        "state and SQL share one quota"
     );
     let path = database_path(dir.path(), "sql-blob-flood", None).expect("path");
     let size = std::fs::metadata(&path).expect("the database").len();

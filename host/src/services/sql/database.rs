@@ -127,17 +127,9 @@ impl Database {
         params: SqlParams,
     ) -> Result<SqlChanges, SqlError> {
         self.run(call, sql, |conn, gate| {
-            if let Some(operation) = engine_transaction(conn, gate, sql)? {
-                call.transaction.count_statement(&self.shared.config)?;
-                transaction::engine_statement(
-                    &conn.connection,
-                    &mut conn.engine_transaction,
-                    gate,
-                    operation,
-                )?;
+            if self.counted_transaction_statement(conn, gate, call, sql)? {
                 return Ok(changes(&conn.connection, 0));
             }
-            call.transaction.count_statement(&self.shared.config)?;
             let mut statement = conn.connection.prepare_cached(sql)?;
             bind(&mut statement, &params)?;
             step_all_cached(&mut statement)?;
@@ -160,17 +152,9 @@ impl Database {
         let max_rows = max_rows.map_or(config.max_rows, |rows| rows.min(config.max_rows));
         let max_bytes = config.max_answer_bytes;
         self.run(call, sql, |conn, gate| {
-            if let Some(operation) = engine_transaction(conn, gate, sql)? {
-                call.transaction.count_statement(config)?;
-                transaction::engine_statement(
-                    &conn.connection,
-                    &mut conn.engine_transaction,
-                    gate,
-                    operation,
-                )?;
+            if self.counted_transaction_statement(conn, gate, call, sql)? {
                 return Ok(SqlRows::default());
             }
-            call.transaction.count_statement(config)?;
             let mut statement = conn.connection.prepare_cached(sql)?;
             bind(&mut statement, &params)?;
             let columns: Vec<String> = statement.column_names().map(str::to_owned).collect();
@@ -200,6 +184,29 @@ impl Database {
             }
             Ok(answer)
         })
+    }
+
+    /// Counts `sql` as one of the call's statements and, when it is the
+    /// engine's `BEGIN`, `COMMIT` or `ROLLBACK`, runs it as the call's
+    /// savepoint; answers whether it was one.
+    fn counted_transaction_statement(
+        &self,
+        conn: &mut Conn,
+        gate: &Gate,
+        call: &SqlCall,
+        sql: &str,
+    ) -> Result<bool, Failure> {
+        call.transaction.count_statement(&self.shared.config)?;
+        let Some(operation) = engine_transaction(conn, gate, sql)? else {
+            return Ok(false);
+        };
+        transaction::engine_statement(
+            &conn.connection,
+            &mut conn.engine_transaction,
+            gate,
+            operation,
+        )?;
+        Ok(true)
     }
 
     /// Compiles `sql` (one statement) and answers its result columns: what

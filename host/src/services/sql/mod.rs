@@ -215,6 +215,12 @@ impl SqlService {
         &self.shared.config
     }
 
+    /// Bytes `engine`'s databases take on disk (with their logs): what they
+    /// count against its quota. A folder that cannot be read counts 0.
+    pub fn bytes(&self, engine: &str) -> u64 {
+        files::bytes_in(&files::engine_dir(&self.shared.dir, engine), None).unwrap_or(0)
+    }
+
     /// A new connection to `engine`'s database `name` (`None`: its main
     /// one), creating it if needed: for one instance of the engine.
     /// Blocks.

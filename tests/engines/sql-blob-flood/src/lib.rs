@@ -2,7 +2,9 @@
 //! `flood`), answering `stopped=<error kind> after=<blobs> undone=<whether
 //! the error says the call's earlier statements were undone>`; prompt `count`
 //! answers `count=<blobs stored>`; prompt `keep` stores one small row and
-//! answers `kept=<rows>`.
+//! answers `kept=<rows>`; prompts `state` and `state-again` store 1 MiB in
+//! its key-value store (which shares the quota), answering `state=ok` or
+//! `state=<error kind>`.
 
 use ctxbox_guest::host::sql::{Database, SqlError, error_kind};
 use ctxbox_guest::prelude::*;
@@ -14,6 +16,10 @@ fn answer(prompt: &str) -> Result<String, SqlError> {
     let db = Database::open()?;
     db.execute_batch("CREATE TABLE IF NOT EXISTS blobs(id INTEGER PRIMARY KEY, data BLOB)")?;
     match prompt {
+        "state" | "state-again" => Ok(match host::state::set(prompt, &vec![0; 1 << 20]) {
+            Ok(()) => "state=ok".to_owned(),
+            Err(error) => format!("state={}", ctxbox_guest::host_error_kind(error.kind)),
+        }),
         "flood" => {
             let mut stored = 0;
             loop {
