@@ -7,13 +7,15 @@ use std::path::PathBuf;
 /// Guest crates `ctxbox bench` needs beside the example engines (the two
 /// history probes read a whole history by `to_vec` and by `scan`; `chaos`
 /// fails a tenth of its calls, for the soak; `powers-probe` asks the host's
-/// model and `tool-spinner` offers an echoing tool, for the powers rows).
+/// model and `tool-spinner` offers an echoing tool, for the powers rows;
+/// `sql-bench` runs the SQL rows' statements).
 const PROBES: &[&str] = &[
     "history-reader",
     "history-scanner",
     "chaos",
     "powers-probe",
     "tool-spinner",
+    "sql-bench",
 ];
 
 fn main() {

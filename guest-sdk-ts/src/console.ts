@@ -20,18 +20,58 @@ function format(value: unknown): string {
 
 /** Export calls in progress: the host's imports exist only during one. */
 let callDepth = 0;
+/** Export calls begun so far: which call is in progress. */
+let callsBegun = 0;
+
+/** Whether `value` is a Promise (or another thenable): what an `async` method answers. */
+export function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return (
+    (typeof value === "object" || typeof value === "function") &&
+    value !== null &&
+    typeof (value as { then?: unknown }).then === "function"
+  );
+}
 
 /**
  * Runs `run` as (part of) an export call, so `console` writes reach the host;
- * `defineEngine` wraps every export in it.
+ * `defineEngine` wraps every export in it. When `run` answers a Promise (an
+ * `async` method), the call lasts until it settles: the export's caller waits
+ * for it (componentize-js runs the event loop until then), so writes after an
+ * `await` are part of the call too.
  */
 export function duringCall<T>(run: () => T): T {
+  if (callDepth === 0) callsBegun += 1;
   callDepth += 1;
+  let answer: T;
   try {
-    return run();
-  } finally {
+    answer = run();
+  } catch (thrown) {
     callDepth -= 1;
+    throw thrown;
   }
+  if (!isThenable(answer)) {
+    callDepth -= 1;
+    return answer;
+  }
+  return answer.then(
+    (value) => {
+      callDepth -= 1;
+      return value;
+    },
+    (thrown: unknown) => {
+      callDepth -= 1;
+      throw thrown;
+    },
+  ) as T;
+}
+
+/**
+ * The export call in progress (a number no other call of this instance has),
+ * or `undefined` outside one: at the module's top level the host's imports
+ * cannot be called.
+ */
+export function currentCall(): number | undefined {
+  return callDepth > 0 ? callsBegun : undefined;
 }
 
 function writer(level: LogLevel) {

@@ -5,7 +5,7 @@
  * whatever it throws reaches the host as an `engine-error` instead of a trap.
  * The engine's tools (`wit/tools.wit`) come with it: none by default.
  */
-import { duringCall, installConsole } from "./console.js";
+import { duringCall, installConsole, isThenable } from "./console.js";
 import { EngineFailure, toEngineError } from "./errors.js";
 import { delegateCompaction } from "./host.js";
 import { readRange } from "./history.js";
@@ -30,6 +30,14 @@ import type {
   ToolDefinition,
 } from "./wit.js";
 
+/**
+ * What a method answers: the value, or (an `async` method) a Promise of it.
+ * The export waits for the Promise (componentize-js runs the event loop, with
+ * its timers, until it settles; host calls stay synchronous); a rejection is
+ * answered as the export's `engine-error`, like a throw.
+ */
+export type Awaitable<T> = T | Promise<T>;
+
 /** `engine-info` with everything but `id` and `name` optional (`ownsCompaction` defaults to false). */
 export type EngineInfoInit = Omit<EngineInfo, "ownsCompaction"> & { ownsCompaction?: boolean };
 
@@ -44,23 +52,24 @@ export type ToolInit = Omit<ToolDefinition, "parameters"> & { parameters: Json |
  * What an engine author writes. Only `info` and `assemble` are required; the
  * methods run with the completed engine as `this`, so a method may call
  * another (the default `ingestBatch` calls `ingest`, the default `afterTurn`
- * calls `ingestBatch`).
+ * calls `ingestBatch`). Every method but `info` and `tools` may be `async`
+ * (see {@link Awaitable}); `this.ingest(…)` and the like then answer Promises.
  */
 export interface EngineSpec {
   /** Who the engine is; the host asks once per load. */
   info: EngineInfoInit | (() => EngineInfoInit);
   /** Builds the prompt for the next model call from `history`. */
-  assemble(this: Engine, session: SessionRef, history: History, params: AssembleParams): AssembleResult;
+  assemble(this: Engine, session: SessionRef, history: History, params: AssembleParams): Awaitable<AssembleResult>;
   /** First sight of a session. Default: nothing to import. */
-  bootstrap?(this: Engine, session: SessionRef, history: History): BootstrapResult;
+  bootstrap?(this: Engine, session: SessionRef, history: History): Awaitable<BootstrapResult>;
   /** A message was appended. Default: not ingested (the host's transcript keeps it). */
-  ingest?(this: Engine, session: SessionRef, entry: MessageEntry, isHeartbeat: boolean): IngestResult;
+  ingest?(this: Engine, session: SessionRef, entry: MessageEntry, isHeartbeat: boolean): Awaitable<IngestResult>;
   /** Several messages were appended. Default: `ingest` each, count the ingested ones. */
-  ingestBatch?(this: Engine, session: SessionRef, entries: MessageEntry[], isHeartbeat: boolean): IngestBatchResult;
+  ingestBatch?(this: Engine, session: SessionRef, entries: MessageEntry[], isHeartbeat: boolean): Awaitable<IngestBatchResult>;
   /** Makes the context smaller. Default: the host's native compaction (`host.delegateCompaction`). */
-  compact?(this: Engine, session: SessionRef, history: History, params: CompactParams): CompactResult;
+  compact?(this: Engine, session: SessionRef, history: History, params: CompactParams): Awaitable<CompactResult>;
   /** The turn is over. Default: `ingestBatch` the turn's new messages (from `prePromptMessageCount`). */
-  afterTurn?(this: Engine, session: SessionRef, history: History, params: AfterTurnParams): void;
+  afterTurn?(this: Engine, session: SessionRef, history: History, params: AfterTurnParams): Awaitable<void>;
   /** Housekeeping. Default: nothing changed. */
   maintain?(
     this: Engine,
@@ -68,15 +77,15 @@ export interface EngineSpec {
     history: History,
     reason: MaintainReason,
     runtimeContext: Json | undefined,
-  ): MaintainResult;
+  ): Awaitable<MaintainResult>;
   /** A subagent is about to be spawned. Default: nothing to undo (`undefined`). */
-  prepareSubagentSpawn?(this: Engine, spawn: SubagentSpawn): string | undefined;
+  prepareSubagentSpawn?(this: Engine, spawn: SubagentSpawn): Awaitable<string | undefined>;
   /** Undoes a preparation after a failed spawn. Default: nothing. */
-  rollbackSubagentSpawn?(this: Engine, preparationId: string): void;
+  rollbackSubagentSpawn?(this: Engine, preparationId: string): Awaitable<void>;
   /** A subagent's session ended. Default: nothing. */
-  onSubagentEnded?(this: Engine, childSessionKey: string, reason: SubagentEndReason): void;
+  onSubagentEnded?(this: Engine, childSessionKey: string, reason: SubagentEndReason): Awaitable<void>;
   /** The instance is about to be dropped. Default: nothing. */
-  dispose?(this: Engine): void;
+  dispose?(this: Engine): Awaitable<void>;
   /**
    * Tools the engine offers the model (at most 16), the same for every
    * session; the host asks once per instance. Names are 1 to 64 of
@@ -92,35 +101,35 @@ export interface EngineSpec {
    * tool needs from `state`, `host.index` or `host.readTranscriptDelta`.
    * Default: no such tool (`unsupported`).
    */
-  callTool?(this: Engine, session: SessionRef, name: string, argumentsJson: Json): string;
+  callTool?(this: Engine, session: SessionRef, name: string, argumentsJson: Json): Awaitable<string>;
 }
 
 /** The complete `engine` export: every function of `wit/engine.wit`. */
 export interface Engine {
   info(): EngineInfo;
-  assemble(session: SessionRef, history: History, params: AssembleParams): AssembleResult;
-  bootstrap(session: SessionRef, history: History): BootstrapResult;
-  ingest(session: SessionRef, entry: MessageEntry, isHeartbeat: boolean): IngestResult;
-  ingestBatch(session: SessionRef, entries: MessageEntry[], isHeartbeat: boolean): IngestBatchResult;
-  compact(session: SessionRef, history: History, params: CompactParams): CompactResult;
-  afterTurn(session: SessionRef, history: History, params: AfterTurnParams): void;
+  assemble(session: SessionRef, history: History, params: AssembleParams): Awaitable<AssembleResult>;
+  bootstrap(session: SessionRef, history: History): Awaitable<BootstrapResult>;
+  ingest(session: SessionRef, entry: MessageEntry, isHeartbeat: boolean): Awaitable<IngestResult>;
+  ingestBatch(session: SessionRef, entries: MessageEntry[], isHeartbeat: boolean): Awaitable<IngestBatchResult>;
+  compact(session: SessionRef, history: History, params: CompactParams): Awaitable<CompactResult>;
+  afterTurn(session: SessionRef, history: History, params: AfterTurnParams): Awaitable<void>;
   /**
    * Housekeeping. `runtimeContext` (JSON) holds the `sessionTarget` (`agentId`,
    * `sessionId`, `sessionKey`, `storePath`), `workspaceDir`, `agentDir`, `cwd`,
    * and after a compaction its `trigger` and, when it rotated the session,
    * `previousSessionId`.
    */
-  maintain(session: SessionRef, history: History, reason: MaintainReason, runtimeContext: Json | undefined): MaintainResult;
-  prepareSubagentSpawn(spawn: SubagentSpawn): string | undefined;
-  rollbackSubagentSpawn(preparationId: string): void;
-  onSubagentEnded(childSessionKey: string, reason: SubagentEndReason): void;
-  dispose(): void;
+  maintain(session: SessionRef, history: History, reason: MaintainReason, runtimeContext: Json | undefined): Awaitable<MaintainResult>;
+  prepareSubagentSpawn(spawn: SubagentSpawn): Awaitable<string | undefined>;
+  rollbackSubagentSpawn(preparationId: string): Awaitable<void>;
+  onSubagentEnded(childSessionKey: string, reason: SubagentEndReason): Awaitable<void>;
+  dispose(): Awaitable<void>;
 }
 
 /** The `tools` export: every function of `wit/tools.wit`. */
 export interface Tools {
   listTools(): ToolDefinition[];
-  callTool(session: SessionRef, name: string, argumentsJson: Json): string;
+  callTool(session: SessionRef, name: string, argumentsJson: Json): Awaitable<string>;
 }
 
 /**
@@ -179,15 +188,28 @@ const defaults: Omit<Engine, "info" | "assemble"> = {
   ingest: () => ({ ingested: false }),
   ingestBatch(session, entries, isHeartbeat) {
     let ingestedCount = 0;
-    for (const entry of entries) {
-      if (this.ingest(session, entry, isHeartbeat).ingested) ingestedCount += 1;
-    }
-    return { ingestedCount };
+    // Synchronous while `ingest` is; awaiting each answer once it is async.
+    const from = (start: number): Awaitable<IngestBatchResult> => {
+      for (let at = start; at < entries.length; at += 1) {
+        const answer = this.ingest(session, entries[at] as MessageEntry, isHeartbeat);
+        if (isThenable(answer)) {
+          return answer.then((result) => {
+            if (result.ingested) ingestedCount += 1;
+            return from(at + 1);
+          });
+        }
+        if (answer.ingested) ingestedCount += 1;
+      }
+      return { ingestedCount };
+    };
+    return from(0);
   },
   compact: (_session, _history, params) => delegateCompaction(params),
   afterTurn(session, history, params) {
     const fresh = readRange(history, params.prePromptMessageCount, history.len());
-    if (fresh.length > 0) this.ingestBatch(session, fresh, params.isHeartbeat);
+    if (fresh.length === 0) return;
+    const answer = this.ingestBatch(session, fresh, params.isHeartbeat);
+    if (isThenable(answer)) return answer.then(() => undefined);
   },
   maintain: () => ({ changed: false, rewrittenEntries: 0 }),
   prepareSubagentSpawn: () => undefined,
@@ -196,15 +218,23 @@ const defaults: Omit<Engine, "info" | "assemble"> = {
   dispose: () => {},
 };
 
-/** Runs `run`, turning anything it throws into the `engine-error` the export answers. */
+/**
+ * Runs `run`, turning anything it throws, or the rejection of the Promise an
+ * `async` method answers, into the `engine-error` the export answers.
+ */
 function guarded<A extends unknown[], R>(run: (...args: A) => R): (...args: A) => R {
   return (...args: A): R => {
+    let answer: R;
     try {
-      return duringCall(() => run(...args));
+      answer = duringCall(() => run(...args));
     } catch (thrown) {
       // componentize-js answers `err(value)` for a thrown non-Error value.
       throw toEngineError(thrown);
     }
+    if (!isThenable(answer)) return answer;
+    return answer.then(undefined, (thrown: unknown) => {
+      throw toEngineError(thrown);
+    }) as R;
   };
 }
 

@@ -18,3 +18,12 @@ declare var console: {
   error(...args: unknown[]): void;
   trace(...args: unknown[]): void;
 };
+declare class URL {
+  constructor(url: string, base?: string);
+  readonly href: string;
+  readonly pathname: string;
+}
+/** StarlingMonkey's timers: they run while an export call waits on a Promise. */
+declare function setTimeout(callback: (...args: unknown[]) => void, ms?: number, ...args: unknown[]): number;
+declare function clearTimeout(id?: number): void;
+declare function queueMicrotask(callback: () => void): void;

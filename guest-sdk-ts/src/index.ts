@@ -39,3 +39,14 @@ export {
 export { fittingSuffix, messageText, pages, readRange, splitPair, toArray, tokens } from "./history.js";
 export { assembled, customText, insert, keep, userText, type AssembledOptions } from "./prompt.js";
 export { hostConsole } from "./console.js";
+export {
+  DatabaseSync,
+  StatementSync,
+  type DatabaseSyncOptions,
+  type Row,
+  type SQLInputValue,
+  type SQLOutputValue,
+  type SqliteError,
+  type StatementColumnMetadata,
+  type StatementResultingChanges,
+} from "./sqlite.js";

@@ -1,7 +1,9 @@
 // A fake ctxbox host for the transpiled test engine: the `ctxbox:engine`
-// imports over in-memory data, recording what the engine asked for, and
-// WASI from @bytecodealliance/preview2-shim.
+// imports over in-memory data, recording what the engine asked for, the
+// `sql` import from fake-sql.mjs (node:sqlite behind the contract), and WASI
+// from @bytecodealliance/preview2-shim.
 import * as shim from "@bytecodealliance/preview2-shim";
+import { Database, Statement } from "./fake-sql.mjs";
 
 /** A host error the way a transpiled import reports one: thrown with a `payload`. */
 function hostError(kind, message) {
@@ -121,7 +123,7 @@ function defaultModel(request) {
  * The fake host: `logs`, `state`, `delegated`, `completions` (the requests
  * the model was asked) and `index` record what the engine did. Set
  * `modelError` or `indexError` to a host-error kind to make the model or the
- * index fail with it, `indexQuotaBytes` to bound the index, `session` to the
+ * index fail with it, `config` to the engine's configuration (JSON text), `indexQuotaBytes` to bound the index, `session` to the
  * session the next call is about (the index's session scope).
  */
 export function fakeHost() {
@@ -129,7 +131,7 @@ export function fakeHost() {
   const state = new Map();
   const delegated = [];
   const completions = [];
-  const fake = { session: "s", modelError: undefined, indexError: undefined, indexQuotaBytes: Infinity };
+  const fake = { session: "s", modelError: undefined, indexError: undefined, indexQuotaBytes: Infinity, config: undefined };
   const index = new FakeIndex(fake);
   /** Runs an index operation unless `fake.indexError` says the index fails. */
   const indexCall = (run) => {
@@ -140,7 +142,7 @@ export function fakeHost() {
     log: (level, message) => logs.push({ level, message }),
     reportProgress: () => {},
     aborted: () => false,
-    engineConfig: () => undefined,
+    engineConfig: () => fake.config,
     runtimeSettings: () => undefined,
     estimateTokens: (entries) => BigInt(7 * entries.length),
     delegateCompaction: (params) => {
@@ -166,7 +168,12 @@ export function fakeHost() {
     indexDelete: (scope, id) => indexCall(() => index.delete(scope, id)),
     indexSearch: (query) => indexCall(() => index.search(query)),
   };
-  const ctxbox = { "ctxbox:engine/host": host, "ctxbox:engine/history": { History }, "ctxbox:engine/types": {} };
+  const ctxbox = {
+    "ctxbox:engine/host": host,
+    "ctxbox:engine/sql": { Database, Statement },
+    "ctxbox:engine/history": { History },
+    "ctxbox:engine/types": {},
+  };
   const wasi = {
     "wasi:cli/stderr": shim.cli.stderr, "wasi:cli/stdout": shim.cli.stdout, "wasi:cli/stdin": shim.cli.stdin,
     "wasi:cli/environment": shim.cli.environment, "wasi:cli/exit": shim.cli.exit,

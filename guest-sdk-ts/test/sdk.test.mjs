@@ -1,6 +1,7 @@
 // The SDK's unit tests: the test engine (test/engine), built with
 // ctxbox-ts-build and transpiled by jco, run in Node against a fake host.
 import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { before, describe, test } from "node:test";
@@ -161,6 +162,7 @@ describe("tools", () => {
     const listed = tools.listTools();
     assert.deepEqual(listed.map((tool) => tool.name), [
       "remember", "forget", "recall", "ask", "ask-kind", "fail", "crash", "whoami", "defaults",
+      "async-fail", "async-defaults", "node-layers", "note", "notes",
     ]);
     // Given as an object, written as JSON; given as JSON text, passed as is.
     assert.equal(listed[0].parameters, '{"type":"object","properties":{"id":{"type":"string"},"text":{"type":"string"}}}');
@@ -281,5 +283,79 @@ describe("host.index", () => {
     });
     assert.match(errorOf(() => callTool("q", "forget", { id: "x" })).message, /^host\.index\.delete failed \(unavailable\)/);
     host.indexError = undefined;
+  });
+});
+
+describe("DatabaseSync in the component", () => {
+  test("stores, full-text searches and answers rows as node:sqlite does, over the sql import", () => {
+    assert.deepEqual(JSON.parse(callTool("s", "note", { text: "SQLite keeps the cache warm" })), { changes: 1, lastInsertRowid: 1 });
+    assert.deepEqual(JSON.parse(callTool("s", "note", { text: "lunch at noon" })), { changes: 1, lastInsertRowid: 2 });
+    assert.deepEqual(JSON.parse(callTool("s", "notes", { query: "cache" })), {
+      rows: [{ rowid: 1, body: "SQLite keeps the cache warm" }],
+      columns: ["rowid", "body"],
+    });
+  });
+
+  test("a failed statement reaches the host as an engine-error with SQLite's message", () => {
+    const error = errorOf(() => callTool("s", "notes", { query: '"unterminated' }));
+    assert.equal(error.kind, "internal");
+    assert.equal(error.message, "unterminated string");
+  });
+});
+
+describe("async methods", () => {
+  test("a rejection is the export's engine-error, and the instance answers on", () => {
+    assert.deepEqual(errorOf(() => engine.assemble(session("async-throw"), new History([]), params)), {
+      kind: "internal",
+      message: "late boom",
+    });
+    assert.deepEqual(errorOf(() => callTool("t", "async-fail")), { kind: "invalid-input", message: "late and wrong" });
+    assert.equal(callTool("t", "whoami"), "sdk-test");
+  });
+
+  test("console writes after an await and a timer reach the host", () => {
+    host.logs.length = 0;
+    const answer = engine.assemble(session("async-console"), new History([]), params);
+    assert.deepEqual(answer.items, []);
+    assert.deepEqual(host.logs, [
+      { level: "info", message: "before await" },
+      { level: "info", message: "after await" },
+      { level: "info", message: "after a timer" },
+    ]);
+  });
+
+  test("the default ingestBatch awaits an async ingest, in order", () => {
+    assert.deepEqual(JSON.parse(callTool("t", "async-defaults")), { batch: { ingestedCount: 2 }, seen: ["a", "skip", "b"] });
+  });
+});
+
+describe("the Node layers in the component", () => {
+  test("process, Buffer, setImmediate, Intl, crypto, path, util and AsyncLocalStorage work in StarlingMonkey as in Node", () => {
+    host.config = JSON.stringify({ env: { LCM_TIMEZONE: "UTC", NOT_TEXT: 1 } });
+    try {
+      const answer = JSON.parse(callTool("t", "node-layers"));
+      const stamp = new Intl.DateTimeFormat("en-CA", {
+        timeZone: "UTC", year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", hour12: false,
+      }).format(new Date(Date.UTC(2026, 0, 5, 13, 7)));
+      assert.deepEqual(answer, {
+        env: { LCM_TIMEZONE: "UTC" },
+        cwd: "/",
+        order: ["now", "tick", "immediate"],
+        base64: Buffer.from("héllo").toString("base64"),
+        byteLength: Buffer.byteLength("世界"),
+        sha256: createHash("sha256").update("abc").digest("hex"),
+        sha1: createHash("sha1").update("abc").digest("base64"),
+        uuid: true,
+        path: path.join("/a/b", "../c", "d.db"),
+        stored: "kept",
+        stamp,
+        zone: "UTC",
+        number: (1234567.891).toLocaleString("en-US"),
+        date: new Date(Date.UTC(2026, 0, 5, 13, 7, 9)).toLocaleString("en-US", { timeZone: "UTC" }),
+        format: "cart has 3",
+      });
+    } finally {
+      host.config = undefined;
+    }
   });
 });

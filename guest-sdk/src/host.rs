@@ -23,6 +23,8 @@
 //! }
 //! ```
 
+pub mod sql;
+
 use crate::__private::bindings::ctxbox::engine::host as raw;
 use crate::{
     CompactParams, CompactResult, Completion, CompletionRequest, HostError, LogLevel, MessageEntry,

@@ -53,6 +53,20 @@ strip = true
 
 /// `src/lib.rs` of a new engine: the newest messages that fit the budget.
 const LIB_RS: &str = r#"//! `{name}`: a ctxbox context engine.
+//!
+//! What must outlive an instance goes to the host: `host::state` (keys and
+//! values), `host::index` (full-text search) or `host::sql`, a SQLite
+//! database of the engine's own (FTS5 included; see `wit/sql.wit`):
+//!
+//! ```ignore
+//! let db = host::sql::Database::open()?;
+//! db.execute_batch("CREATE TABLE IF NOT EXISTS notes(text TEXT NOT NULL)")?;
+//! db.execute("INSERT INTO notes(text) VALUES (?)", ctxbox_guest::sql_params!["kept"])?;
+//! let rows = db.query("SELECT text FROM notes", ())?;
+//! ```
+//!
+//! A call's writes become durable when it answers; a call that fails
+//! leaves none of them.
 
 use ctxbox_guest::prelude::*;
 

@@ -158,11 +158,25 @@ pub fn zoo_host_with(
     policy: GuardPolicy,
     quarantine: QuarantineStore,
 ) -> Arc<Engines> {
+    zoo_host_storing(dir, config, policy, quarantine, &Default::default())
+}
+
+/// [`zoo_host_with`] holding each engine's state, index and SQL databases
+/// to `state` (e.g. a small quota).
+pub fn zoo_host_storing(
+    dir: &Path,
+    config: SandboxConfig,
+    policy: GuardPolicy,
+    quarantine: QuarantineStore,
+    state: &ctxbox_host::services::state::StateConfig,
+) -> Arc<Engines> {
     use ctxbox_host::engines::legacy::LegacyEngine;
     use ctxbox_host::engines::registry::{EngineFactory, RegisterOptions};
+    use ctxbox_host::sandbox::SqlAccess;
     use ctxbox_host::services::compaction::{CompactionConfig, Compactor};
     use ctxbox_host::services::native::NativeServices;
-    use ctxbox_host::services::state::{StateConfig, StateStore};
+    use ctxbox_host::services::sql::SqlService;
+    use ctxbox_host::services::state::StateStore;
     use ctxbox_host::transcript::TranscriptStore;
 
     let compactor = Arc::new(
@@ -172,11 +186,14 @@ pub fn zoo_host_with(
         )
         .expect("the extractive summarizer needs no setup"),
     );
-    let state = Arc::new(StateStore::open_in(dir, &StateConfig::default()).expect("state store"));
+    let state = Arc::new(StateStore::open_in(dir, state).expect("state store"));
+    let sql = Arc::new(
+        SqlService::open_in(dir, Default::default(), state.clone()).expect("SQL databases"),
+    );
     let host = Engines::new(
-        sandbox_with(config),
+        sandbox_with(config).with_sql(SqlAccess::Served(sql.clone())),
         Arc::new(quarantine),
-        Arc::new(NativeServices::new(compactor.clone(), state)),
+        Arc::new(NativeServices::new(compactor.clone(), state).with_sql(sql)),
         Arc::new(LegacyEngine::new(compactor)),
         policy,
     )

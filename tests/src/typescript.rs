@@ -142,6 +142,13 @@ pub fn ts_lossless() -> Result<PathBuf, String> {
     build(&project, "src/engine.ts", "ts_lossless")
 }
 
+/// `tests/ts-engines/sql-memory` (a test engine over the SQL power), built.
+pub fn sql_memory() -> Result<PathBuf, String> {
+    let project = repo_root().join("tests/ts-engines/sql-memory");
+    link_sdk(&project, &sdk_dir())?;
+    build(&project, "src/engine.ts", "sql_memory")
+}
+
 /// Makes `project/node_modules/@ctxbox/guest` point at `sdk`, as `npm install`
 /// of a `file:` dependency does.
 pub fn link_sdk(project: &Path, sdk: &Path) -> Result<(), String> {

@@ -2,6 +2,11 @@
  * `{name}`: a ctxbox context engine. `assemble` keeps the newest messages that
  * fit the budget; every other export has the reference's default behaviour
  * (compaction is delegated to the host).
+ *
+ * What must outlive the instance goes to the host: `state` (key-value),
+ * `host.index` (full-text search) or the engine's own SQL database,
+ * `new DatabaseSync("memory.db")`, shaped like `node:sqlite`'s (see the SDK's
+ * README, "SQL: DatabaseSync", in vendor/ctxbox-guest).
  */
 import { assembled, defineEngine, keep, splitPair, tokens } from "@ctxbox/guest";
 

@@ -40,10 +40,11 @@ use crate::contract::engine::ContextEngine;
 use crate::contract::failure::{EngineFailure, FailureKind, Operation};
 use crate::contract::history::History;
 use crate::contract::types::{AgentMessage, MessageEntry, SessionRef};
-use crate::sandbox::{Sandbox, SandboxConfig};
+use crate::sandbox::{Sandbox, SandboxConfig, SqlAccess};
 use crate::services::compaction::{CompactionConfig, Compactor};
 use crate::services::completions::{CompletionLimits, Completions};
 use crate::services::native::NativeServices;
+use crate::services::sql::{SqlConfig, SqlService};
 use crate::services::state::{StateConfig, StateStore};
 use crate::transcript::{NewSession, Transcript, TranscriptStore};
 
@@ -149,6 +150,8 @@ impl Checker {
             StateStore::open_in(scratch.path(), &StateConfig::default())
                 .map_err(|error| setup(&error))?,
         );
+        let sql = SqlService::open_in(scratch.path(), SqlConfig::default(), state.clone())
+            .map_err(|error| setup(&error))?;
         let sandbox = Sandbox::new(SandboxConfig {
             max_instances: 16,
             cache_dir: options.cache_dir.clone(),
@@ -158,7 +161,8 @@ impl Checker {
                 .unwrap_or(SandboxConfig::default().compile_timeout_ms),
             ..SandboxConfig::default()
         })
-        .map_err(|error| setup(&error))?;
+        .map_err(|error| setup(&error))?
+        .with_sql(SqlAccess::Served(Arc::new(sql)));
         let answer_limit_bytes = sandbox.config().max_output_kib.saturating_mul(1024);
         // The checker's model: offline extractive answers, paced like the
         // summarizer, under the default budgets.
@@ -280,6 +284,17 @@ impl Checker {
         const LOADS: &str = "a ctxbox:engine@0.1.0 component with only granted imports";
         const INFO: &str = "an info with a non-empty id and name";
         let component = match self.sandbox.load_bytes(&self.report.source, bytes) {
+            Ok(component) if component.imports_sql() => {
+                self.record(
+                    "load",
+                    LOADS,
+                    Finding::pass(format!(
+                        "loads; {} imports allowed, `sql` among them",
+                        component.imports().len()
+                    )),
+                );
+                component
+            }
             Ok(component) => {
                 let imports = component.imports().len();
                 self.record(
@@ -327,6 +342,9 @@ impl Checker {
             .map_err(failure_text);
         self.record("dispose", "the instance disposes cleanly", disposed);
         self.completions();
+        if component.imports_sql() {
+            self.sql(&engine.info().id);
+        }
     }
 }
 

@@ -13,6 +13,7 @@ use crate::contract::tools::check_result;
 use crate::contract::types::SessionRef;
 use crate::contract::validate;
 use crate::sandbox::WasmEngine;
+use crate::services::sql::database_path;
 
 /// What a tool call's answer is expected to be.
 const TOOL_ANSWER: &str =
@@ -101,6 +102,28 @@ impl Checker {
         );
     }
 
+    /// The engine's SQL database after every check (it imports `sql`):
+    /// whole (SQLite's integrity check), with what it holds named. Calls
+    /// that failed during the checks left nothing in it (their transactions
+    /// were rolled back), so what is there is what answered calls wrote.
+    pub(super) fn sql(&mut self, engine_id: &str) {
+        const EXPECTED: &str = "a whole SQL database (integrity ok), if the engine made one";
+        let finding = match database_path(self.scratch.path(), engine_id, None) {
+            Ok(path) if !path.exists() => {
+                Finding::pass("imports sql; made no database during the checks")
+            }
+            Ok(path) => match inspect_database(&path) {
+                Ok((tables, bytes)) => Finding::pass(format!(
+                    "integrity ok; {bytes} bytes; tables: {}",
+                    untrusted_line(&tables.join(", "), 200)
+                )),
+                Err(error) => Finding::fail(format!("the database is not whole: {error}")),
+            },
+            Err(error) => Finding::fail(error),
+        };
+        self.record("sql", EXPECTED, finding);
+    }
+
     /// What the engine asked the checker's model for, across every check.
     pub(super) fn completions(&mut self) {
         let totals = self.completions.total();
@@ -120,4 +143,29 @@ impl Checker {
             finding,
         );
     }
+}
+
+/// The tables of the database at `path` and its size, once SQLite's
+/// integrity check passed.
+fn inspect_database(path: &std::path::Path) -> Result<(Vec<String>, u64), String> {
+    let flags =
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let connection =
+        rusqlite::Connection::open_with_flags(path, flags).map_err(|e| e.to_string())?;
+    let integrity: String = connection
+        .query_row("PRAGMA integrity_check", [], |row| row.get(0))
+        .map_err(|error| error.to_string())?;
+    if integrity != "ok" {
+        return Err(integrity);
+    }
+    let tables = connection
+        .prepare("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name")
+        .and_then(|mut statement| {
+            statement
+                .query_map([], |row| row.get(0))?
+                .collect::<rusqlite::Result<Vec<String>>>()
+        })
+        .map_err(|error| error.to_string())?;
+    let bytes = std::fs::metadata(path).map_or(0, |meta| meta.len());
+    Ok((tables, bytes))
 }

@@ -1,8 +1,8 @@
 //! `ctxbox.toml`: one file configures a host. Keys follow the reference's
 //! where it has them (`plugins.slots.contextEngine`,
 //! `agents.defaults.compaction.*`, `agents.defaults.contextTokens`); ctxbox's
-//! own live under `sandbox.*`, `quarantine.*`, `transcripts.*`, `state.*` and
-//! `provider.*`.
+//! own live under `sandbox.*`, `quarantine.*`, `transcripts.*`, `state.*`,
+//! `sql.*` and `provider.*`.
 //!
 //! ```toml
 //! dataDir = "/var/lib/ctxbox"
@@ -31,6 +31,16 @@
 //! [sandbox]
 //! memoryLimitMib = 64
 //!
+//! [sql]
+//! maxStatementBytes = 102400
+//! maxStatementsPerCall = 10000
+//! maxRows = 10000
+//! maxAnswerBytes = 16777216
+//! cacheKib = 2048
+//! maxTempKib = 16384
+//! maxDatabases = 64
+//! maxHeapMib = 256
+//!
 //! [quarantine]
 //! retryAfterSeconds = 600
 //! strict = false
@@ -57,6 +67,7 @@ use crate::provider::ProviderConfig;
 use crate::provider::chat::ChatError;
 use crate::sandbox::SandboxConfig;
 use crate::services::compaction::CompactionConfig;
+use crate::services::sql::SqlConfig;
 use crate::services::state::StateConfig;
 use crate::transcript::TranscriptConfig;
 
@@ -82,6 +93,8 @@ pub struct Config {
     pub transcripts: TranscriptConfig,
     /// Engines' key-value store.
     pub state: StateConfig,
+    /// Limits of engines' SQL databases (`wit/sql.wit`).
+    pub sql: SqlConfig,
     /// Where durable state lives: embedded (default) or a shared
     /// PostgreSQL database (`[store]`).
     pub store: crate::store::StoreConfig,
@@ -405,6 +418,7 @@ impl Config {
             .map_err(|message| (None, message))?;
         config.engine_configs().map_err(|message| (None, message))?;
         config.serve.validate().map_err(|message| (None, message))?;
+        config.sql.validate().map_err(|message| (None, message))?;
         Ok(config)
     }
 

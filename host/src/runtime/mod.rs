@@ -23,11 +23,12 @@ use crate::provider::chat::ChatError;
 use crate::provider::{Provider, Replay, ReplayScript, ToolExecutor};
 use crate::runner::{RunReport, RunnerConfig, Session, TurnReport, TurnRunner};
 use crate::sandbox::SandboxError;
-use crate::sandbox::{Sandbox, SandboxConfig};
+use crate::sandbox::{Sandbox, SandboxConfig, SqlAccess};
 use crate::services::PostgresState;
 use crate::services::compaction::Compactor;
 use crate::services::completions::{Completions, ExtractiveCompletions};
 use crate::services::native::NativeServices;
+use crate::services::sql::SqlService;
 use crate::services::state::{EngineState, StateError, StateStore};
 use crate::services::summarize::SummarizeError;
 use crate::store::{Postgres, StoreError, StoreKind};
@@ -39,6 +40,12 @@ pub const REPLAY_SYSTEM_PROMPT: &str = "You are a helpful assistant with access 
 pub const BUNDLED_OWNER: &str = "bundled";
 /// The plugin name engines from `plugins.engines` are registered under.
 pub const CONFIG_OWNER: &str = "config";
+
+/// Why a host on the shared store refuses engines that import `sql`
+/// (ARCHITECTURE.md §14).
+pub const SQL_ON_SHARED_STORE: &str = "with `[store] kind = \"postgres\"` engines' SQL databases are not kept yet: \
+a SQL database lives on one host's disk, and a session that moves to another host would not see it \
+(run this engine on the embedded store, or keep its data with host.state-set and host.index-put)";
 
 /// Why a host could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -133,6 +140,17 @@ impl Runtime {
             ),
         };
         let quarantine = Arc::new(quarantine);
+        let sql_service = match &shared {
+            None => Some(Arc::new(
+                SqlService::open_in(&data_dir, config.sql.clone(), state.clone())
+                    .map_err(RuntimeError::Config)?,
+            )),
+            Some(_) => None,
+        };
+        let sql = match &sql_service {
+            Some(service) => SqlAccess::Served(service.clone()),
+            None => SqlAccess::Refused(SQL_ON_SHARED_STORE.into()),
+        };
         let sandbox = Sandbox::new(SandboxConfig {
             cache_dir: config
                 .sandbox
@@ -140,7 +158,8 @@ impl Runtime {
                 .clone()
                 .or_else(|| Some(data_dir.join("cache"))),
             ..config.sandbox.clone()
-        })?;
+        })?
+        .with_sql(sql);
         // Engines' completions: the configured provider's model, else (a
         // replayed model answers only from its recording) offline extractive
         // answers; `ctxbox serve` adds each client's own model, for the
@@ -158,6 +177,10 @@ impl Runtime {
             Arc::new({
                 let services = NativeServices::new(compactor.clone(), state)
                     .with_completions(completions.clone());
+                let services = match sql_service {
+                    Some(sql) => services.with_sql(sql),
+                    None => services,
+                };
                 if config.agents.defaults.compaction.summarizer.is_none() {
                     services.summarizing_with_model()
                 } else {

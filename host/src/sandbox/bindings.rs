@@ -26,11 +26,20 @@ mod generated {
             "ctxbox:engine/host.index-put": async | trappable,
             "ctxbox:engine/host.index-delete": async | trappable,
             "ctxbox:engine/host.index-search": async | trappable,
+            "ctxbox:engine/sql.[static]database.open": async | trappable,
+            "ctxbox:engine/sql.[method]database.execute-batch": async | trappable,
+            "ctxbox:engine/sql.[method]database.execute": async | trappable,
+            "ctxbox:engine/sql.[method]database.query": async | trappable,
+            "ctxbox:engine/sql.[method]database.prepare": async | trappable,
+            "ctxbox:engine/sql.[method]statement.execute": async | trappable,
+            "ctxbox:engine/sql.[method]statement.query": async | trappable,
             default: trappable,
         },
         exports: { default: async },
         with: {
             "ctxbox:engine/history.history": crate::sandbox::history_resource::HistoryHandle,
+            "ctxbox:engine/sql.database": crate::sandbox::sql::DatabaseHandle,
+            "ctxbox:engine/sql.statement": crate::sandbox::sql::StatementHandle,
         },
     });
 }

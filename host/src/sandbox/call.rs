@@ -19,6 +19,7 @@ use crate::contract::types::{
     EngineInfo, IngestBatchResult, IngestResult, MaintainReason, MaintainResult, MessageEntry,
     SessionRef, SubagentEndReason, SubagentSpawn,
 };
+use crate::services::sql::CallTransaction;
 
 /// How often the epoch ticker advances; the granularity of deadlines.
 pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(10);
@@ -301,6 +302,8 @@ pub(crate) struct CallState {
     pub(crate) state: StateBatch,
     /// The call's index writes, committed with its state writes.
     pub(crate) index: IndexBatch,
+    /// The call's SQL transaction, committed after its state writes.
+    pub(crate) sql: CallTransaction,
     /// What the call has used of its per-call budgets (completions).
     pub(crate) usage: CallUsage,
     /// The embedding host's id for the request the call serves.
@@ -345,7 +348,7 @@ impl CallState {
 
     /// Whether the call left writes to commit.
     pub(crate) fn has_writes(&self) -> bool {
-        !self.state.is_empty() || !self.index.is_empty()
+        !self.state.is_empty() || !self.index.is_empty() || self.sql.is_open()
     }
 
     /// The state while an instance is created (its start-up code runs under
@@ -375,6 +378,7 @@ impl CallState {
             abort,
             state: StateBatch::default(),
             index: IndexBatch::default(),
+            sql: CallTransaction::default(),
             usage: CallUsage::default(),
             request_id: None,
             client: None,

@@ -15,6 +15,7 @@ use super::config::SandboxConfig;
 use super::convert;
 use super::history_resource::HistoryHandle;
 use super::pool::{DisposalFailures, PoolTicket};
+use super::sql;
 use super::store::StoreState;
 use super::wire_size;
 use crate::contract::engine::{CallOptions, CommitRefusal, HeldWrites, PendingWrites};
@@ -143,8 +144,21 @@ impl Live {
         self.store.data().memory.used()
     }
 
-    /// Runs one export call under fresh per-call budgets.
+    /// Runs one export call under fresh per-call budgets. A call that fails
+    /// leaves no SQL transaction open behind it.
     pub(crate) async fn call(
+        &mut self,
+        request: &Request<'_>,
+        options: &CallOptions,
+    ) -> Result<Response, CallError> {
+        let result = self.run_call(request, options).await;
+        if result.is_err() {
+            self.store.data().call.sql.rollback();
+        }
+        result
+    }
+
+    async fn run_call(
         &mut self,
         request: &Request<'_>,
         options: &CallOptions,
@@ -300,19 +314,33 @@ impl Live {
 }
 
 /// Commits the state writes the call in `store` left pending, in one
-/// transaction; the error says why they could not be (a store failure, or
-/// concurrent calls of the engine that together passed its limits, or the
-/// session's lease taken over by another host).
+/// transaction, then its SQL transaction; the error says why they could not
+/// be (a store failure, or concurrent calls of the engine that together
+/// passed its limits, or the session's lease taken over by another host).
 async fn commit_state(store: &mut Store<StoreState>) -> Result<(), CommitRefusal> {
     let state = store.data();
     if !state.call.has_writes() {
         return Ok(());
     }
-    let services = state.services.clone();
-    services
-        .commit_state(state.call.service_call(&state.engine_id))
-        .await
-        .map_err(commit_refusal)
+    commit_call(&state.services, &state.engine_id, &state.call).await
+}
+
+/// Commits `call`'s state batch, then (only if that succeeded) its SQL
+/// transaction, which is otherwise rolled back: the SQL writes never
+/// outlive state writes that were refused.
+async fn commit_call(
+    services: &Arc<dyn HostServices>,
+    engine_id: &str,
+    call: &CallState,
+) -> Result<(), CommitRefusal> {
+    let committed = match services.commit_state(call.service_call(engine_id)).await {
+        Ok(()) => sql::commit(&call.sql).await,
+        Err(error) => Err(error),
+    };
+    if committed.is_err() {
+        call.sql.rollback();
+    }
+    committed.map_err(commit_refusal)
 }
 
 /// How a refused commit reads.
@@ -361,10 +389,7 @@ struct HeldCall {
 #[async_trait]
 impl PendingWrites for HeldCall {
     async fn commit(self: Box<Self>) -> Result<(), CommitRefusal> {
-        self.services
-            .commit_state(self.call.service_call(&self.engine_id))
-            .await
-            .map_err(commit_refusal)
+        commit_call(&self.services, &self.engine_id, &self.call).await
     }
 }
 

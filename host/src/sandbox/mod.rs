@@ -27,6 +27,7 @@ mod instance;
 mod load;
 mod pool;
 mod powers;
+mod sql;
 mod stdio;
 mod store;
 mod ticker;
@@ -44,6 +45,7 @@ pub use self::config::SandboxConfig;
 pub use self::error::{LoadError, RefusedImport, SandboxError};
 pub use self::load::{LoadedComponent, WIT_PACKAGE, WIT_VERSION, check_component};
 use self::pool::InstancePool;
+pub use self::sql::SqlAccess;
 use self::store::StoreState;
 pub use self::wasm_engine::{EngineIdentity, WasmEngine};
 
@@ -61,6 +63,8 @@ const HOST_STACK_HEADROOM: usize = 1024 * 1024;
 #[derive(Clone)]
 pub struct Sandbox {
     inner: Arc<Inner>,
+    /// Whether engines' SQL databases are served ([`Sandbox::with_sql`]).
+    sql: SqlAccess,
 }
 
 struct Inner {
@@ -111,7 +115,15 @@ impl Sandbox {
                 pool,
                 compatibility_hash,
             }),
+            sql: SqlAccess::default(),
         })
+    }
+
+    /// This sandbox serving the `sql` import with `sql` (by default it
+    /// refuses engines that import it, at load). Engines loaded afterwards
+    /// get it.
+    pub fn with_sql(self, sql: SqlAccess) -> Self {
+        Self { sql, ..self }
     }
 
     /// The limits in force.

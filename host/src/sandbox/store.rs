@@ -1,6 +1,7 @@
 //! What each engine instance's wasmtime `Store` holds: its WASI context, its
 //! resource table, its memory budget, and the state of the call in progress.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use wasmtime::ResourceLimiter;
@@ -10,9 +11,11 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use super::call::CallState;
 use super::config::SandboxConfig;
 use super::pool::DisposalFailures;
+use super::sql::SqlAccess;
 use super::stdio::OutputTail;
 use crate::contract::failure::FailureKind;
 use crate::contract::services::HostServices;
+use crate::services::sql::Database;
 
 /// Largest table (funcref/externref) an instance may grow to, in elements.
 const MAX_TABLE_ELEMENTS: usize = 100_000;
@@ -31,6 +34,10 @@ pub(crate) struct StoreState {
     pub(crate) disposals: Arc<DisposalFailures>,
     /// What `host.engine-config` answers (`plugins.entries.<id>.config`).
     pub(crate) engine_config: Option<Arc<str>>,
+    /// Whether and by what the engine's SQL databases are served.
+    pub(crate) sql: SqlAccess,
+    /// The instance's connections, by database name (`None`: the main one).
+    pub(crate) sql_databases: HashMap<Option<String>, Arc<Database>>,
 }
 
 impl StoreState {
@@ -64,7 +71,14 @@ impl StoreState {
             stderr,
             disposals,
             engine_config: None,
+            sql: SqlAccess::default(),
+            sql_databases: HashMap::new(),
         }
+    }
+
+    /// The state with `sql` serving the engine's SQL databases.
+    pub(crate) fn with_sql(self, sql: SqlAccess) -> Self {
+        Self { sql, ..self }
     }
 
     /// The state with `engine_config` as the engine's configuration.

@@ -122,7 +122,8 @@ impl Sandbox {
             services.clone(),
             disposals.clone(),
         )
-        .with_engine_config(engine_config.clone());
+        .with_engine_config(engine_config.clone())
+        .with_sql(self.sql.clone());
         let mut live = Live::start(&component.pre, state, ticket, Operation::Load).await?;
         let info = match live.call(&Request::Info, &CallOptions::default()).await {
             Ok(Response::Info(info)) => info,
@@ -312,7 +313,8 @@ impl WasmEngine {
             shared.services.clone(),
             shared.disposals.clone(),
         )
-        .with_engine_config(shared.engine_config.clone());
+        .with_engine_config(shared.engine_config.clone())
+        .with_sql(shared.sandbox.sql.clone());
         Live::start(&shared.pre, state, ticket, operation).await
     }
 

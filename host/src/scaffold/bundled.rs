@@ -16,6 +16,7 @@ pub(super) const WIT: &[File] = &[
     ("engine.wit", include_str!("../../../wit/engine.wit")),
     ("history.wit", include_str!("../../../wit/history.wit")),
     ("host.wit", include_str!("../../../wit/host.wit")),
+    ("sql.wit", include_str!("../../../wit/sql.wit")),
     ("tools.wit", include_str!("../../../wit/tools.wit")),
     ("types.wit", include_str!("../../../wit/types.wit")),
     ("world.wit", include_str!("../../../wit/world.wit")),
@@ -43,6 +44,10 @@ pub(super) const RUST_SDK: &[File] = &[
     (
         "src/host.rs",
         include_str!("../../../guest-sdk/src/host.rs"),
+    ),
+    (
+        "src/host/sql.rs",
+        include_str!("../../../guest-sdk/src/host/sql.rs"),
     ),
     ("src/lib.rs", include_str!("../../../guest-sdk/src/lib.rs")),
     (
@@ -115,8 +120,64 @@ pub(super) const TS_SDK: &[File] = &[
         include_str!("../../../guest-sdk-ts/src/index.ts"),
     ),
     (
+        "src/node/crypto.ts",
+        include_str!("../../../guest-sdk-ts/src/node/crypto.ts"),
+    ),
+    (
+        "src/node/encoding.ts",
+        include_str!("../../../guest-sdk-ts/src/node/encoding.ts"),
+    ),
+    (
+        "src/node/path.ts",
+        include_str!("../../../guest-sdk-ts/src/node/path.ts"),
+    ),
+    (
+        "src/node/sha.ts",
+        include_str!("../../../guest-sdk-ts/src/node/sha.ts"),
+    ),
+    (
+        "src/node/process.ts",
+        include_str!("../../../guest-sdk-ts/src/node/process.ts"),
+    ),
+    (
+        "src/node/timers.ts",
+        include_str!("../../../guest-sdk-ts/src/node/timers.ts"),
+    ),
+    (
+        "src/node/intl.ts",
+        include_str!("../../../guest-sdk-ts/src/node/intl.ts"),
+    ),
+    (
+        "src/node/util.ts",
+        include_str!("../../../guest-sdk-ts/src/node/util.ts"),
+    ),
+    (
+        "src/node/os.ts",
+        include_str!("../../../guest-sdk-ts/src/node/os.ts"),
+    ),
+    (
+        "src/node/async_hooks.ts",
+        include_str!("../../../guest-sdk-ts/src/node/async_hooks.ts"),
+    ),
+    (
+        "src/node/buffer.ts",
+        include_str!("../../../guest-sdk-ts/src/node/buffer.ts"),
+    ),
+    (
+        "src/node/globals.ts",
+        include_str!("../../../guest-sdk-ts/src/node/globals.ts"),
+    ),
+    (
         "src/prompt.ts",
         include_str!("../../../guest-sdk-ts/src/prompt.ts"),
+    ),
+    (
+        "src/sql-text.ts",
+        include_str!("../../../guest-sdk-ts/src/sql-text.ts"),
+    ),
+    (
+        "src/sqlite.ts",
+        include_str!("../../../guest-sdk-ts/src/sqlite.ts"),
     ),
     (
         "src/wit.ts",
@@ -137,6 +198,10 @@ pub(super) const TS_SDK: &[File] = &[
     (
         "types/interfaces/ctxbox-engine-host.d.ts",
         include_str!("../../../guest-sdk-ts/types/interfaces/ctxbox-engine-host.d.ts"),
+    ),
+    (
+        "types/interfaces/ctxbox-engine-sql.d.ts",
+        include_str!("../../../guest-sdk-ts/types/interfaces/ctxbox-engine-sql.d.ts"),
     ),
     (
         "types/interfaces/ctxbox-engine-tools.d.ts",

@@ -14,6 +14,7 @@
 //!   budgets;
 //! - [`integrity`]: SQLite's consistency check of the embedded store's
 //!   databases (`ctxbox doctor`).
+//! - [`sql`]: each engine's own SQL databases (`wit/sql.wit`).
 
 pub mod compaction;
 pub mod completions;
@@ -23,6 +24,7 @@ mod index_sqlite;
 pub mod integrity;
 pub mod native;
 mod pool_share;
+pub mod sql;
 pub mod state;
 mod state_files;
 mod state_postgres;

@@ -18,6 +18,7 @@ use crate::contract::types::{CompactParams, CompactResult, SessionRef};
 use crate::services::compaction::{CompactionError, Compactor};
 use crate::services::completions::Completions;
 use crate::services::index::{MAX_CALL_INDEX_BYTES, check_op, document_cost, write_work};
+use crate::services::sql::SqlService;
 use crate::services::state::{
     CallWrites, EngineState, Limits, StateError, StateUsage, check_key, entry_cost,
 };
@@ -47,6 +48,8 @@ pub struct NativeServices {
     /// Whether `summarize` asks the host's model first (no summarizer is
     /// configured).
     summarize_with_model: bool,
+    /// The engines' SQL databases, whose bytes share the quota.
+    sql: Option<Arc<SqlService>>,
 }
 
 impl NativeServices {
@@ -59,6 +62,29 @@ impl NativeServices {
             state,
             completions: None,
             summarize_with_model: false,
+            sql: None,
+        }
+    }
+
+    /// These services counting the engines' SQL databases in `sql` against
+    /// their quota: a state or index write is refused when it would take
+    /// the engine past what its databases leave. (The store's own check at
+    /// commit counts state and index only.)
+    pub fn with_sql(self, sql: Arc<SqlService>) -> Self {
+        Self {
+            sql: Some(sql),
+            ..self
+        }
+    }
+
+    /// The limits `engine`'s state and index writes are held to: the
+    /// store's, less what its SQL databases take of the quota.
+    fn limits_for(&self, engine: &str) -> Limits {
+        let limits = self.state.limits();
+        let sql = self.sql.as_ref().map_or(0, |sql| sql.bytes(engine));
+        Limits {
+            quota_bytes: limits.quota_bytes.saturating_sub(sql),
+            ..limits
         }
     }
 
@@ -297,7 +323,7 @@ impl HostServices for NativeServices {
         value: &[u8],
     ) -> Result<(), ServiceError> {
         let (used, old) = self.footprint(&call, key).await?;
-        let limits = self.state.limits();
+        let limits = self.limits_for(call.engine_id);
         let after = limits
             .after_set(call.engine_id, used, old, entry_cost(key, value.len()))
             .map_err(service_error)?;
@@ -368,8 +394,7 @@ impl HostServices for NativeServices {
         let work = write_work(added as u64, old);
         check_call_work(&call, work)?;
         let after = self
-            .state
-            .limits()
+            .limits_for(call.engine_id)
             .after_set(call.engine_id, used, old, document_cost(document))
             .map_err(service_error)?;
         call.index.record(op, work);

@@ -52,6 +52,13 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// The database file of `engine` in `dir`: a readable part of its id and a
 /// digest of all of it, so any id makes a short, safe and distinct name.
 pub(super) fn engine_file(dir: &Path, engine: &str) -> PathBuf {
+    dir.join(format!("{}.sqlite3", engine_stem(engine)))
+}
+
+/// A short, safe and distinct file name stem for `engine`: a readable part
+/// of its id and a digest of all of it (also the folder of its SQL
+/// databases, `services::sql`).
+pub(super) fn engine_stem(engine: &str) -> String {
     let readable: String = engine
         .chars()
         .take(48)
@@ -64,7 +71,7 @@ pub(super) fn engine_file(dir: &Path, engine: &str) -> PathBuf {
         })
         .collect();
     let digest = Sha256::digest(engine.as_bytes());
-    dir.join(format!("{readable}-{}.sqlite3", hex::encode(&digest[..8])))
+    format!("{readable}-{}", hex::encode(&digest[..8]))
 }
 
 /// One engine's database: a connection for writes (and plain reads) and a

@@ -276,3 +276,15 @@ async fn a_slow_dispose_fails_its_check_without_stalling_the_checker() {
         started.elapsed()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_check_of_an_engine_using_sql_reports_its_database() {
+    let report = check(guests::SQL_NOTES).await;
+    let load = report.get("load").expect("loaded");
+    assert_eq!(load.outcome, Outcome::Pass, "{}", verdict::text(&report));
+    assert!(load.got.contains("`sql` among them"), "{}", load.got);
+    let sql = report.get("sql").expect("the sql check ran");
+    assert_eq!(sql.outcome, Outcome::Pass, "{}", verdict::text(&report));
+    assert!(sql.got.starts_with("integrity ok"), "{}", sql.got);
+    assert!(sql.got.contains("notes"), "{}", sql.got);
+}

@@ -32,6 +32,7 @@ mod serve_memory;
 mod serve_metrics;
 mod serve_powers;
 mod soak;
+mod sql;
 mod state_batch;
 mod store;
 mod store_bench;

@@ -1,7 +1,9 @@
 //! TypeScript engines (`guest-sdk-ts/`): the ts-lossless example passes every
 //! check and replays every fixture at 16k with no fallback, keeping every
 //! message in its store; a project from `ctxbox new --lang ts` builds, passes
-//! `ctxbox check` and runs.
+//! `ctxbox check` and runs; an engine written as `node:sqlite` code
+//! (`tests/ts-engines/sql-memory`) stores, queries and FTS5-searches its own
+//! SQL database across a host restart.
 //!
 //! The engines are built with the SDK's `ctxbox-ts-build` (cached, see
 //! `ctxbox_tests::typescript`). Without the SDK's npm tools the tests pass
@@ -11,11 +13,15 @@
 use std::path::{Path, PathBuf};
 
 use ctxbox_host::check::CheckOptions;
+use ctxbox_host::contract::engine::{CallOptions, ContextEngine};
+use ctxbox_host::contract::guest_view::guest_message;
+use ctxbox_host::contract::types::{AgentMessage, SessionRef};
 use ctxbox_host::engines::registry::{EngineFactory, RegisterOptions};
 use ctxbox_host::runtime::Runtime;
 use ctxbox_host::runtime::config::Config;
 use ctxbox_host::sandbox::SandboxConfig;
 use ctxbox_host::scaffold::{self, Language, SdkSource};
+use ctxbox_host::services::sql::database_path;
 use ctxbox_host::services::state::{EngineState, StateConfig, StateStore};
 use ctxbox_tests::{
     FIXTURE_SESSIONS, LARGE_COMPONENT_COMPILE_TIMEOUT_MS, assert_check_passes, fixture,
@@ -209,4 +215,97 @@ async fn a_new_ts_engine_builds_passes_check_and_runs() {
         &dir.path().join("run.jsonl"),
     )
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ts_engine_keeps_and_searches_its_sql_database_across_a_restart() {
+    let Some(component) = typescript::or_skip("sql-memory", typescript::sql_memory()) else {
+        return;
+    };
+    assert_passes_check(&component, "sql-memory").await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = dir.path().join("run.jsonl");
+    let fixture_name = "qwen-minimax-feishu-zh-3-hook-compactions.jsonl";
+    let session_id = {
+        let runtime = runtime_with(&component, "sql-memory", dir.path());
+        replay(&runtime, "sql-memory", fixture_name, 16_384, &out).await
+    };
+    // `new DatabaseSync("/var/lib/sql-memory/memory.db")` is the engine's
+    // database named `memory`, a file under the data directory.
+    let file = database_path(dir.path(), "sql-memory", Some("memory")).expect("its path");
+    let on_disk: i64 = rusqlite::Connection::open(&file)
+        .and_then(|db| db.query_row("SELECT count(*) FROM messages", [], |row| row.get(0)))
+        .unwrap_or_else(|error| panic!("{}: {error}", file.display()));
+
+    // A new host on the same data directory: the engine's database is there.
+    let runtime = runtime_with(&component, "sql-memory", dir.path());
+    let engine = runtime.select(Some("sql-memory")).await;
+    let session = SessionRef {
+        session_id,
+        session_key: None,
+        session_file: out.display().to_string(),
+    };
+    let tool = |name: &'static str, arguments: serde_json::Value| {
+        let engine = engine.clone();
+        let session = session.clone();
+        async move {
+            let answer = engine
+                .call_tool(
+                    &CallOptions::default(),
+                    &session,
+                    name,
+                    &arguments.to_string(),
+                )
+                .await
+                .unwrap_or_else(|error| panic!("{name} answers: {error:?}"));
+            serde_json::from_str::<serde_json::Value>(&answer).expect("a JSON answer")
+        }
+    };
+    let branch = runtime
+        .transcripts()
+        .open(&out)
+        .expect("reopens")
+        .active_branch();
+    let count = tool("count", serde_json::json!({})).await;
+    assert_eq!(
+        count["session"],
+        branch.len(),
+        "every message of the session is in the database once: {count}"
+    );
+    assert_eq!(count["total"], count["session"], "{count}");
+    assert_eq!(
+        count["total"], on_disk,
+        "the file holds what the engine reads"
+    );
+
+    // A word of a user message, found by FTS5 (trigram) with its entry.
+    let (entry_id, word) = branch
+        .iter()
+        .filter(|entry| matches!(entry.message, AgentMessage::User { .. }))
+        .find_map(|entry| {
+            let text = guest_message(&entry.message).text();
+            text.split(|c: char| !c.is_alphanumeric())
+                .find(|word| (4..=16).contains(&word.chars().count()))
+                .map(|word| (entry.id.clone(), word.to_owned()))
+        })
+        .expect("a user message with a word of 4 to 16 letters");
+    let hits = tool("search", serde_json::json!({ "query": word })).await;
+    let hits = hits.as_array().expect("a list of hits");
+    let hit = hits
+        .iter()
+        .find(|hit| hit["id"] == entry_id.as_str())
+        .unwrap_or_else(|| panic!("`{word}` finds {entry_id}: {hits:?}"));
+    assert_eq!(hit["role"], "user");
+    assert!(
+        hit["snippet"]
+            .as_str()
+            .is_some_and(|snippet| snippet.contains('[')),
+        "the match is marked: {hit}"
+    );
+    let none = tool("search", serde_json::json!({ "query": "zzqqxxnotaword" })).await;
+    assert_eq!(
+        none,
+        serde_json::json!([]),
+        "a word no message has finds nothing"
+    );
 }

@@ -2,6 +2,7 @@
 // feature, chosen by the session id (for `assemble`) or the tool called, so
 // the tests can drive it through the transpiled component with a fake host.
 import {
+  DatabaseSync,
   EngineFailure,
   assembled,
   defineEngine,
@@ -24,6 +25,15 @@ import {
   type SessionRef,
   type ToolInit,
 } from "@ctxbox/guest";
+
+import { installNodeGlobals } from "@ctxbox/guest/node/globals";
+import { createHash, randomUUID } from "@ctxbox/guest/node/crypto";
+import { join } from "@ctxbox/guest/node/path";
+import { AsyncLocalStorage } from "@ctxbox/guest/node/async_hooks";
+import { format } from "@ctxbox/guest/node/util";
+
+// The Node layers, installed while the build pre-initializes the module.
+installNodeGlobals();
 
 // Logged while the build pre-initializes the module: dropped, not a failed build.
 console.log("top level");
@@ -53,7 +63,26 @@ const TOOLS: ToolInit[] = [
   { name: "crash", description: "Throws an Error.", parameters: objectOf({}) },
   { name: "whoami", description: "Answers this.info().id.", parameters: objectOf({}) },
   { name: "defaults", description: "The tools export of an engine without tools.", parameters: objectOf({}) },
+  { name: "async-fail", description: "Throws an EngineFailure after an await.", parameters: objectOf({}) },
+  { name: "async-defaults", description: "The defaults over an async ingest.", parameters: objectOf({}) },
+  { name: "node-layers", description: "Uses every Node layer of the SDK.", parameters: objectOf({}) },
+  { name: "note", description: "Stores a note in SQL.", parameters: objectOf({ text: { type: "string" } }) },
+  { name: "notes", description: "Full-text searches the notes.", parameters: objectOf({ query: { type: "string" } }) },
 ];
+
+// Made at the top level (while the build pre-initializes the module): it
+// reaches the host only with its first statement, during a call.
+const notes = new DatabaseSync("notes.db");
+let notesReady = false;
+
+/** The notes table, made on first use. */
+function notesDb(): DatabaseSync {
+  if (!notesReady) {
+    notes.exec("CREATE VIRTUAL TABLE IF NOT EXISTS notes USING fts5(body)");
+    notesReady = true;
+  }
+  return notes;
+}
 
 /** A tool result: `value` as JSON, bigints as strings. */
 const answer = (value: unknown): string => JSON.stringify(value, (_, v) => (typeof v === "bigint" ? `${v}n` : v));
@@ -67,7 +96,7 @@ function thrown(run: () => unknown): unknown {
   }
 }
 
-function callTool(this: { info(): { id: string } }, session: SessionRef, name: string, argumentsJson: Json): string {
+function callTool(this: { info(): { id: string } }, session: SessionRef, name: string, argumentsJson: Json): string | Promise<string> {
   const args = toolArguments<IndexArguments & { prompt?: string }>(argumentsJson);
   const scope = args.scope ?? "session";
   switch (name) {
@@ -99,6 +128,75 @@ function callTool(this: { info(): { id: string } }, session: SessionRef, name: s
       throw new Error("tool crashed");
     case "whoami":
       return this.info().id;
+    case "async-fail":
+      return (async () => {
+        await new Promise((resolve) => setTimeout(resolve, 1));
+        throw new EngineFailure("invalid-input", "late and wrong");
+      })();
+    case "async-defaults":
+      return (async () => {
+        const seen: string[] = [];
+        const lazy = defineEngine({
+          info: { id: "lazy", name: "lazy" },
+          assemble: () => assembled([], 0),
+          async ingest(_session, entry) {
+            await Promise.resolve();
+            seen.push(entry.id);
+            return { ingested: entry.id !== "skip" };
+          },
+        });
+        const entries = ["a", "skip", "b"].map((id) => ({ id, timestampMs: 0n, message: { tag: "user" as const, val: { content: [] } } }));
+        const batch = await lazy.ingestBatch(session, entries, false);
+        return answer({ batch, seen });
+      })();
+    case "node-layers":
+      return (async () => {
+        const g = globalThis as unknown as {
+          process: { env: Record<string, string>; nextTick(f: () => void): void; cwd(): string };
+          Buffer: { from(text: string, encoding?: string): { toString(encoding?: string): string }; byteLength(text: string): number };
+          setImmediate(f: () => void): unknown;
+        };
+        const order: string[] = [];
+        await new Promise<void>((done) => {
+          g.setImmediate(() => {
+            order.push("immediate");
+            done();
+          });
+          g.process.nextTick(() => order.push("tick"));
+          order.push("now");
+        });
+        const storage = new AsyncLocalStorage<string>();
+        const stored = await storage.run("kept", async () => {
+          await Promise.resolve();
+          return storage.getStore();
+        });
+        const stamp = new Intl.DateTimeFormat("en-CA", {
+          timeZone: "UTC", year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", hour12: false,
+        }).format(new Date(Date.UTC(2026, 0, 5, 13, 7)));
+        return answer({
+          env: g.process.env,
+          cwd: g.process.cwd(),
+          order,
+          base64: g.Buffer.from("héllo").toString("base64"),
+          byteLength: g.Buffer.byteLength("世界"),
+          sha256: createHash("sha256").update("abc").digest("hex"),
+          sha1: createHash("sha1").update("abc").digest("base64"),
+          uuid: /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/.test(randomUUID()),
+          path: join("/a/b", "../c", "d.db"),
+          stored,
+          stamp,
+          zone: new Intl.DateTimeFormat().resolvedOptions().timeZone,
+          number: (1234567.891).toLocaleString("en-US"),
+          date: new Date(Date.UTC(2026, 0, 5, 13, 7, 9)).toLocaleString("en-US", { timeZone: "UTC" }),
+          format: format("%s has %d", "cart", 3),
+        });
+      })();
+    case "note":
+      return answer(notesDb().prepare("INSERT INTO notes(body) VALUES (:text)").run({ text: args.text ?? "" }));
+    case "notes": {
+      const search = notesDb().prepare("SELECT rowid, body FROM notes WHERE notes MATCH ? ORDER BY rank");
+      return answer({ rows: search.all(args.query ?? ""), columns: search.columns().map((column) => column.name) });
+    }
     case "defaults": {
       const plain = toolsOf(defineEngine({ info: { id: "plain", name: "plain" }, assemble: () => assembled([], 0) }));
       return answer({ listed: plain.listTools(), called: thrown(() => plain.callTool(session, "grep", "{}")) });
@@ -120,6 +218,20 @@ export const engine = defineEngine({
 
   assemble(session, history, params) {
     switch (session.sessionId) {
+      case "async-throw":
+        return (async () => {
+          await Promise.resolve();
+          throw new Error("late boom");
+        })();
+      case "async-console":
+        return (async () => {
+          console.info("before await");
+          await Promise.resolve();
+          console.info("after await");
+          await new Promise((resolve) => setTimeout(resolve, 1));
+          console.info("after a timer");
+          return assembled([], 0);
+        })();
       case "throw-error":
         throw new Error("boom");
       case "throw-failure":

@@ -19,6 +19,7 @@ mod serve_client;
 mod serve_soak;
 mod shared_store;
 mod soak;
+mod sql;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -106,6 +107,9 @@ enum Group {
     /// One 16 MiB request through `ctxbox serve`: its peak and what stays
     /// resident (run it alone: the peak is the process's).
     LargeRequest,
+    /// Engines' SQL databases: inserts, point selects and FTS5 matches
+    /// through the sandbox against rusqlite in-process, bytes on disk.
+    Sql,
 }
 
 /// What the measurements are given.
@@ -282,6 +286,9 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     if wanted(Group::Index) {
         index::rows(&options, &mut rows).await?;
+    }
+    if wanted(Group::Sql) {
+        sql::rows(&options, &mut rows).await?;
     }
     if let Some(ts_engine) = &args.ts_engine {
         instance_cost::rows(&options, ts_engine, &mut rows).await?;

@@ -1,0 +1,90 @@
+/**
+ * `node:crypto`, the part engines use: `createHash` (`sha256`, `sha1`; pure
+ * JavaScript, synchronous), `randomUUID`, `randomBytes` and
+ * `getRandomValues` (WebCrypto's, which the host seeds). Anything else is not
+ * offered.
+ */
+import { decode, encode } from "./encoding.js";
+import { Sha1, Sha256, type Hasher } from "./sha.js";
+
+/** WebCrypto as the guest has it (StarlingMonkey's `crypto`). */
+const webcrypto = (globalThis as unknown as { crypto: { randomUUID(): string; getRandomValues<T extends Uint8Array>(array: T): T } })
+  .crypto;
+
+/** Bytes as Node answers them: a `Buffer` when the global is installed, else a `Uint8Array`. */
+function nodeBytes(bytes: Uint8Array): Uint8Array {
+  const buffer = (globalThis as { Buffer?: { from(bytes: ArrayBuffer, offset: number, length: number): Uint8Array } }).Buffer;
+  return buffer ? buffer.from(bytes.buffer as ArrayBuffer, bytes.byteOffset, bytes.length) : bytes;
+}
+
+const HASHES: Record<string, () => Hasher> = { sha256: () => new Sha256(), sha1: () => new Sha1() };
+
+/** A hash in progress, like `node:crypto`'s `Hash`. */
+export class Hash {
+  #hasher: Hasher;
+
+  /** @internal Made by {@link createHash}. */
+  constructor(hasher: Hasher) {
+    this.#hasher = hasher;
+  }
+
+  /** Adds `data` (text in `inputEncoding`, UTF-8 by default, or bytes). */
+  update(data: string | ArrayBufferView, inputEncoding = "utf8"): this {
+    if (typeof data === "string") this.#hasher.update(decode(data, inputEncoding));
+    else if (ArrayBuffer.isView(data)) this.#hasher.update(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
+    else throw invalidData(data);
+    return this;
+  }
+
+  /** The digest: text in `encoding` (`hex`, `base64`, `base64url`, `latin1`), or the bytes. */
+  digest(): Uint8Array;
+  digest(encoding: string): string;
+  digest(encoding?: string): string | Uint8Array {
+    const bytes = this.#hasher.finish();
+    return encoding === undefined || encoding === "buffer" ? nodeBytes(bytes) : encode(bytes, encoding);
+  }
+}
+
+function invalidData(data: unknown): TypeError {
+  const error = new TypeError(
+    `The "data" argument must be of type string or an instance of Buffer, TypedArray, or DataView. Received ${typeof data}`,
+  ) as TypeError & { code: string };
+  error.code = "ERR_INVALID_ARG_TYPE";
+  return error;
+}
+
+/** A hash of `algorithm` (`sha256` or `sha1`; the guest offers no other). */
+export function createHash(algorithm: string): Hash {
+  const make = HASHES[algorithm.toLowerCase().replace("-", "")];
+  if (!make) {
+    const error = new Error(`Digest method not supported: ${algorithm} (the guest's node:crypto offers sha256 and sha1)`) as Error & {
+      code: string;
+    };
+    error.code = "ERR_CRYPTO_INVALID_DIGEST";
+    throw error;
+  }
+  return new Hash(make());
+}
+
+/** A random version 4 UUID. */
+export function randomUUID(): string {
+  return webcrypto.randomUUID();
+}
+
+/** `size` random bytes. */
+export function randomBytes(size: number): Uint8Array {
+  if (!Number.isInteger(size) || size < 0 || size > 2 ** 31 - 1) {
+    throw new RangeError(`The value of "size" is out of range. It must be >= 0 && <= 2147483647. Received ${size}`);
+  }
+  const bytes = new Uint8Array(size);
+  // getRandomValues fills at most 65,536 bytes at a time.
+  for (let at = 0; at < size; at += 65_536) webcrypto.getRandomValues(bytes.subarray(at, at + 65_536));
+  return nodeBytes(bytes);
+}
+
+/** Fills `array` with random values. */
+export function getRandomValues<T extends Uint8Array>(array: T): T {
+  return webcrypto.getRandomValues(array);
+}
+
+export default { createHash, randomUUID, randomBytes, getRandomValues, Hash };

@@ -1,0 +1,50 @@
+//! Hostile engine: runs a recursive CTE that never ends, and when the host
+//! stops it, runs it again, forever (prompt `cte`). Prompt `ping` answers
+//! `pong=<1 + 1 in SQL>` at once.
+
+use ctxbox_guest::host::sql::{Database, SqlError, error_kind};
+use ctxbox_guest::prelude::*;
+
+#[derive(Default)]
+struct SqlRunaway;
+
+fn answer(prompt: &str) -> Result<String, SqlError> {
+    let db = Database::open()?;
+    if prompt == "ping" {
+        let row = db.query_row("SELECT 1 + 1", ())?;
+        return Ok(format!(
+            "pong={}",
+            row.map_or(Ok(0), |row| row.get::<i64>(0))?
+        ));
+    }
+    loop {
+        let _ = db.query(
+            "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c",
+            (),
+        );
+    }
+}
+
+impl Engine for SqlRunaway {
+    fn info(&self) -> EngineInfo {
+        EngineInfo::new("sql-runaway", "sql-runaway")
+    }
+
+    fn assemble(
+        &mut self,
+        _: &SessionRef,
+        history: &History,
+        params: AssembleParams,
+    ) -> Result<AssembleResult, EngineError> {
+        let report = answer(params.prompt.as_deref().unwrap_or(""))?;
+        let mut answer =
+            AssembleResult::keep_range(0..history.len(), history.tokens(0..history.len()));
+        answer.items.push(AssembledItem::Insert(AgentMessage::note(
+            "sql-runaway",
+            report,
+        )));
+        Ok(answer)
+    }
+}
+
+ctxbox_guest::export_engine!(SqlRunaway);
