@@ -162,7 +162,8 @@ pub(super) async fn footprint(
 /// and ranked, group by group: a hit's score is lowered by its group's
 /// number times the words' count, so that scores still fall down the pages.
 /// A page deeper in the results scores more groups; pages never overlap or
-/// skip a hit.
+/// skip a hit. (`OFFSET 0` keeps the planner from inlining each use of a
+/// candidate's head, which would read its text back once per use.)
 pub(super) async fn search(
     client: &impl tokio_postgres::GenericClient,
     engine: &str,
@@ -214,7 +215,8 @@ pub(super) async fn search(
                      FROM (SELECT session, id, metadata, text, octet_length(text) AS bytes
                            FROM ctxbox_index_documents
                            WHERE engine = $1{filters}
-                           ORDER BY bytes, session, id LIMIT $4) AS matches) AS candidates
+                           ORDER BY bytes, session, id LIMIT $4) AS matches
+                     OFFSET 0) AS candidates
                ORDER BY score DESC, session, id LIMIT $2 OFFSET $3) AS hits
          ORDER BY score DESC, session, id",
         passage = PASSAGE_CHARS + longest,
