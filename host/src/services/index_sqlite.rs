@@ -152,7 +152,12 @@ pub(super) fn search(
         let mut score = Vec::new();
         for word in &words.short {
             let at = bind(&mut values, word.clone());
-            score.push(index::density_sql("d.text", &format!("?{at}"), "length"));
+            score.push(index::density_sql(
+                "d.text",
+                "length(d.text)",
+                &format!("?{at}"),
+                "length",
+            ));
         }
         format!(
             "SELECT d.number AS number, {} AS score FROM index_documents d

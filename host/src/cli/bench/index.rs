@@ -2,8 +2,9 @@
 //! checkout's fixtures indexed as one document, through the embedded store
 //! and, given `--postgres URL`, the shared one. Put throughput (a
 //! call's batch of 100 documents per commit), query throughput and latency
-//! (words the trigram index finds; short words only, which scan), and what
-//! a message takes on disk.
+//! (words the trigram index finds; short words only, which scan), how many
+//! of the embedded store's top 10 the shared one finds for the same
+//! queries (recall@10), and what a message takes on disk.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -181,21 +182,25 @@ pub async fn rows(options: &Options, rows: &mut Vec<Row>) -> anyhow::Result<()> 
     let postgres = options.postgres.clone();
     let measured = tokio::task::spawn_blocking(move || -> anyhow::Result<Vec<Row>> {
         let mut rows = Vec::new();
-        measure(
+        let embedded = measure(
             "embedded",
             &fixtures,
             options_quick,
             &Embedded::open()?,
+            None,
             &mut rows,
         )?;
         match postgres {
-            Some(url) => measure(
-                "PostgreSQL",
-                &fixtures,
-                options_quick,
-                &Shared::open(&url)?,
-                &mut rows,
-            )?,
+            Some(url) => {
+                measure(
+                    "PostgreSQL",
+                    &fixtures,
+                    options_quick,
+                    &Shared::open(&url)?,
+                    Some(&embedded),
+                    &mut rows,
+                )?;
+            }
             None => rows.push(Row::skipped(
                 "index, PostgreSQL",
                 "give --postgres URL (a database without documents)",
@@ -282,15 +287,24 @@ fn index_all(
     Ok(took)
 }
 
+/// The hits of one search: (session, id), best first.
+type Hits = Vec<(Option<String>, String)>;
+
+/// The hits of every query of each kind, in the order they were asked.
+type Answers = Vec<Vec<Hits>>;
+
 /// The rows of one backend: bytes per message on each fixture (alone in
-/// the store), then put and search figures on all of them at once.
+/// the store), then put and search figures on all of them at once, and,
+/// given the `reference` store's answers to the same queries, how many of
+/// its hits this one found too. Answers its own.
 fn measure(
     backend: &str,
     fixtures: &[Fixture],
     quick: bool,
     store: &impl Measured,
+    reference: Option<&Answers>,
     rows: &mut Vec<Row>,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Answers> {
     let engine = format!("bench-index-{}", std::process::id());
     for fixture in fixtures {
         store.compact()?;
@@ -341,12 +355,17 @@ fn measure(
         met: None,
     });
     let queries = queries(fixtures, if quick { 40 } else { 400 });
-    for (kind, queries) in [
+    let mut answers = Answers::new();
+    for (number, (kind, queries)) in [
         ("words of 3+ characters", &queries.long),
         ("short words only (a scan)", &queries.short),
-    ] {
+    ]
+    .into_iter()
+    .enumerate()
+    {
         let mut samples = Vec::with_capacity(queries.len());
         let mut hits = 0;
+        let mut found = Vec::with_capacity(queries.len());
         for text in queries {
             let query = IndexQuery {
                 text: text.clone(),
@@ -355,12 +374,15 @@ fn measure(
                 offset: 0,
             };
             let started = Instant::now();
-            hits += store
-                .state()
-                .search(&engine, None, &query, None)?
-                .hits
-                .len();
+            let page = store.state().search(&engine, None, &query, None)?;
             samples.push(started.elapsed());
+            hits += page.hits.len();
+            found.push(
+                page.hits
+                    .into_iter()
+                    .map(|hit| (hit.session_id, hit.id))
+                    .collect::<Hits>(),
+            );
         }
         let total: Duration = samples.iter().sum();
         samples.sort_unstable();
@@ -378,6 +400,10 @@ fn measure(
             target: "report".into(),
             met: None,
         });
+        if let Some(reference) = reference.and_then(|answers| answers.get(number)) {
+            rows.push(recall_row(backend, kind, reference, &found));
+        }
+        answers.push(found);
     }
     for copy in 0..copies {
         for fixture in fixtures {
@@ -385,7 +411,33 @@ fn measure(
             remove_all(store.state(), &engine, &session, &fixture.messages)?;
         }
     }
-    store.compact()
+    store.compact()?;
+    Ok(answers)
+}
+
+/// How many of the embedded store's top 10 hits (`reference`) `backend`'s
+/// top 10 held (`found`), on average over the queries the embedded store
+/// found something for.
+fn recall_row(backend: &str, kind: &str, reference: &[Hits], found: &[Hits]) -> Row {
+    let shares: Vec<f64> = reference
+        .iter()
+        .zip(found)
+        .filter(|(expected, _)| !expected.is_empty())
+        .map(|(expected, found)| {
+            let held = expected.iter().filter(|hit| found.contains(hit)).count();
+            held as f64 / expected.len() as f64
+        })
+        .collect();
+    let recall = shares.iter().sum::<f64>() / shares.len().max(1) as f64;
+    Row {
+        what: format!("index recall@10, {backend} against embedded, {kind}"),
+        figure: format!(
+            "{recall:.3} (the embedded store's top 10 in this one's, {} queries)",
+            shares.len()
+        ),
+        target: "report".into(),
+        met: None,
+    }
 }
 
 /// Deletes what `index_all` wrote (a shared database is left as found).
@@ -460,6 +512,20 @@ fn queries(fixtures: &[Fixture], count: usize) -> Queries {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn recall_counts_the_reference_hits_found_where_it_found_any() {
+        let hit = |id: &str| (Some("s".to_owned()), id.to_owned());
+        let reference = vec![vec![hit("a"), hit("b")], vec![], vec![hit("c")]];
+        let found = vec![vec![hit("b"), hit("x")], vec![hit("y")], vec![hit("c")]];
+        let row = recall_row("B", "kind", &reference, &found);
+        assert_eq!(row.what, "index recall@10, B against embedded, kind");
+        assert!(
+            row.figure.starts_with("0.750 ") && row.figure.contains("2 queries"),
+            "{}",
+            row.figure
+        );
+    }
 
     /// A quick run of the embedded rows on the checkout's fixtures: every
     /// search finds what it measures, and every fixture gets its row.

@@ -849,3 +849,86 @@ fn a_database_of_ctype_c_still_finds_every_script() {
         assert_eq!(ids(&search(&state, "e", None, text)), expected, "{text:?}");
     }
 }
+
+/// What `sql` (one row, one text column) answers in the database of
+/// `postgres`, read on a connection it already has (a new one would
+/// migrate).
+fn read(postgres: &std::sync::Arc<ctxbox_host::store::Postgres>, sql: &'static str) -> String {
+    let server = postgres.clone();
+    postgres
+        .run(move |client| async move {
+            client
+                .query_one(sql, &[])
+                .await
+                .map(|row| row.get::<_, String>(0))
+                .map_err(|error| server.query_error("read", &error))
+        })
+        .expect("reads")
+}
+
+#[test]
+fn the_shared_index_migrates_to_a_small_pending_list() {
+    let Some(url) = pg_cluster::database("the_shared_index_migrates_to_a_small_pending_list")
+    else {
+        return;
+    };
+    let postgres = Backend::connect(&url);
+    // Back to version 5: the trigram index with its default pending list
+    // (4 MB), which holds the documents written then.
+    pg_cluster::psql(
+        &url,
+        "ALTER INDEX ctxbox_index_documents_text RESET (gin_pending_list_limit);
+         DELETE FROM ctxbox_schema WHERE version >= 6;
+         CREATE EXTENSION pgstattuple;",
+    );
+    let pending = "SELECT pending_pages::text FROM pgstatginindex('ctxbox_index_documents_text')";
+    let options = "SELECT coalesce(array_to_string(reloptions, ','), '') FROM pg_class
+                   WHERE relname = 'ctxbox_index_documents_text'";
+    // 200 documents of 50 words of their own: about 90 pages of pending
+    // entries for 100 of them at the default.
+    let texts: Vec<(String, String)> = (0..200u64)
+        .map(|n| {
+            let words: Vec<String> = (0..50u64)
+                .map(|k| format!("{:x}", (n * 1_000 + k).wrapping_mul(2_654_435_761)))
+                .collect();
+            (format!("d{n}"), format!("document {n} {}", words.join(" ")))
+        })
+        .collect();
+    let write = |state: &PostgresState, texts: &[(String, String)]| {
+        let ops = texts
+            .iter()
+            .map(|(id, text)| put(None, document(id, text)))
+            .collect();
+        state.commit("e", index(ops), None, None).expect("indexes");
+    };
+    let config = StateConfig {
+        quota_bytes: 64 << 20,
+        max_keys: 1_000,
+    };
+    let before = PostgresState::new(postgres.clone(), &config);
+    write(&before, &texts[..100]);
+    write(
+        &before,
+        &CORPUS
+            .iter()
+            .map(|(id, text)| ((*id).to_owned(), (*text).to_owned()))
+            .collect::<Vec<_>>(),
+    );
+    let pages = || read(&postgres, pending).parse::<u32>().expect("a number");
+    assert!(pages() > 12, "pending before: {}", pages());
+    assert_eq!(read(&postgres, options), "");
+    // A host of this build migrates: the list merged, and capped.
+    let state = PostgresState::new(Backend::connect(&url), &config);
+    assert_eq!(pages(), 0, "merged");
+    assert_eq!(read(&postgres, options), "gin_pending_list_limit=64");
+    for text in ["缓存", "cache", "кэш", "%_"] {
+        assert_eq!(
+            ids(&search(&state, "e", None, text)),
+            reference(CORPUS, text),
+            "{text:?}"
+        );
+    }
+    write(&state, &texts[100..]);
+    assert!(pages() <= 12, "64 kB and a document at most: {}", pages());
+    assert!(ids(&search(&state, "e", None, "document 199")).contains("d199"));
+}
