@@ -2,7 +2,7 @@
 //! stops it, runs it again, forever (prompt `cte`). Prompt `ping` answers
 //! `pong=<1 + 1 in SQL>` at once.
 
-use ctxbox_guest::host::sql::{Database, SqlError, error_kind};
+use ctxbox_guest::host::sql::{Database, SqlError};
 use ctxbox_guest::prelude::*;
 
 #[derive(Default)]

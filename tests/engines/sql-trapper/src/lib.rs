@@ -2,7 +2,7 @@
 //! row and traps with it open; `trap-committed` writes and commits its own
 //! transaction, then traps; prompt `count` answers `count=<rows>`.
 
-use ctxbox_guest::host::sql::{Database, SqlError, error_kind};
+use ctxbox_guest::host::sql::{Database, SqlError};
 use ctxbox_guest::prelude::*;
 
 #[derive(Default)]
