@@ -58,6 +58,9 @@ enum Command {
 pub fn main() -> ExitCode {
     init_tracing();
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Serve(_) | Command::Bench(_)) {
+        end_quietly_on_a_closed_pipe();
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -101,4 +104,18 @@ fn init_tracing() {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+}
+
+/// Lets a report piped into `head` or `less` end the process when the
+/// reader goes away, as Unix tools do, instead of panicking in `println!`.
+/// `serve` and `bench` keep Rust's default (`SIGPIPE` ignored): a peer or a
+/// child hanging up is an error they answer.
+fn end_quietly_on_a_closed_pipe() {
+    #[cfg(unix)]
+    // SAFETY: called once on the main thread before any other thread
+    // exists; restoring the default disposition of SIGPIPE has no other
+    // effect on this process.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
 }

@@ -41,8 +41,8 @@ pub const BUNDLED_OWNER: &str = "bundled";
 /// The plugin name engines from `plugins.engines` are registered under.
 pub const CONFIG_OWNER: &str = "config";
 
-/// Why a host on the shared store refuses engines that import `sql`
-/// (ARCHITECTURE.md §14).
+/// Why a host on the shared store answers an engine's `database.open` with
+/// `unavailable` (ARCHITECTURE.md §14).
 pub const SQL_ON_SHARED_STORE: &str = "with `[store] kind = \"postgres\"` engines' SQL databases are not kept yet: \
 a SQL database lives on one host's disk, and a session that moves to another host would not see it \
 (run this engine on the embedded store, or keep its data with host.state-set and host.index-put)";

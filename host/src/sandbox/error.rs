@@ -89,15 +89,6 @@ pub enum LoadError {
         /// Every refused import, with why.
         refused: Vec<RefusedImport>,
     },
-    /// The component imports the SQL power, which this host does not serve
-    /// (`SqlAccess::Refused`: a shared store keeps no SQL databases yet).
-    #[error("`{name}` imports `ctxbox:engine/sql`, which this host cannot serve: {reason}")]
-    SqlUnavailable {
-        /// File name or label.
-        name: String,
-        /// Why the host serves no SQL databases.
-        reason: String,
-    },
     /// The component's imports or exports do not match the contract.
     #[error("`{name}` does not match the ctxbox:engine contract: {reason}")]
     Link {

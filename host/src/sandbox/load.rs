@@ -15,7 +15,7 @@ use wasmtime::wasmparser::{BinaryReaderError, Parser, Payload};
 use super::Sandbox;
 use super::bindings::EngineExportsPre;
 use super::error::{LoadError, RefusedImport};
-use super::sql::{SqlAccess, imports_sql};
+use super::sql::imports_sql;
 use super::store::StoreState;
 
 /// The contract package this host implements.
@@ -100,7 +100,6 @@ impl Sandbox {
     pub fn load_bytes(&self, name: &str, bytes: &[u8]) -> Result<LoadedComponent, LoadError> {
         self.check_size(name, bytes.len() as u64)?;
         let imports = check_component(name, bytes)?;
-        self.check_sql(name, &imports)?;
         let content_hash = hex::encode(Sha256::digest(bytes));
         let (component, from_cache) = self.compile_cached(name, bytes, &content_hash)?;
         let pre = self
@@ -119,21 +118,6 @@ impl Sandbox {
             content_hash,
             from_cache,
         })
-    }
-
-    /// Refuses a component importing `sql` when this host serves no SQL
-    /// databases, naming why.
-    fn check_sql(&self, name: &str, imports: &[String]) -> Result<(), LoadError> {
-        let SqlAccess::Refused(reason) = &self.sql else {
-            return Ok(());
-        };
-        if imports_sql(imports) {
-            return Err(LoadError::SqlUnavailable {
-                name: name.to_owned(),
-                reason: reason.to_string(),
-            });
-        }
-        Ok(())
     }
 
     /// Compiles `bytes`, or deserializes the cached compilation of the same

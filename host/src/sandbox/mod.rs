@@ -119,8 +119,8 @@ impl Sandbox {
         })
     }
 
-    /// This sandbox serving the `sql` import with `sql` (by default it
-    /// refuses engines that import it, at load). Engines loaded afterwards
+    /// This sandbox serving the `sql` import with `sql` (by default every
+    /// `database.open` answers `unavailable`). Engines loaded afterwards
     /// get it.
     pub fn with_sql(self, sql: SqlAccess) -> Self {
         Self { sql, ..self }

@@ -2,8 +2,10 @@
 //! `statement` resources of one instance, each import charging what the
 //! guest passed against the call's input budget, then running on the
 //! blocking pool in the call's SQL transaction (`services::sql`). A host
-//! without SQL databases ([`SqlAccess::Refused`]) refuses engines that
-//! import `sql` at load, naming why.
+//! without SQL databases ([`SqlAccess::Refused`]) still loads engines that
+//! import `sql` (componentize-js and componentize-py import every interface
+//! of the world, used or not); their `open` answers `unavailable`, naming
+//! why.
 
 use std::sync::Arc;
 
@@ -33,8 +35,8 @@ pub(super) fn imports_sql(imports: &[String]) -> bool {
 pub enum SqlAccess {
     /// It does, with this service.
     Served(Arc<SqlService>),
-    /// It does not, for this reason: engines importing `sql` are refused
-    /// at load.
+    /// It does not, for this reason: `database.open` answers `unavailable`
+    /// with it.
     Refused(Arc<str>),
 }
 

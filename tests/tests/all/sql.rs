@@ -421,19 +421,36 @@ async fn two_sessions_of_one_engine_write_at_once_without_losing_a_row() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_host_without_sql_databases_refuses_sql_engines_at_load_naming_why() {
+async fn a_host_without_sql_databases_loads_sql_engines_and_answers_open_with_why() {
+    use ctxbox_host::contract::services::NoServices;
     use ctxbox_host::runtime::SQL_ON_SHARED_STORE;
-    use ctxbox_host::sandbox::{LoadError, SqlAccess};
+    use ctxbox_host::sandbox::SqlAccess;
     let sandbox = ctxbox_tests::sandbox_with(SandboxConfig::default())
         .with_sql(SqlAccess::Refused(SQL_ON_SHARED_STORE.into()));
-    let error = sandbox
+    // TypeScript and Python engines import `sql` whether they use it or
+    // not, so the import alone must not keep an engine out.
+    let component = sandbox
         .load_file(Path::new(ctxbox_tests::guests::SQL_NOTES))
-        .expect_err("refused");
-    assert!(matches!(error, LoadError::SqlUnavailable { .. }), "{error}");
-    let message = error.to_string();
-    assert!(message.contains("ctxbox:engine/sql"), "{message}");
+        .expect("an engine importing sql loads");
+    assert!(component.imports_sql());
+    let engine = sandbox
+        .instantiate(&component, Arc::new(NoServices))
+        .await
+        .expect("instantiates");
+    let params = AssembleParams {
+        prompt: Some("count".to_owned()),
+        ..AssembleParams::default()
+    };
+    let failure = engine
+        .assemble(
+            &CallOptions::default(),
+            &session("s1"),
+            &History::new(conversation(2)),
+            &params,
+        )
+        .await
+        .expect_err("opening a database fails");
+    let message = failure.message;
+    assert!(message.contains("sql unavailable"), "{message}");
     assert!(message.contains("kind = \"postgres\""), "{message}");
-    sandbox
-        .load_file(Path::new(ctxbox_tests::guests::KEEP_RECENT))
-        .expect("an engine without sql still loads");
 }
