@@ -8,6 +8,11 @@ use std::process::Command;
 fn main() {
     let root = ctxbox_guest_build::workspace_root();
     let crates = ctxbox_guest_build::guest_crates(&root, &["example-engines", "tests/engines"]);
+    // Shared by several test engines (`include!`d), outside any crate's folder.
+    println!(
+        "cargo:rerun-if-changed={}",
+        root.join("tests/engines/prompt_probe.rs").display()
+    );
     let guests = ctxbox_guest_build::build(&root, &crates);
     let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR is set by cargo"));
     let mut source = ctxbox_guest_build::constants(&guests);

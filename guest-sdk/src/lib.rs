@@ -28,7 +28,7 @@
 //!         history: &History,
 //!         _params: AssembleParams,
 //!     ) -> Result<AssembleResult, EngineError> {
-//!         Ok(AssembleResult::keep_range(0..history.len(), history.tokens(0..history.len())))
+//!         Ok(AssembleResult::keep_all(history))
 //!     }
 //! }
 //!

@@ -132,6 +132,20 @@ impl AssembleResult {
             context_projection: None,
         }
     }
+
+    /// The whole of `history`, as it is, estimated at its tokens: what an
+    /// engine that leaves the window to the host answers.
+    pub fn keep_all(history: &impl crate::HistoryView) -> Self {
+        let all = 0..history.len();
+        Self::keep_range(all.clone(), history.tokens(all))
+    }
+
+    /// This prompt with `message` inserted after everything in it (its
+    /// tokens are not added to `estimated_tokens`).
+    pub fn with_appended(mut self, message: AgentMessage) -> Self {
+        self.items.push(AssembledItem::Insert(message));
+        self
+    }
 }
 
 impl AssembledItem {

@@ -20,8 +20,7 @@ impl Engine for ParamEcho {
         history: &History,
         params: AssembleParams,
     ) -> Result<AssembleResult, EngineError> {
-        let mut result =
-            AssembleResult::keep_range(0..history.len(), history.tokens(0..history.len()));
+        let mut result = AssembleResult::keep_all(history);
         let mut addition = format!("key={:?} prompt={:?}", session.session_key, params.prompt);
         if let Some(config) = host::engine_config() {
             addition.push_str(&format!(" config={config}"));

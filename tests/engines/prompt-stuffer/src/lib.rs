@@ -21,8 +21,7 @@ impl Engine for PromptStuffer {
         history: &History,
         _: AssembleParams,
     ) -> Result<AssembleResult, EngineError> {
-        let mut answer =
-            AssembleResult::keep_range(0..history.len(), history.tokens(0..history.len()));
+        let mut answer = AssembleResult::keep_all(history);
         answer.system_prompt_addition = Some("Remember everything. ".repeat(ADDITION_CHARS / 21));
         Ok(answer)
     }

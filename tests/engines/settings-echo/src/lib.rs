@@ -19,8 +19,7 @@ impl Engine for SettingsEcho {
         history: &History,
         _: AssembleParams,
     ) -> Result<AssembleResult, EngineError> {
-        let mut result =
-            AssembleResult::keep_range(0..history.len(), history.tokens(0..history.len()));
+        let mut result = AssembleResult::keep_all(history);
         result.system_prompt_addition = Some(format!("settings={:?}", host::runtime_settings()));
         Ok(result)
     }

@@ -7,9 +7,6 @@ use ctxbox_guest::host::sql::{Database, SqlError, error_kind};
 use ctxbox_guest::prelude::*;
 use ctxbox_guest::sql_params;
 
-#[derive(Default)]
-struct SqlAttacher;
-
 fn answer(prompt: &str) -> Result<String, SqlError> {
     let db = Database::open()?;
     let (verb, path) = prompt.split_once(' ').unwrap_or((prompt, ""));
@@ -29,26 +26,5 @@ fn answer(prompt: &str) -> Result<String, SqlError> {
     })
 }
 
-impl Engine for SqlAttacher {
-    fn info(&self) -> EngineInfo {
-        EngineInfo::new("sql-attacher", "sql-attacher")
-    }
-
-    fn assemble(
-        &mut self,
-        _: &SessionRef,
-        history: &History,
-        params: AssembleParams,
-    ) -> Result<AssembleResult, EngineError> {
-        let report = answer(params.prompt.as_deref().unwrap_or(""))?;
-        let mut answer =
-            AssembleResult::keep_range(0..history.len(), history.tokens(0..history.len()));
-        answer.items.push(AssembledItem::Insert(AgentMessage::note(
-            "sql-attacher",
-            report,
-        )));
-        Ok(answer)
-    }
-}
-
-ctxbox_guest::export_engine!(SqlAttacher);
+include!("../../prompt_probe.rs");
+prompt_probe_engine!(SqlAttacher, "sql-attacher", "sql-attacher", answer);

@@ -72,13 +72,8 @@ impl Engine for SqlBench {
         let mut number = || words.next().and_then(|word| word.parse().ok()).unwrap_or(0);
         let (from, count) = (number(), number());
         let ran = run(verb, from, count)?;
-        let mut answer =
-            AssembleResult::keep_range(0..history.len(), history.tokens(0..history.len()));
-        answer.items.push(AssembledItem::Insert(AgentMessage::note(
-            "sql-bench",
-            format!("ok={ran}"),
-        )));
-        Ok(answer)
+        Ok(AssembleResult::keep_all(history)
+            .with_appended(AgentMessage::note("sql-bench", format!("ok={ran}"))))
     }
 }
 

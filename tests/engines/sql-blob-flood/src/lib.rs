@@ -9,9 +9,6 @@
 use ctxbox_guest::host::sql::{Database, SqlError, error_kind};
 use ctxbox_guest::prelude::*;
 
-#[derive(Default)]
-struct SqlBlobFlood;
-
 fn answer(prompt: &str) -> Result<String, SqlError> {
     let db = Database::open()?;
     db.execute_batch("CREATE TABLE IF NOT EXISTS blobs(id INTEGER PRIMARY KEY, data BLOB)")?;
@@ -53,26 +50,5 @@ fn answer(prompt: &str) -> Result<String, SqlError> {
     }
 }
 
-impl Engine for SqlBlobFlood {
-    fn info(&self) -> EngineInfo {
-        EngineInfo::new("sql-blob-flood", "sql-blob-flood")
-    }
-
-    fn assemble(
-        &mut self,
-        _: &SessionRef,
-        history: &History,
-        params: AssembleParams,
-    ) -> Result<AssembleResult, EngineError> {
-        let report = answer(params.prompt.as_deref().unwrap_or(""))?;
-        let mut answer =
-            AssembleResult::keep_range(0..history.len(), history.tokens(0..history.len()));
-        answer.items.push(AssembledItem::Insert(AgentMessage::note(
-            "sql-blob-flood",
-            report,
-        )));
-        Ok(answer)
-    }
-}
-
-ctxbox_guest::export_engine!(SqlBlobFlood);
+include!("../../prompt_probe.rs");
+prompt_probe_engine!(SqlBlobFlood, "sql-blob-flood", "sql-blob-flood", answer);

@@ -5,9 +5,6 @@
 use ctxbox_guest::host::sql::{Database, SqlError, error_kind};
 use ctxbox_guest::prelude::*;
 
-#[derive(Default)]
-struct SqlExtensionLoader;
-
 fn answer(_prompt: &str) -> Result<String, SqlError> {
     let db = Database::open()?;
     let outcome = db.query(
@@ -20,26 +17,10 @@ fn answer(_prompt: &str) -> Result<String, SqlError> {
     })
 }
 
-impl Engine for SqlExtensionLoader {
-    fn info(&self) -> EngineInfo {
-        EngineInfo::new("sql-extension-loader", "sql-extension-loader")
-    }
-
-    fn assemble(
-        &mut self,
-        _: &SessionRef,
-        history: &History,
-        params: AssembleParams,
-    ) -> Result<AssembleResult, EngineError> {
-        let report = answer(params.prompt.as_deref().unwrap_or(""))?;
-        let mut answer =
-            AssembleResult::keep_range(0..history.len(), history.tokens(0..history.len()));
-        answer.items.push(AssembledItem::Insert(AgentMessage::note(
-            "sql-extension-loader",
-            report,
-        )));
-        Ok(answer)
-    }
-}
-
-ctxbox_guest::export_engine!(SqlExtensionLoader);
+include!("../../prompt_probe.rs");
+prompt_probe_engine!(
+    SqlExtensionLoader,
+    "sql-extension-loader",
+    "sql-extension-loader",
+    answer
+);

@@ -23,9 +23,6 @@ CREATE TRIGGER IF NOT EXISTS notes_ai AFTER INSERT ON notes BEGIN
   INSERT INTO notes_fts(rowid, text) VALUES (new.id, new.text);
 END;";
 
-#[derive(Default)]
-struct SqlNotes;
-
 fn open(name: Option<&str>) -> Result<Database, SqlError> {
     let db = match name {
         Some(name) => Database::open_named(name)?,
@@ -113,26 +110,5 @@ fn answer(prompt: &str) -> Result<String, EngineError> {
     }
 }
 
-impl Engine for SqlNotes {
-    fn info(&self) -> EngineInfo {
-        EngineInfo::new("sql-notes", "SQL notes")
-    }
-
-    fn assemble(
-        &mut self,
-        _: &SessionRef,
-        history: &History,
-        params: AssembleParams,
-    ) -> Result<AssembleResult, EngineError> {
-        let report = answer(params.prompt.as_deref().unwrap_or(""))?;
-        let mut answer =
-            AssembleResult::keep_range(0..history.len(), history.tokens(0..history.len()));
-        answer.items.push(AssembledItem::Insert(AgentMessage::note(
-            "sql-notes",
-            report,
-        )));
-        Ok(answer)
-    }
-}
-
-ctxbox_guest::export_engine!(SqlNotes);
+include!("../../prompt_probe.rs");
+prompt_probe_engine!(SqlNotes, "sql-notes", "SQL notes", answer);

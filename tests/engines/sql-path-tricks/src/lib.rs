@@ -5,9 +5,6 @@
 use ctxbox_guest::host::sql::{Database, SqlError, error_kind};
 use ctxbox_guest::prelude::*;
 
-#[derive(Default)]
-struct SqlPathTricks;
-
 /// Database names that try to leave the engine's folder.
 const NAMES: &[&str] = &[
     "../sql-notes",
@@ -47,26 +44,5 @@ fn answer(_prompt: &str) -> Result<String, SqlError> {
     Ok(seen.join("\n"))
 }
 
-impl Engine for SqlPathTricks {
-    fn info(&self) -> EngineInfo {
-        EngineInfo::new("sql-path-tricks", "sql-path-tricks")
-    }
-
-    fn assemble(
-        &mut self,
-        _: &SessionRef,
-        history: &History,
-        params: AssembleParams,
-    ) -> Result<AssembleResult, EngineError> {
-        let report = answer(params.prompt.as_deref().unwrap_or(""))?;
-        let mut answer =
-            AssembleResult::keep_range(0..history.len(), history.tokens(0..history.len()));
-        answer.items.push(AssembledItem::Insert(AgentMessage::note(
-            "sql-path-tricks",
-            report,
-        )));
-        Ok(answer)
-    }
-}
-
-ctxbox_guest::export_engine!(SqlPathTricks);
+include!("../../prompt_probe.rs");
+prompt_probe_engine!(SqlPathTricks, "sql-path-tricks", "sql-path-tricks", answer);

@@ -5,9 +5,6 @@
 use ctxbox_guest::host::sql::{Database, SqlError};
 use ctxbox_guest::prelude::*;
 
-#[derive(Default)]
-struct SqlRunaway;
-
 fn answer(prompt: &str) -> Result<String, SqlError> {
     let db = Database::open()?;
     if prompt == "ping" {
@@ -25,26 +22,5 @@ fn answer(prompt: &str) -> Result<String, SqlError> {
     }
 }
 
-impl Engine for SqlRunaway {
-    fn info(&self) -> EngineInfo {
-        EngineInfo::new("sql-runaway", "sql-runaway")
-    }
-
-    fn assemble(
-        &mut self,
-        _: &SessionRef,
-        history: &History,
-        params: AssembleParams,
-    ) -> Result<AssembleResult, EngineError> {
-        let report = answer(params.prompt.as_deref().unwrap_or(""))?;
-        let mut answer =
-            AssembleResult::keep_range(0..history.len(), history.tokens(0..history.len()));
-        answer.items.push(AssembledItem::Insert(AgentMessage::note(
-            "sql-runaway",
-            report,
-        )));
-        Ok(answer)
-    }
-}
-
-ctxbox_guest::export_engine!(SqlRunaway);
+include!("../../prompt_probe.rs");
+prompt_probe_engine!(SqlRunaway, "sql-runaway", "sql-runaway", answer);

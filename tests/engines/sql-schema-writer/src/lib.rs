@@ -5,9 +5,6 @@
 use ctxbox_guest::host::sql::{Database, SqlError, error_kind};
 use ctxbox_guest::prelude::*;
 
-#[derive(Default)]
-struct SqlSchemaWriter;
-
 /// What it tries: a writable schema, a direct write of the schema table, a
 /// page limit of its own (past the quota), no journal, no sync.
 const ATTEMPTS: &[&str] = &[
@@ -33,26 +30,10 @@ fn answer(_prompt: &str) -> Result<String, SqlError> {
     Ok(lines.join(","))
 }
 
-impl Engine for SqlSchemaWriter {
-    fn info(&self) -> EngineInfo {
-        EngineInfo::new("sql-schema-writer", "sql-schema-writer")
-    }
-
-    fn assemble(
-        &mut self,
-        _: &SessionRef,
-        history: &History,
-        params: AssembleParams,
-    ) -> Result<AssembleResult, EngineError> {
-        let report = answer(params.prompt.as_deref().unwrap_or(""))?;
-        let mut answer =
-            AssembleResult::keep_range(0..history.len(), history.tokens(0..history.len()));
-        answer.items.push(AssembledItem::Insert(AgentMessage::note(
-            "sql-schema-writer",
-            report,
-        )));
-        Ok(answer)
-    }
-}
-
-ctxbox_guest::export_engine!(SqlSchemaWriter);
+include!("../../prompt_probe.rs");
+prompt_probe_engine!(
+    SqlSchemaWriter,
+    "sql-schema-writer",
+    "sql-schema-writer",
+    answer
+);

@@ -5,9 +5,6 @@
 use ctxbox_guest::host::sql::{Database, SqlError, error_kind};
 use ctxbox_guest::prelude::*;
 
-#[derive(Default)]
-struct SqlTempBomb;
-
 fn answer(prompt: &str) -> Result<String, SqlError> {
     let db = Database::open()?;
     if prompt == "table" {
@@ -30,26 +27,5 @@ fn answer(prompt: &str) -> Result<String, SqlError> {
     Ok(format!("sort={sort}"))
 }
 
-impl Engine for SqlTempBomb {
-    fn info(&self) -> EngineInfo {
-        EngineInfo::new("sql-temp-bomb", "sql-temp-bomb")
-    }
-
-    fn assemble(
-        &mut self,
-        _: &SessionRef,
-        history: &History,
-        params: AssembleParams,
-    ) -> Result<AssembleResult, EngineError> {
-        let report = answer(params.prompt.as_deref().unwrap_or(""))?;
-        let mut answer =
-            AssembleResult::keep_range(0..history.len(), history.tokens(0..history.len()));
-        answer.items.push(AssembledItem::Insert(AgentMessage::note(
-            "sql-temp-bomb",
-            report,
-        )));
-        Ok(answer)
-    }
-}
-
-ctxbox_guest::export_engine!(SqlTempBomb);
+include!("../../prompt_probe.rs");
+prompt_probe_engine!(SqlTempBomb, "sql-temp-bomb", "sql-temp-bomb", answer);

@@ -5,9 +5,6 @@
 use ctxbox_guest::host::sql::{Database, SqlError};
 use ctxbox_guest::prelude::*;
 
-#[derive(Default)]
-struct SqlTrapper;
-
 fn answer(prompt: &str) -> Result<String, SqlError> {
     let db = Database::open()?;
     db.execute_batch("CREATE TABLE IF NOT EXISTS t(x TEXT)")?;
@@ -30,26 +27,5 @@ fn answer(prompt: &str) -> Result<String, SqlError> {
     }
 }
 
-impl Engine for SqlTrapper {
-    fn info(&self) -> EngineInfo {
-        EngineInfo::new("sql-trapper", "sql-trapper")
-    }
-
-    fn assemble(
-        &mut self,
-        _: &SessionRef,
-        history: &History,
-        params: AssembleParams,
-    ) -> Result<AssembleResult, EngineError> {
-        let report = answer(params.prompt.as_deref().unwrap_or(""))?;
-        let mut answer =
-            AssembleResult::keep_range(0..history.len(), history.tokens(0..history.len()));
-        answer.items.push(AssembledItem::Insert(AgentMessage::note(
-            "sql-trapper",
-            report,
-        )));
-        Ok(answer)
-    }
-}
-
-ctxbox_guest::export_engine!(SqlTrapper);
+include!("../../prompt_probe.rs");
+prompt_probe_engine!(SqlTrapper, "sql-trapper", "sql-trapper", answer);
