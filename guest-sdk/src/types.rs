@@ -135,6 +135,20 @@ impl AssembleResult {
 
     /// The whole of `history`, as it is, estimated at its tokens: what an
     /// engine that leaves the window to the host answers.
+    ///
+    /// ```
+    /// use ctxbox_guest::testing::{MemoryHistory, conversation};
+    /// use ctxbox_guest::{AgentMessage, AssembleResult, HistoryView};
+    ///
+    /// let history = MemoryHistory::new(conversation(2));
+    /// let answer = AssembleResult::keep_all(&history)
+    ///     .with_appended(AgentMessage::note("probe", "count=2"));
+    /// assert_eq!(answer.estimated_tokens, history.tokens(0..history.len()));
+    ///
+    /// let prompt = answer.materialize(&history);
+    /// assert_eq!(prompt.len(), history.len() as usize + 1);
+    /// assert_eq!(prompt.last().map(|message| message.text()), Some("count=2".to_owned()));
+    /// ```
     pub fn keep_all(history: &impl crate::HistoryView) -> Self {
         let all = 0..history.len();
         Self::keep_range(all.clone(), history.tokens(all))
