@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# What a CI stage would run after packaging/build.sh OUTDIR (not wired into
-# .ci/run: the lead decides whether CI pays for the release build). With a
-# fresh HOME and a PATH without cargo or rustup, from OUTDIR's artifacts only:
+# The install check after packaging/build.sh OUTDIR (.ci/run runs both, on
+# the debug binary its tests used: the release build costs CI too much).
+# With a fresh HOME and a PATH without cargo or rustup, from OUTDIR's
+# artifacts only:
 #   1. SHA256SUMS checks out; the release tarball's ctxbox runs `doctor`
 #      (exit 0 on a fresh HOME) and names a broken OpenClaw config (exit 1);
 #   2. OpenClaw: both npm tarballs installed into a prefix (npm picks the
