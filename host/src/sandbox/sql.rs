@@ -1,11 +1,12 @@
 //! The host side of the `sql` import (`wit/sql.wit`): the `database` and
 //! `statement` resources of one instance, each import charging what the
 //! guest passed against the call's input budget, then running on the
-//! blocking pool in the call's SQL transaction (`services::sql`). A host
-//! without SQL databases ([`SqlAccess::Refused`]) still loads engines that
-//! import `sql` (componentize-js and componentize-py import every interface
-//! of the world, used or not); their `open` answers `unavailable`, naming
-//! why.
+//! blocking pool in the call's SQL transaction (`services::sql`) — except a
+//! read that can be answered at once, which runs on the call's own thread
+//! (`Database::query_at_once`). A host without SQL databases
+//! ([`SqlAccess::Refused`]) still loads engines that import `sql`
+//! (componentize-js and componentize-py import every interface of the
+//! world, used or not); their `open` answers `unavailable`, naming why.
 
 use std::sync::Arc;
 
@@ -83,15 +84,20 @@ impl StoreState {
         database: Arc<Database>,
         work: impl FnOnce(&Arc<Database>, &SqlCall) -> Result<T, SqlError> + Send + 'static,
     ) -> SqlResult<T> {
-        let call = SqlCall {
-            transaction: self.call.sql.clone(),
-            deadline: self.call.clock.notice_at(),
-            abort: self.call.abort.clone(),
-        };
+        let call = self.sql_call();
         let result = tokio::task::spawn_blocking(move || work(&database, &call))
             .await
             .unwrap_or_else(|error| Err(unavailable(format!("the SQL task failed: {error}"))));
         self.sql_answer(result)
+    }
+
+    /// What a statement of the current call runs under.
+    fn sql_call(&self) -> SqlCall {
+        SqlCall {
+            transaction: self.call.sql.clone(),
+            deadline: self.call.clock.notice_at(),
+            abort: self.call.abort.clone(),
+        }
     }
 
     fn database(&self, handle: &Resource<DatabaseHandle>) -> wasmtime::Result<Arc<Database>> {
@@ -129,6 +135,9 @@ impl StoreState {
         params: SqlParams,
         max_rows: Option<u32>,
     ) -> SqlResult<wit_sql::Rows> {
+        if let Some(answer) = database.query_at_once(&self.sql_call(), &sql, &params, max_rows) {
+            return self.sql_answer(answer).map(to_wit_rows);
+        }
         self.sql_run(database, move |database, call| {
             database.query(call, &sql, params, max_rows)
         })

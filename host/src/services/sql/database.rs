@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use rusqlite::config::DbConfig;
 use rusqlite::fallible_iterator::FallibleIterator;
+use rusqlite::limits::Limit;
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{Connection, OpenFlags, Statement, ToSql};
 
@@ -23,6 +24,30 @@ use crate::services::state_files::WAL_LIMIT_BYTES;
 
 /// SQLite virtual-machine steps between two looks at the deadline.
 const STEPS_PER_CHECK: i32 = 1_000;
+
+/// The longest LIKE or GLOB pattern a statement may use, in bytes. SQLite
+/// matches each `%` of a pattern one C call deeper, so its default (50,000)
+/// lets an engine's pattern recurse past the 2 MiB stack of a blocking-pool
+/// thread and bring the host down; at this length the deepest match needs
+/// a few hundred KiB.
+const MAX_PATTERN_BYTES: i32 = 4_096;
+
+/// Looks at the deadline ([`STEPS_PER_CHECK`] steps apart) a read may take
+/// on the caller's own thread ([`Database::query_at_once`]) before it is
+/// stopped and sent to the blocking pool: well under a millisecond.
+const CHECKS_AT_ONCE: u32 = 20;
+
+/// SQLite's limits on what recurses in C, lowered while a read runs on the
+/// caller's own thread — a wasmtime fiber with 1 MiB of native stack for
+/// host code — so that nothing an engine writes can run that stack out. A
+/// statement over them is sent to the blocking pool, where SQLite's
+/// defaults apply.
+const LIMITS_AT_ONCE: [(Limit, i32); 4] = [
+    (Limit::SQLITE_LIMIT_EXPR_DEPTH, 40),
+    (Limit::SQLITE_LIMIT_PARSER_DEPTH, 40),
+    (Limit::SQLITE_LIMIT_COMPOUND_SELECT, 8),
+    (Limit::SQLITE_LIMIT_LIKE_PATTERN_LENGTH, 1_000),
+];
 
 /// One instance's connection to one database of its engine.
 #[derive(Debug)]
@@ -157,33 +182,62 @@ impl Database {
             }
             let mut statement = conn.connection.prepare_cached(sql)?;
             bind(&mut statement, &params)?;
-            let columns: Vec<String> = statement.column_names().map(str::to_owned).collect();
-            let width = columns.len();
-            let mut bytes: u64 = columns.iter().map(|column| column.len() as u64).sum();
-            let mut answer = SqlRows {
-                columns,
-                ..SqlRows::default()
-            };
-            let mut rows = statement.raw_query();
-            while let Some(row) = rows.next()? {
-                if answer.rows.len() as u64 >= u64::from(max_rows) {
-                    answer.truncated = true;
-                    break;
-                }
-                let mut values = Vec::with_capacity(width);
-                for column in 0..width {
-                    let value = from_sql(row.get_ref(column)?);
-                    bytes += value.wire_bytes() as u64;
-                    values.push(value);
-                }
-                if bytes > max_bytes {
-                    answer.truncated = true;
-                    break;
-                }
-                answer.rows.push(values);
-            }
-            Ok(answer)
+            Ok(rows_of(&mut statement, max_rows, max_bytes)?)
         })
+    }
+
+    /// Answers a read-only query on the caller's own thread when that can
+    /// be done at once, saving the hop to the blocking pool that would cost
+    /// a point select far more than SQLite's work: the call already holds
+    /// its transaction on this connection (so no lock can make it wait), no
+    /// other thread is using the connection, and the statement writes
+    /// nothing and finishes within [`CHECKS_AT_ONCE`] under
+    /// [`LIMITS_AT_ONCE`]. `None` otherwise, and for any error: then
+    /// [`Database::query`] runs it from the start on the pool and reports
+    /// what it finds (a read stopped here leaves nothing behind).
+    pub fn query_at_once(
+        self: &Arc<Self>,
+        call: &SqlCall,
+        sql: &str,
+        params: &SqlParams,
+        max_rows: Option<u32>,
+    ) -> Option<Result<SqlRows, SqlError>> {
+        let config = &self.shared.config;
+        if sql.len() > config.max_statement_bytes as usize
+            || first_word_is_transaction(sql)
+            || call.abort.is_cancelled()
+            || Instant::now() >= call.deadline
+        {
+            return None;
+        }
+        let mut conn = self.conn.try_lock().ok()?;
+        if !transaction::holds_open(&conn, call) {
+            return None;
+        }
+        let max_rows = max_rows.map_or(config.max_rows, |rows| rows.min(config.max_rows));
+        self.watch(&mut conn, call, Some(CHECKS_AT_ONCE)).ok()?;
+        let defaults = LIMITS_AT_ONCE.map(|(limit, value)| {
+            (
+                limit,
+                conn.connection.set_limit(limit, value).unwrap_or(value),
+            )
+        });
+        let answer = (|| {
+            let mut statement = conn.connection.prepare_cached(sql).ok()?;
+            if !statement.readonly() {
+                return None;
+            }
+            bind(&mut statement, params).ok()?;
+            rows_of(&mut statement, max_rows, config.max_answer_bytes).ok()
+        })();
+        for (limit, value) in defaults {
+            let _ = conn.connection.set_limit(limit, value);
+        }
+        let _ = conn.connection.progress_handler(0, None::<fn() -> bool>);
+        self.gate.take_refusal();
+        self.gate.take_heap_stop();
+        let rows = answer?;
+        Some(call.transaction.count_statement(config).map(|()| rows))
     }
 
     /// Counts `sql` as one of the call's statements and, when it is the
@@ -248,23 +302,7 @@ impl Database {
         }
         let mut conn = self.lock();
         transaction::join(self, &mut conn, call)?;
-        let (deadline, abort) = (call.deadline, call.abort.clone());
-        let heap_cap = i64::from(self.shared.config.max_heap_mib) * 1024 * 1024;
-        let gate = self.gate.clone();
-        let armed = conn.connection.progress_handler(
-            STEPS_PER_CHECK,
-            Some(move || {
-                if Instant::now() >= deadline || abort.is_cancelled() {
-                    return true;
-                }
-                let over = limits::heap_used() > heap_cap;
-                if over {
-                    gate.note_heap_stop();
-                }
-                over
-            }),
-        );
-        if let Err(error) = armed {
+        if let Err(error) = self.watch(&mut conn, call, None) {
             return Err(self.error(&conn, error));
         }
         self.gate.take_refusal();
@@ -287,6 +325,36 @@ impl Database {
             }
             error
         })
+    }
+
+    /// Arms the connection's progress handler for `call`: a statement is
+    /// interrupted at the call's deadline notice or abort, when SQLite's
+    /// memory passes `sql.maxHeapMib`, and after `checks` looks at the
+    /// deadline when given.
+    fn watch(&self, conn: &mut Conn, call: &SqlCall, checks: Option<u32>) -> rusqlite::Result<()> {
+        let (deadline, abort) = (call.deadline, call.abort.clone());
+        let heap_cap = i64::from(self.shared.config.max_heap_mib) * 1024 * 1024;
+        let gate = self.gate.clone();
+        let mut checks_left = checks;
+        conn.connection.progress_handler(
+            STEPS_PER_CHECK,
+            Some(move || {
+                if let Some(left) = &mut checks_left {
+                    if *left == 0 {
+                        return true;
+                    }
+                    *left -= 1;
+                }
+                if Instant::now() >= deadline || abort.is_cancelled() {
+                    return true;
+                }
+                let over = limits::heap_used() > heap_cap;
+                if over {
+                    gate.note_heap_stop();
+                }
+                over
+            }),
+        )
     }
 
     /// `error` as the engine sees it: a refusal by the authorizer names its
@@ -479,6 +547,7 @@ fn open_connection(
     let temp_page: i64 = connection.query_row("PRAGMA temp.page_size", [], |row| row.get(0))?;
     let temp_pages = (i64::from(config.max_temp_kib) * 1024 / temp_page.max(512)).max(1);
     connection.execute_batch(&format!("PRAGMA temp.max_page_count = {temp_pages};"))?;
+    connection.set_limit(Limit::SQLITE_LIMIT_LIKE_PATTERN_LENGTH, MAX_PATTERN_BYTES)?;
     authorizer::install(&mut connection, gate)?;
     Ok(connection)
 }
@@ -575,6 +644,41 @@ fn bind(statement: &mut Statement<'_>, params: &SqlParams) -> Result<(), Failure
     Ok(())
 }
 
+/// The rows `statement` returns, at most `max_rows` of them and
+/// `max_bytes` in all (`truncated` when cut).
+fn rows_of(
+    statement: &mut Statement<'_>,
+    max_rows: u32,
+    max_bytes: u64,
+) -> rusqlite::Result<SqlRows> {
+    let columns = columns_of(statement);
+    let width = columns.len();
+    let mut bytes: u64 = columns.iter().map(|column| column.len() as u64).sum();
+    let mut answer = SqlRows {
+        columns,
+        ..SqlRows::default()
+    };
+    let mut rows = statement.raw_query();
+    while let Some(row) = rows.next()? {
+        if answer.rows.len() as u64 >= u64::from(max_rows) {
+            answer.truncated = true;
+            break;
+        }
+        let mut values = Vec::with_capacity(width);
+        for column in 0..width {
+            let value = from_sql(row.get_ref(column)?);
+            bytes += value.wire_bytes() as u64;
+            values.push(value);
+        }
+        if bytes > max_bytes {
+            answer.truncated = true;
+            break;
+        }
+        answer.rows.push(values);
+    }
+    Ok(answer)
+}
+
 /// Steps through every row of a statement of a batch.
 fn step_all(mut statement: Statement<'_>) -> Result<(), Failure> {
     step_all_cached(&mut statement)
@@ -610,7 +714,117 @@ fn from_sql(value: ValueRef<'_>) -> SqlValue {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    use tokio_util::sync::CancellationToken;
+
+    use super::super::{CallTransaction, SqlConfig, SqlService};
     use super::*;
+    use crate::services::state::{StateConfig, StateStore};
+
+    /// Engine `e`'s main database in a service under `dir`, and a call with
+    /// a minute to go.
+    fn database_and_call(dir: &std::path::Path) -> (Arc<Database>, SqlCall) {
+        let state =
+            StateStore::open_in(&dir.join("state"), &StateConfig::default()).expect("state");
+        let service =
+            SqlService::open_in(dir, SqlConfig::default(), Arc::new(state)).expect("service");
+        let call = SqlCall {
+            transaction: CallTransaction::default(),
+            deadline: Instant::now() + Duration::from_secs(60),
+            abort: CancellationToken::new(),
+        };
+        (Arc::new(service.open("e", None).expect("database")), call)
+    }
+
+    #[test]
+    fn a_like_pattern_cannot_recurse_past_a_pool_threads_stack() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (database, call) = database_and_call(dir.path());
+        let like = |pattern: String| {
+            let (database, call) = (database.clone(), call.clone());
+            // A blocking-pool thread's stack (tokio's default).
+            std::thread::Builder::new()
+                .stack_size(2 * 1024 * 1024)
+                .spawn(move || {
+                    let text = SqlValue::Text("a".repeat(pattern.len()));
+                    let params = SqlParams::Positional(vec![text, SqlValue::Text(pattern)]);
+                    database.query(&call, "SELECT ? LIKE ?", params, None)
+                })
+                .expect("thread")
+                .join()
+                .expect("the thread ends")
+        };
+        // The deepest match SQLite's default length allows: one `%` in two bytes.
+        let refused = like("%a".repeat(24_000)).expect_err("too long");
+        assert!(
+            refused.message.contains("too complex"),
+            "{}",
+            refused.message
+        );
+        let longest = like("%a".repeat(MAX_PATTERN_BYTES as usize / 2)).expect("matches");
+        assert_eq!(longest.rows, vec![vec![SqlValue::Integer(1)]]);
+        call.transaction.commit().expect("commit");
+    }
+
+    #[test]
+    fn only_a_short_read_in_the_calls_open_transaction_is_answered_at_once() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (database, call) = database_and_call(dir.path());
+        let none = SqlParams::None;
+        assert!(
+            database
+                .query_at_once(&call, "SELECT 1", &none, None)
+                .is_none(),
+            "before the call holds its transaction, the pool opens it"
+        );
+        database
+            .execute_batch(
+                &call,
+                "CREATE TABLE notes(id INTEGER PRIMARY KEY, text TEXT)",
+            )
+            .expect("schema");
+        let one = SqlParams::Positional(vec![SqlValue::Text("one".into())]);
+        database
+            .execute(&call, "INSERT INTO notes(text) VALUES (?)", one)
+            .expect("insert");
+
+        let select = "SELECT text FROM notes WHERE id = ?";
+        let first = SqlParams::Positional(vec![SqlValue::Integer(1)]);
+        let at_once = database
+            .query_at_once(&call, select, &first, None)
+            .expect("answered at once")
+            .expect("rows");
+        assert_eq!(at_once.rows, vec![vec![SqlValue::Text("one".into())]]);
+        assert_eq!(
+            at_once,
+            database.query(&call, select, first, None).expect("rows")
+        );
+
+        let write = "INSERT INTO notes(text) VALUES ('two') RETURNING id";
+        let deep = format!("SELECT 1{}", " + 1".repeat(400));
+        let long = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 10000000) SELECT count(*) FROM n";
+        for sql in [write, "BEGIN", deep.as_str(), long, "SELECT * FROM nowhere"] {
+            assert!(
+                database.query_at_once(&call, sql, &none, None).is_none(),
+                "{sql:.60} goes to the pool"
+            );
+        }
+        let count = "SELECT count(*) FROM notes";
+        let rows = database
+            .query(&call, count, none.clone(), None)
+            .expect("count");
+        assert_eq!(
+            rows.rows,
+            vec![vec![SqlValue::Integer(1)]],
+            "the write never ran"
+        );
+        let sum = database
+            .query(&call, &deep, none, None)
+            .expect("the pool compiles it");
+        assert_eq!(sum.rows, vec![vec![SqlValue::Integer(401)]]);
+        call.transaction.commit().expect("commit");
+    }
 
     #[test]
     fn transaction_words_are_found_after_comments() {

@@ -165,6 +165,12 @@ fn owned_by(conn: &Conn, call: &Arc<CallInner>) -> bool {
         .is_some_and(|owner| std::ptr::eq(owner.as_ptr(), Arc::as_ptr(call)))
 }
 
+/// Whether `call`'s transaction is open on `conn`: a statement of the call
+/// can run on it without waiting for any lock.
+pub(super) fn holds_open(conn: &Conn, call: &SqlCall) -> bool {
+    owned_by(conn, &call.transaction.inner) && !conn.connection.is_autocommit()
+}
+
 /// Rolls back whatever transaction `conn` has open.
 fn rollback(gate: &Gate, conn: &mut Conn) {
     if !conn.connection.is_autocommit() {
