@@ -4,6 +4,7 @@
 //! authorizer (`authorizer`) and is interrupted at the call's deadline
 //! notice or abort; what it returns is cut to the answer limits.
 
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
@@ -37,6 +38,10 @@ const MAX_PATTERN_BYTES: i32 = 4_096;
 /// stopped and sent to the blocking pool: well under a millisecond.
 const CHECKS_AT_ONCE: u32 = 20;
 
+/// Statements a connection remembers as not to be tried at once; past
+/// this many it forgets them all and learns again.
+const MAX_POOL_ONLY: usize = 256;
+
 /// SQLite's limits on what recurses in C, lowered while a read runs on the
 /// caller's own thread — a wasmtime fiber with 1 MiB of native stack for
 /// host code — so that nothing an engine writes can run that stack out. A
@@ -67,6 +72,10 @@ pub(super) struct Conn {
     pub(super) owner: Option<transaction::CallRef>,
     /// Whether the engine's own `BEGIN` (a savepoint) is open.
     pub(super) engine_transaction: bool,
+    /// Statements that could not be answered at once (they write, ran
+    /// long or failed): they go straight to the pool next time, instead of
+    /// paying for the try again.
+    pub(super) pool_only: HashSet<String>,
 }
 
 impl Database {
@@ -104,6 +113,7 @@ impl Database {
                 connection,
                 owner: None,
                 engine_transaction: false,
+                pool_only: HashSet::new(),
             }),
         })
     }
@@ -194,7 +204,8 @@ impl Database {
     /// nothing and finishes within [`CHECKS_AT_ONCE`] under
     /// [`LIMITS_AT_ONCE`]. `None` otherwise, and for any error: then
     /// [`Database::query`] runs it from the start on the pool and reports
-    /// what it finds (a read stopped here leaves nothing behind).
+    /// what it finds (a read stopped here leaves nothing behind); a
+    /// statement that was tried and sent there is not tried again.
     pub fn query_at_once(
         self: &Arc<Self>,
         call: &SqlCall,
@@ -211,7 +222,7 @@ impl Database {
             return None;
         }
         let mut conn = self.conn.try_lock().ok()?;
-        if !transaction::holds_open(&conn, call) {
+        if !transaction::holds_open(&conn, call) || conn.pool_only.contains(sql) {
             return None;
         }
         let max_rows = max_rows.map_or(config.max_rows, |rows| rows.min(config.max_rows));
@@ -236,7 +247,13 @@ impl Database {
         let _ = conn.connection.progress_handler(0, None::<fn() -> bool>);
         self.gate.take_refusal();
         self.gate.take_heap_stop();
-        let rows = answer?;
+        let Some(rows) = answer else {
+            if conn.pool_only.len() >= MAX_POOL_ONLY {
+                conn.pool_only.clear();
+            }
+            conn.pool_only.insert(sql.to_owned());
+            return None;
+        };
         Some(call.transaction.count_statement(config).map(|()| rows))
     }
 
@@ -809,6 +826,10 @@ mod tests {
                 database.query_at_once(&call, sql, &none, None).is_none(),
                 "{sql:.60} goes to the pool"
             );
+        }
+        {
+            let conn = database.lock();
+            assert!(conn.pool_only.contains(long) && conn.pool_only.contains(write));
         }
         let count = "SELECT count(*) FROM notes";
         let rows = database
