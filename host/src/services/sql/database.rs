@@ -214,7 +214,7 @@ impl Database {
         max_rows: Option<u32>,
     ) -> Option<Result<SqlRows, SqlError>> {
         let config = &self.shared.config;
-        if sql.len() > config.max_statement_bytes as usize
+        if check_length(config, sql).is_err()
             || first_word_is_transaction(sql)
             || call.abort.is_cancelled()
             || Instant::now() >= call.deadline
