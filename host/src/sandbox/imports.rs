@@ -234,7 +234,12 @@ impl wit_host::Host for StoreState {
         max_bytes: Option<u64>,
     ) -> wasmtime::Result<HostResult<wit_host::TranscriptDelta>> {
         let read = self
-            .read_transcript(cursor, max_messages, max_bytes, OversizedEntry::DeliverAlone)
+            .read_transcript(
+                cursor,
+                max_messages,
+                max_bytes,
+                OversizedEntry::DeliverAlone,
+            )
             .await?;
         Ok(self.answer(read.and_then(convert::to_wit_delta)))
     }
@@ -246,7 +251,12 @@ impl wit_host::Host for StoreState {
         max_bytes: Option<u64>,
     ) -> wasmtime::Result<HostResult<wit_host::TranscriptRead>> {
         let read = self
-            .read_transcript(cursor, max_messages, max_bytes, OversizedEntry::AskForBudget)
+            .read_transcript(
+                cursor,
+                max_messages,
+                max_bytes,
+                OversizedEntry::AskForBudget,
+            )
             .await?;
         Ok(self.answer(read).map(convert::to_wit_transcript_read))
     }

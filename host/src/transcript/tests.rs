@@ -429,7 +429,13 @@ fn rotation_continues_the_context_in_a_new_file() {
         "the first kept entry hangs off the carried setting"
     );
 
-    match new.read_delta(Some(&old_cursor), 10, 1 << 20, OversizedEntry::DeliverAlone, None) {
+    match new.read_delta(
+        Some(&old_cursor),
+        10,
+        1 << 20,
+        OversizedEntry::DeliverAlone,
+        None,
+    ) {
         TranscriptDelta::Reset { reason, .. } => assert!(reason.contains("rotated"), "{reason}"),
         other => panic!("expected a reset, got {other:?}"),
     }

@@ -211,7 +211,13 @@ fn transcripts_page_deltas_branch_and_rotate() {
         let mut cursor: Option<String> = None;
         let mut paged = Vec::new();
         for expected in [3, 3, 1, 0] {
-            match transcript.read_delta(cursor.as_deref(), 3, 1 << 20, OversizedEntry::DeliverAlone, None) {
+            match transcript.read_delta(
+                cursor.as_deref(),
+                3,
+                1 << 20,
+                OversizedEntry::DeliverAlone,
+                None,
+            ) {
                 TranscriptDelta::Page {
                     cursor: next,
                     entries,
