@@ -337,6 +337,25 @@ mod tests {
             .collect()
     }
 
+    /// The records of `lines` and the branch through all of them, in order.
+    fn linear(lines: &[String]) -> (Vec<Record>, Vec<usize>) {
+        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let all = records(&lines);
+        let branch = (0..all.len()).collect();
+        (all, branch)
+    }
+
+    /// Session `s`'s first generation, read along `branch`.
+    fn session_s<'a>(records: &'a [Record], branch: &'a [usize]) -> DeltaSource<'a> {
+        DeltaSource {
+            records,
+            branch,
+            session_id: "s",
+            generation: 1,
+            predecessor: None,
+        }
+    }
+
     fn user(id: &str, parent: &str, text: &str) -> String {
         format!(
             r#"{{"type":"message","id":"{id}","parentId":"{parent}","timestamp":"2026-01-01T00:00:00.000Z","message":{{"role":"user","content":"{text}"}}}}"#
@@ -406,16 +425,8 @@ mod tests {
     #[test]
     fn a_page_holds_at_least_one_entry_whatever_its_size() {
         let lines = [user("a", "", "one"), user("b", "a", "two")];
-        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
-        let all = records(&lines);
-        let branch: Vec<usize> = (0..all.len()).collect();
-        let source = DeltaSource {
-            records: &all,
-            branch: &branch,
-            session_id: "s",
-            generation: 1,
-            predecessor: None,
-        };
+        let (all, branch) = linear(&lines);
+        let source = session_s(&all, &branch);
         let tiny = PageLimits {
             max_bytes: 1,
             ..LIMITS
@@ -434,16 +445,8 @@ mod tests {
             big.clone(),
             user("c", "big", "three"),
         ];
-        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
-        let all = records(&lines);
-        let branch: Vec<usize> = (0..all.len()).collect();
-        let source = DeltaSource {
-            records: &all,
-            branch: &branch,
-            session_id: "s",
-            generation: 1,
-            predecessor: None,
-        };
+        let (all, branch) = linear(&lines);
+        let source = session_s(&all, &branch);
         let small = PageLimits {
             max_bytes: 200,
             oversized: OversizedEntry::AskForBudget,
@@ -497,16 +500,8 @@ mod tests {
     fn an_entry_over_the_cap_is_skipped_with_a_reset_naming_it() {
         let big = user("big", "a", &"x".repeat(500));
         let lines = [user("a", "", "one"), big.clone(), user("c", "big", "three")];
-        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
-        let all = records(&lines);
-        let branch: Vec<usize> = (0..all.len()).collect();
-        let source = DeltaSource {
-            records: &all,
-            branch: &branch,
-            session_id: "s",
-            generation: 1,
-            predecessor: None,
-        };
+        let (all, branch) = linear(&lines);
+        let source = session_s(&all, &branch);
         let capped = PageLimits {
             cap_bytes: 400,
             ..LIMITS
@@ -656,16 +651,8 @@ mod tests {
             user("b", "a", "two"),
             user("t", "b", "this turn"),
         ];
-        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
-        let all = records(&lines);
-        let branch: Vec<usize> = (0..all.len()).collect();
-        let source = DeltaSource {
-            records: &all,
-            branch: &branch,
-            session_id: "s",
-            generation: 1,
-            predecessor: None,
-        };
+        let (all, branch) = linear(&lines);
+        let source = session_s(&all, &branch);
         let (cursor, ids, more) = page(read(&source, None, LIMITS, Some("t")));
         assert_eq!((ids, more), (vec!["a".to_owned(), "b".to_owned()], false));
         // Unfenced (after the turn), the same cursor reads the turn's entry.
