@@ -17,6 +17,7 @@ import type {
   MessageEntry,
   StateEntry,
   TranscriptDelta,
+  TranscriptReset,
 } from "./wit.js";
 
 /** Runs a host call that answers `result<_, host-error>`, rethrowing its error as a {@link HostFailure}. */
@@ -182,6 +183,72 @@ export interface DeltaOptions {
 export function readTranscriptDelta(cursor?: string, options: DeltaOptions = {}): TranscriptDelta {
   const maxBytes = options.maxBytes === undefined ? undefined : BigInt(options.maxBytes);
   return call("readTranscriptDelta", () => raw.readTranscriptDelta(cursor, options.maxMessages, maxBytes));
+}
+
+/** Options of {@link readTranscriptPage}: host defaults when left out. */
+export interface PageOptions extends DeltaOptions {
+  /**
+   * When the next entry alone is larger than `maxBytes` but at most this,
+   * read it anyway: ask again with exactly the bytes it needs (the page then
+   * holds that entry alone).
+   */
+  growTo?: number;
+}
+
+/** A page of {@link readTranscriptPage}, its byte counts as numbers. */
+export interface TranscriptPageRead {
+  /** The cursor to pass next time. */
+  cursor: string;
+  /** The entries, in order; their lines measure at most the bytes asked for. */
+  entries: MessageEntry[];
+  /** Another entry is ready now. */
+  hasMore: boolean;
+  /** Set when `entries` is empty because the next entry is larger than `maxBytes`: its size. */
+  requiredBytes?: number;
+  /** The bytes `entries` measure (their lines in the transcript file). */
+  serializedBytes: number;
+}
+
+/** An answer of {@link readTranscriptPage}. */
+export type TranscriptRead =
+  | { tag: "page"; val: TranscriptPageRead }
+  | { tag: "reset"; val: TranscriptReset }
+  | { tag: "unavailable"; val: string }
+  | { tag: "missing" };
+
+/**
+ * Reads what {@link readTranscriptDelta} reads with the reference's page
+ * edges: a page never holds more than `maxBytes`. When the next entry alone
+ * is larger, the page is empty and `requiredBytes` names its size: ask again
+ * with at least that much (or set `growTo`). When the host cannot read the
+ * transcript now the answer is `unavailable`: keep the cursor and ask again
+ * later.
+ */
+export function readTranscriptPage(cursor?: string, options: PageOptions = {}): TranscriptRead {
+  const read = (from: string | undefined, maxBytes: number | undefined): TranscriptRead => {
+    const bytes = maxBytes === undefined ? undefined : BigInt(maxBytes);
+    return pageRead(call("readTranscriptPage", () => raw.readTranscriptPage(from, options.maxMessages, bytes)));
+  };
+  const first = read(cursor, options.maxBytes);
+  const need = first.tag === "page" ? first.val.requiredBytes : undefined;
+  if (first.tag === "page" && need !== undefined && options.growTo !== undefined && need <= options.growTo) {
+    return read(first.val.cursor, need);
+  }
+  return first;
+}
+
+/** The contract's answer with its byte counts as numbers (a page is at most 64 MiB). */
+function pageRead(answer: raw.TranscriptRead): TranscriptRead {
+  if (answer.tag !== "page") return answer;
+  const { requiredBytes, serializedBytes, ...page } = answer.val;
+  return {
+    tag: "page",
+    val: {
+      ...page,
+      requiredBytes: requiredBytes === undefined ? undefined : Number(requiredBytes),
+      serializedBytes: Number(serializedBytes),
+    },
+  };
 }
 
 /**

@@ -33,6 +33,9 @@ export {
   promptRequest,
   type SummarizeOptions,
   type DeltaOptions,
+  type PageOptions,
+  type TranscriptPageRead,
+  type TranscriptRead,
   type PromptOptions,
   type SearchOptions,
 } from "./host.js";

@@ -42,6 +42,7 @@ export type LogLevel = host.LogLevel;
 export type HostError = host.HostError;
 export type HostErrorKind = host.HostErrorKind;
 export type TranscriptDelta = host.TranscriptDelta;
+export type TranscriptReset = host.TranscriptReset;
 export type StateEntry = host.StateEntry;
 export type CompletionRole = host.CompletionRole;
 export type CompletionMessage = host.CompletionMessage;

@@ -12,6 +12,27 @@ function hostError(kind, message) {
   return error;
 }
 
+/**
+ * `read-transcript-page` over `lines` (`{ entry, bytes }`, in order): the
+ * cursor is the count read; a page holds what fits in `maxBytes`, and an
+ * empty page names the bytes the next entry needs.
+ */
+function transcriptPage(lines, cursor, maxMessages, maxBytes) {
+  const start = cursor === undefined ? 0 : Number(cursor);
+  let end = start;
+  let bytes = 0n;
+  while (end < lines.length && end - start < maxMessages && bytes + lines[end].bytes <= maxBytes) {
+    bytes += lines[end].bytes;
+    end += 1;
+  }
+  const requiredBytes = end === start && end < lines.length ? lines[end].bytes : undefined;
+  const entries = lines.slice(start, end).map((line) => line.entry);
+  return {
+    tag: "page",
+    val: { cursor: String(end), entries, hasMore: end < lines.length, requiredBytes, serializedBytes: bytes },
+  };
+}
+
 /** A history resource over `entries`, answering `range` in pages of at most `page` entries. */
 export class History {
   constructor(entries, page = 2) {
@@ -124,14 +145,20 @@ function defaultModel(request) {
  * the model was asked) and `index` record what the engine did. Set
  * `modelError` or `indexError` to a host-error kind to make the model or the
  * index fail with it, `config` to the engine's configuration (JSON text), `indexQuotaBytes` to bound the index, `session` to the
- * session the next call is about (the index's session scope).
+ * session the next call is about (the index's session scope), `transcript`
+ * to the lines `readTranscriptPage` reads (`{ entry, bytes }`) or
+ * `transcriptUnavailable` to the reason it cannot; `pageReads` records the
+ * `maxBytes` of each read.
  */
 export function fakeHost() {
   const logs = [];
   const state = new Map();
   const delegated = [];
   const completions = [];
-  const fake = { session: "s", modelError: undefined, indexError: undefined, indexQuotaBytes: Infinity, config: undefined };
+  const fake = {
+    session: "s", modelError: undefined, indexError: undefined, indexQuotaBytes: Infinity, config: undefined,
+    transcript: [], transcriptUnavailable: undefined, pageReads: [],
+  };
   const index = new FakeIndex(fake);
   /** Runs an index operation unless `fake.indexError` says the index fails. */
   const indexCall = (run) => {
@@ -151,6 +178,11 @@ export function fakeHost() {
     },
     summarize: () => { throw hostError("unavailable", "no summarizer configured"); },
     readTranscriptDelta: () => ({ tag: "missing" }),
+    readTranscriptPage: (cursor, maxMessages, maxBytes) => {
+      fake.pageReads.push(maxBytes);
+      if (fake.transcriptUnavailable) return { tag: "unavailable", val: fake.transcriptUnavailable };
+      return transcriptPage(fake.transcript, cursor, maxMessages ?? 1000, maxBytes ?? 1048576n);
+    },
     stateGet: (key) => state.get(key),
     stateSet: (key, value) => { state.set(key, new Uint8Array(value)); },
     stateDelete: (key) => state.delete(key),

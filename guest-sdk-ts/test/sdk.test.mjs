@@ -162,7 +162,7 @@ describe("tools", () => {
     const listed = tools.listTools();
     assert.deepEqual(listed.map((tool) => tool.name), [
       "remember", "forget", "recall", "ask", "ask-kind", "fail", "crash", "whoami", "defaults",
-      "async-fail", "async-defaults", "node-layers", "note", "notes",
+      "async-fail", "async-defaults", "node-layers", "note", "notes", "read-pages",
     ]);
     // Given as an object, written as JSON; given as JSON text, passed as is.
     assert.equal(listed[0].parameters, '{"type":"object","properties":{"id":{"type":"string"},"text":{"type":"string"}}}');
@@ -239,6 +239,49 @@ describe("host.complete", () => {
       message: "host.complete failed (unavailable): no model configured",
     });
     host.modelError = undefined;
+  });
+});
+
+describe("host.readTranscriptPage", () => {
+  const line = (id, bytes) => ({ entry: user(id, id), bytes: BigInt(bytes) });
+  const pages = (args) => {
+    host.pageReads.length = 0;
+    return JSON.parse(callTool("t", "read-pages", args));
+  };
+  // A page as the tool answers it, with entry ids for entries; byte counts
+  // are numbers (a bigint would reach the test as text, "40n").
+  const page = (cursor, ids, hasMore, serializedBytes, requiredBytes) => ({
+    tag: "page",
+    val: { cursor: String(cursor), entries: ids, hasMore, serializedBytes, ...(requiredBytes === undefined ? {} : { requiredBytes }) },
+  });
+  const read = (reads) => reads.map((r) => (r.tag === "page" ? { ...r, val: { ...r.val, entries: r.val.entries.map((e) => e.id) } } : r));
+
+  test("an entry over maxBytes is named with the bytes it needs, as a number", () => {
+    host.transcriptUnavailable = undefined;
+    host.transcript = [line("a", 40), line("b", 300), line("c", 50)];
+    assert.deepEqual(read(pages({ maxBytes: 100 })), [
+      page(1, ["a"], true, 40),
+      page(1, [], true, 0, 300),
+    ]);
+    assert.deepEqual(host.pageReads, [100n, 100n]);
+  });
+
+  test("growTo asks again with exactly what the entry needs", () => {
+    host.transcript = [line("a", 40), line("b", 300), line("c", 50)];
+    assert.deepEqual(read(pages({ maxBytes: 100, growTo: 1000 })), [
+      page(1, ["a"], true, 40),
+      page(2, ["b"], true, 300),
+      page(3, ["c"], false, 50),
+    ]);
+    assert.deepEqual(host.pageReads, [100n, 100n, 300n, 100n]);
+    // An entry larger than growTo is left to the engine.
+    assert.deepEqual(read(pages({ maxBytes: 100, growTo: 200 })).at(-1), page(1, [], true, 0, 300));
+  });
+
+  test("a transcript the host cannot read now is unavailable, not an error", () => {
+    host.transcriptUnavailable = "storage_unavailable: the disk failed";
+    assert.deepEqual(pages({}), [{ tag: "unavailable", val: "storage_unavailable: the disk failed" }]);
+    host.transcriptUnavailable = undefined;
   });
 });
 

@@ -28,7 +28,7 @@ pub mod sql;
 use crate::__private::bindings::ctxbox::engine::host as raw;
 use crate::{
     CompactParams, CompactResult, Completion, CompletionRequest, HostError, LogLevel, MessageEntry,
-    StateEntry, TranscriptDelta,
+    StateEntry, TranscriptDelta, TranscriptRead,
 };
 
 /// The engine's own settings from the host's configuration
@@ -127,6 +127,73 @@ pub fn read_transcript_delta(
     max_bytes: Option<u64>,
 ) -> Result<TranscriptDelta, HostError> {
     raw::read_transcript_delta(cursor, max_messages, max_bytes)
+}
+
+/// Reads what [`read_transcript_delta`] reads, with the reference's page
+/// edges: a page never holds more than `max_bytes` (1 MiB when `None`, 64 MiB
+/// at most). When the next entry alone is larger, the page is empty and its
+/// `required_bytes` is the entry's size: ask again with at least that much
+/// ([`read_transcript_page_growing`] does). When the host cannot read the
+/// transcript now, the answer is [`TranscriptRead::Unavailable`]: keep your
+/// cursor and ask again later.
+///
+/// Reading every entry that is ready, in pages of up to 64 KiB (an entry
+/// larger than that on a page of its own), and again from the start after a
+/// reset:
+///
+/// ```no_run
+/// use ctxbox_guest::{HostError, MessageEntry, TranscriptRead, host};
+///
+/// fn catch_up(cursor: &mut Option<String>, seen: &mut Vec<MessageEntry>) -> Result<(), HostError> {
+///     loop {
+///         match host::read_transcript_page_growing(cursor.as_deref(), None, 64 << 10, 64 << 20)? {
+///             TranscriptRead::Page(page) => {
+///                 seen.extend(page.entries);
+///                 *cursor = Some(page.cursor);
+///                 if !page.has_more {
+///                     return Ok(());
+///                 }
+///             }
+///             TranscriptRead::Reset(reset) => {
+///                 seen.clear(); // the cursor no longer applies: read again from the start
+///                 *cursor = Some(reset.cursor);
+///             }
+///             // Nothing to read now: keep the cursor and try in a later call.
+///             TranscriptRead::Unavailable(_) | TranscriptRead::Missing => return Ok(()),
+///         }
+///     }
+/// }
+/// ```
+pub fn read_transcript_page(
+    cursor: Option<&str>,
+    max_messages: Option<u32>,
+    max_bytes: Option<u64>,
+) -> Result<TranscriptRead, HostError> {
+    raw::read_transcript_page(cursor, max_messages, max_bytes)
+}
+
+/// [`read_transcript_page`] within `max_bytes`, except that a next entry
+/// larger than that but at most `most_bytes` is read anyway: the host's
+/// empty page names its size, and this asks once more with exactly that
+/// budget (the page then holds that entry alone). An entry larger than
+/// `most_bytes` is left to the caller: the answer is the empty page naming
+/// its size.
+pub fn read_transcript_page_growing(
+    cursor: Option<&str>,
+    max_messages: Option<u32>,
+    max_bytes: u64,
+    most_bytes: u64,
+) -> Result<TranscriptRead, HostError> {
+    let read = read_transcript_page(cursor, max_messages, Some(max_bytes))?;
+    match &read {
+        TranscriptRead::Page(page) => match page.required_bytes {
+            Some(need) if need <= most_bytes => {
+                read_transcript_page(Some(&page.cursor), max_messages, Some(need))
+            }
+            _ => Ok(read),
+        },
+        _ => Ok(read),
+    }
 }
 
 /// The engine's durable key-value store: private to the engine id, shared by

@@ -11,9 +11,9 @@ pub use engine::{
 };
 pub use history::ToolPairing;
 pub use host::{
-    Completion, CompletionMessage, CompletionRequest, CompletionRole, HostError, HostErrorKind,
-    IndexDocument, IndexHit, IndexPage, IndexQuery, IndexScope, LogLevel, StateEntry,
-    TranscriptDelta, TranscriptPage, TranscriptReset,
+    BoundedTranscriptPage, Completion, CompletionMessage, CompletionRequest, CompletionRole,
+    HostError, HostErrorKind, IndexDocument, IndexHit, IndexPage, IndexQuery, IndexScope, LogLevel,
+    StateEntry, TranscriptDelta, TranscriptPage, TranscriptRead, TranscriptReset,
 };
 pub use tools::ToolDefinition;
 pub use types::{

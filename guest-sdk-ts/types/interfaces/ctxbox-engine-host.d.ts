@@ -79,8 +79,28 @@ declare module 'ctxbox:engine/host@0.1.0' {
    * than the cap is never returned: when it is next, the answer is a `reset`
    * whose reason names the entry and whose cursor continues right after it
    * (everything before it was already delivered, so keep what you have).
+   * When the host cannot read the transcript (its disk or shared store
+   * failed) the call fails with `failed`.
+   * `read-transcript-page` reads the same entries with stricter page edges;
+   * new engines should prefer it.
    */
   export function readTranscriptDelta(cursor: string | undefined, maxMessages: number | undefined, maxBytes: bigint | undefined): TranscriptDelta;
+  /**
+   * Reads what `read-transcript-delta` reads (the same branch, fence,
+   * cursors, resets, defaults and caps), with the reference's page edges
+   * (OpenClaw's visible-message delta):
+   * - A page never holds more than `max-bytes`. When the next entry alone
+   *   is larger, the page is empty, `has-more` is true, its cursor reads
+   *   that entry next, and `required-bytes` is the entry's size: ask again
+   *   with `max-bytes` at least that (up to the 64 MiB cap; an entry over
+   *   the cap is skipped with a `reset`, as `read-transcript-delta` does).
+   * - When the host cannot read the transcript now (its disk or shared
+   *   store failed), the answer is `unavailable`: nothing was read and the
+   *   cursor you hold is still good, so ask again later (in this call or a
+   *   later one).
+   * (A function of its own, so engines built before it still load.)
+   */
+  export function readTranscriptPage(cursor: string | undefined, maxMessages: number | undefined, maxBytes: bigint | undefined): TranscriptRead;
   /**
    * Reads a value from the engine's durable key-value store. Each engine has
    * its own store, shared by all its sessions and surviving restarts, named
@@ -230,6 +250,64 @@ declare module 'ctxbox:engine/host@0.1.0' {
    * The session has no transcript.
    */
   export interface TranscriptDeltaMissing {
+    tag: 'missing',
+  }
+  export interface BoundedTranscriptPage {
+    /**
+     * The cursor to pass next time.
+     */
+    cursor: string,
+    /**
+     * The entries, in order; their lines measure at most `max-bytes`.
+     */
+    entries: Array<MessageEntry>,
+    /**
+     * Another entry is ready now.
+     */
+    hasMore: boolean,
+    /**
+     * Set when `entries` is empty because the next entry is larger than
+     * `max-bytes`: that entry's size in bytes. Ask again with at least
+     * this `max-bytes`.
+     */
+    requiredBytes?: bigint,
+    /**
+     * The bytes `entries` measure (their lines in the transcript file).
+     */
+    serializedBytes: bigint,
+  }
+  /**
+   * An answer of `read-transcript-page`.
+   */
+  export type TranscriptRead = TranscriptReadPage | TranscriptReadReset | TranscriptReadUnavailable | TranscriptReadMissing;
+  /**
+   * Entries appended after the cursor, within `max-bytes`.
+   */
+  export interface TranscriptReadPage {
+    tag: 'page',
+    val: BoundedTranscriptPage,
+  }
+  /**
+   * The cursor no longer applies, or an entry over the cap was
+   * skipped: as in `transcript-delta`.
+   */
+  export interface TranscriptReadReset {
+    tag: 'reset',
+    val: TranscriptReset,
+  }
+  /**
+   * The transcript cannot be read now; keep your cursor and ask again
+   * later. The reason starts with `storage_unavailable:` and says what
+   * failed.
+   */
+  export interface TranscriptReadUnavailable {
+    tag: 'unavailable',
+    val: string,
+  }
+  /**
+   * The session has no transcript.
+   */
+  export interface TranscriptReadMissing {
     tag: 'missing',
   }
   /**

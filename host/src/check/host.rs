@@ -16,7 +16,7 @@ use async_trait::async_trait;
 use crate::contract::completion::{Completion, CompletionRequest};
 use crate::contract::index::{IndexDocument, IndexPage, IndexQuery, IndexScope};
 use crate::contract::services::{
-    HostServices, ProgressSink, ServiceCall, ServiceError, TranscriptDelta,
+    HostServices, OversizedEntry, ProgressSink, ServiceCall, ServiceError, TranscriptDelta,
 };
 use crate::contract::types::{CompactParams, CompactResult};
 use crate::provider::completion::{CompletionContext, CompletionError, ModelCompletions};
@@ -189,9 +189,10 @@ impl HostServices for CheckServices {
         cursor: Option<&str>,
         max_messages: u32,
         max_bytes: u64,
+        oversized: OversizedEntry,
     ) -> Result<TranscriptDelta, ServiceError> {
         self.inner
-            .read_transcript_delta(call, cursor, max_messages, max_bytes)
+            .read_transcript_delta(call, cursor, max_messages, max_bytes, oversized)
             .await
     }
 

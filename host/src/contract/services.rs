@@ -57,7 +57,8 @@ pub enum ServiceError {
     LeaseLost(String),
 }
 
-/// A page of the transcript after a cursor (the WIT `transcript-delta`).
+/// A page of the transcript after a cursor (the WIT `transcript-delta` and
+/// `transcript-read`).
 #[derive(Debug, Clone, PartialEq)]
 pub enum TranscriptDelta {
     /// Appended entries and the next cursor.
@@ -68,6 +69,11 @@ pub enum TranscriptDelta {
         entries: Vec<MessageEntry>,
         /// Whether more are ready now.
         has_more: bool,
+        /// With [`OversizedEntry::AskForBudget`], when the page is empty
+        /// because the next entry is larger than `max_bytes`: its size.
+        required_bytes: Option<u64>,
+        /// The bytes `entries` measure (their lines in the transcript).
+        serialized_bytes: u64,
     },
     /// The cursor no longer applies; restart from `cursor`.
     Reset {
@@ -76,8 +82,27 @@ pub enum TranscriptDelta {
         /// Why.
         reason: String,
     },
+    /// The transcript cannot be read now (the host's disk or shared store
+    /// failed); the cursor the engine holds still applies.
+    Unavailable {
+        /// `storage_unavailable: ` and what failed.
+        reason: String,
+    },
     /// The session has no transcript.
     Missing,
+}
+
+/// What a transcript page does when its next entry alone is larger than the
+/// bytes asked for (never more than the page cap: such an entry is skipped
+/// with a reset either way).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OversizedEntry {
+    /// Delivers it alone on its page (`read-transcript-delta`).
+    DeliverAlone,
+    /// Delivers an empty page whose `required_bytes` is the entry's size, so
+    /// the engine can ask again with more (`read-transcript-page`, the
+    /// reference's `requiredBytes`).
+    AskForBudget,
 }
 
 /// What a service call knows about the engine call it serves.
@@ -246,6 +271,7 @@ pub trait HostServices: Send + Sync {
         _cursor: Option<&str>,
         _max_messages: u32,
         _max_bytes: u64,
+        _oversized: OversizedEntry,
     ) -> Result<TranscriptDelta, ServiceError> {
         Err(ServiceError::Unavailable("read-transcript-delta"))
     }

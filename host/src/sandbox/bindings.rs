@@ -18,6 +18,7 @@ mod generated {
             "ctxbox:engine/host.delegate-compaction": async | trappable,
             "ctxbox:engine/host.summarize": async | trappable,
             "ctxbox:engine/host.read-transcript-delta": async | trappable,
+            "ctxbox:engine/host.read-transcript-page": async | trappable,
             "ctxbox:engine/host.state-get": async | trappable,
             "ctxbox:engine/host.state-set": async | trappable,
             "ctxbox:engine/host.state-delete": async | trappable,

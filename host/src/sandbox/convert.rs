@@ -323,12 +323,18 @@ pub(crate) fn to_wit_end_reason(reason: SubagentEndReason) -> wit_engine::Subage
     }
 }
 
-pub(crate) fn to_wit_delta(delta: TranscriptDelta) -> wit_host::TranscriptDelta {
-    match delta {
+/// A transcript read as `read-transcript-delta` answers it. That function has
+/// no `unavailable` answer: a transcript the host cannot read is the failure
+/// it always was, and the host's own.
+pub(crate) fn to_wit_delta(
+    delta: TranscriptDelta,
+) -> Result<wit_host::TranscriptDelta, ServiceError> {
+    Ok(match delta {
         TranscriptDelta::Page {
             cursor,
             entries,
             has_more,
+            ..
         } => wit_host::TranscriptDelta::Page(wit_host::TranscriptPage {
             cursor,
             entries: entries.iter().map(to_wit_entry).collect(),
@@ -337,7 +343,32 @@ pub(crate) fn to_wit_delta(delta: TranscriptDelta) -> wit_host::TranscriptDelta 
         TranscriptDelta::Reset { cursor, reason } => {
             wit_host::TranscriptDelta::Reset(wit_host::TranscriptReset { cursor, reason })
         }
+        TranscriptDelta::Unavailable { reason } => return Err(ServiceError::HostFault(reason)),
         TranscriptDelta::Missing => wit_host::TranscriptDelta::Missing,
+    })
+}
+
+/// A transcript read as `read-transcript-page` answers it.
+pub(crate) fn to_wit_transcript_read(delta: TranscriptDelta) -> wit_host::TranscriptRead {
+    match delta {
+        TranscriptDelta::Page {
+            cursor,
+            entries,
+            has_more,
+            required_bytes,
+            serialized_bytes,
+        } => wit_host::TranscriptRead::Page(wit_host::BoundedTranscriptPage {
+            cursor,
+            entries: entries.iter().map(to_wit_entry).collect(),
+            has_more,
+            required_bytes,
+            serialized_bytes,
+        }),
+        TranscriptDelta::Reset { cursor, reason } => {
+            wit_host::TranscriptRead::Reset(wit_host::TranscriptReset { cursor, reason })
+        }
+        TranscriptDelta::Unavailable { reason } => wit_host::TranscriptRead::Unavailable(reason),
+        TranscriptDelta::Missing => wit_host::TranscriptRead::Missing,
     }
 }
 

@@ -12,7 +12,9 @@ use super::convert;
 use super::store::{HostTrap, StoreState};
 use super::wire_size;
 use crate::contract::failure::{FailureKind, Operation};
-use crate::contract::services::{ProgressSink, ServiceCall, ServiceError};
+use crate::contract::services::{
+    OversizedEntry, ProgressSink, ServiceCall, ServiceError, TranscriptDelta,
+};
 use crate::contract::text::untrusted_line;
 use crate::contract::tokens;
 
@@ -22,7 +24,8 @@ use crate::contract::tokens;
 const LOG_FLOOD_FACTOR: u32 = 100;
 /// Most entries one `state-scan` page may ask for.
 const MAX_SCAN_LIMIT: u32 = 10_000;
-/// Default and cap of `read-transcript-delta` pages (ARCHITECTURE.md §7).
+/// Default and cap of `read-transcript-delta` and `read-transcript-page`
+/// pages (ARCHITECTURE.md §7).
 const DELTA_DEFAULT_MESSAGES: u32 = 1_000;
 const DELTA_MAX_MESSAGES: u32 = 10_000;
 const DELTA_DEFAULT_BYTES: u64 = 1024 * 1024;
@@ -70,6 +73,37 @@ impl StoreState {
             self.call.host_fault.get_or_insert_with(|| fault.clone());
         }
         result.map_err(convert::to_wit_host_error)
+    }
+}
+
+impl StoreState {
+    /// The transcript read behind `read-transcript-delta` and
+    /// `read-transcript-page`, the engine's limits taken to the defaults and
+    /// caps.
+    async fn read_transcript(
+        &mut self,
+        cursor: Option<String>,
+        max_messages: Option<u32>,
+        max_bytes: Option<u64>,
+        oversized: OversizedEntry,
+    ) -> wasmtime::Result<Result<TranscriptDelta, ServiceError>> {
+        self.charge(cursor.as_ref().map_or(0, String::len))?;
+        let max_messages = max_messages
+            .unwrap_or(DELTA_DEFAULT_MESSAGES)
+            .clamp(1, DELTA_MAX_MESSAGES);
+        let max_bytes = max_bytes
+            .unwrap_or(DELTA_DEFAULT_BYTES)
+            .clamp(1, DELTA_MAX_BYTES);
+        let services = self.services.clone();
+        Ok(services
+            .read_transcript_delta(
+                self.service_call(),
+                cursor.as_deref(),
+                max_messages,
+                max_bytes,
+                oversized,
+            )
+            .await)
     }
 }
 
@@ -199,23 +233,32 @@ impl wit_host::Host for StoreState {
         max_messages: Option<u32>,
         max_bytes: Option<u64>,
     ) -> wasmtime::Result<HostResult<wit_host::TranscriptDelta>> {
-        self.charge(cursor.as_ref().map_or(0, String::len))?;
-        let max_messages = max_messages
-            .unwrap_or(DELTA_DEFAULT_MESSAGES)
-            .clamp(1, DELTA_MAX_MESSAGES);
-        let max_bytes = max_bytes
-            .unwrap_or(DELTA_DEFAULT_BYTES)
-            .clamp(1, DELTA_MAX_BYTES);
-        let services = self.services.clone();
-        let result = services
-            .read_transcript_delta(
-                self.service_call(),
-                cursor.as_deref(),
+        let read = self
+            .read_transcript(
+                cursor,
                 max_messages,
                 max_bytes,
+                OversizedEntry::DeliverAlone,
             )
-            .await;
-        Ok(self.answer(result).map(convert::to_wit_delta))
+            .await?;
+        Ok(self.answer(read.and_then(convert::to_wit_delta)))
+    }
+
+    async fn read_transcript_page(
+        &mut self,
+        cursor: Option<String>,
+        max_messages: Option<u32>,
+        max_bytes: Option<u64>,
+    ) -> wasmtime::Result<HostResult<wit_host::TranscriptRead>> {
+        let read = self
+            .read_transcript(
+                cursor,
+                max_messages,
+                max_bytes,
+                OversizedEntry::AskForBudget,
+            )
+            .await?;
+        Ok(self.answer(read).map(convert::to_wit_transcript_read))
     }
 
     async fn state_get(&mut self, key: String) -> wasmtime::Result<HostResult<Option<Vec<u8>>>> {

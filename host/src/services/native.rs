@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use crate::contract::completion::{Completion, CompletionRequest};
 use crate::contract::index::{IndexDocument, IndexOp, IndexPage, IndexQuery, IndexScope};
 use crate::contract::services::{
-    HostServices, ProgressSink, ServiceCall, ServiceError, TranscriptDelta,
+    HostServices, OversizedEntry, ProgressSink, ServiceCall, ServiceError, TranscriptDelta,
 };
 use crate::contract::types::{CompactParams, CompactResult, SessionRef};
 use crate::services::compaction::{CompactionError, Compactor};
@@ -277,6 +277,7 @@ impl HostServices for NativeServices {
         cursor: Option<&str>,
         max_messages: u32,
         max_bytes: u64,
+        oversized: OversizedEntry,
     ) -> Result<TranscriptDelta, ServiceError> {
         let Some(session) = call.session else {
             return Ok(TranscriptDelta::Missing);
@@ -291,9 +292,17 @@ impl HostServices for NativeServices {
                 cursor.as_deref(),
                 max_messages,
                 max_bytes,
+                oversized,
                 fence.as_deref(),
             )),
             Err(TranscriptError::NotFound { .. }) => Ok(TranscriptDelta::Missing),
+            // The host's disk or shared store failed: the transcript is
+            // there, this host cannot read it now.
+            Err(error @ (TranscriptError::Io { .. } | TranscriptError::Store { .. })) => {
+                Ok(TranscriptDelta::Unavailable {
+                    reason: format!("storage_unavailable: {error}"),
+                })
+            }
             Err(error) => Err(ServiceError::Failed(error.to_string())),
         })
         .await

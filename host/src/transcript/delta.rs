@@ -12,13 +12,15 @@
 //! `scope_mismatch`, `generation_mismatch`, `anchor_missing`,
 //! `anchor_moved`) instead of wrong entries. Runtime-context carriers are not
 //! delivered (engines never see them). A read may be fenced before the
-//! current turn's first entry: it then ends before that entry.
+//! current turn's first entry: it then ends before that entry. An entry over
+//! the bytes asked for is delivered alone or answered with the bytes it
+//! needs, as [`OversizedEntry`] says.
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::record::{NodeKind, Record};
-use crate::contract::services::TranscriptDelta;
+use crate::contract::services::{OversizedEntry, TranscriptDelta};
 use crate::contract::types::MessageEntry;
 
 /// Prefix of every cursor this host issues.
@@ -81,10 +83,12 @@ pub(crate) struct DeltaSource<'a> {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct PageLimits {
     pub max_messages: u32,
-    /// What the caller asked for; a page's first entry may exceed it.
+    /// What the caller asked for.
     pub max_bytes: u64,
     /// The hard cap no page exceeds ([`MAX_PAGE_BYTES`]).
     pub cap_bytes: u64,
+    /// What a next entry larger than `max_bytes` gets.
+    pub oversized: OversizedEntry,
 }
 
 /// The generation of a file: a digest of its header line and, where the
@@ -105,11 +109,14 @@ pub(crate) fn generation(header_line: &str, file_identity: Option<(u64, u64)>) -
 /// The page after `cursor` (from the start when `None`), or a reset.
 ///
 /// Entries are measured by their line in the file. A page holds at most
-/// `max_bytes` of them, except that its first entry may be larger, up to
-/// `cap_bytes`. An entry larger than `cap_bytes` is never returned: a page
-/// ends before it, and when it is the next entry the answer is a reset whose
-/// reason names it and whose cursor continues right after it (everything
-/// before it was delivered already).
+/// `max_bytes` of them. When its first entry alone is larger (up to
+/// `cap_bytes`), [`OversizedEntry::DeliverAlone`] delivers it anyway, and
+/// [`OversizedEntry::AskForBudget`] answers an empty page whose
+/// `required_bytes` is the entry's size and whose cursor reads it next. An
+/// entry larger than `cap_bytes` is never returned: a page ends before it,
+/// and when it is the next entry the answer is a reset whose reason names it
+/// and whose cursor continues right after it (everything before it was
+/// delivered already).
 ///
 /// `fence` is the id of the current turn's first entry during the calls
 /// that build its prompt (the reference's current-turn fence): the read
@@ -141,10 +148,13 @@ pub(crate) fn read(
             cursor: cursor_at(source, start),
             entries: Vec::new(),
             has_more: false,
+            required_bytes: None,
+            serialized_bytes: 0,
         };
     }
     let mut entries = Vec::new();
     let mut bytes = 0u64;
+    let mut required_bytes = None;
     let mut position = start;
     while position < end {
         let record = &source.records[source.branch[position]];
@@ -163,10 +173,17 @@ pub(crate) fn read(
                     ),
                 };
             }
-            let full = entries.len() as u32 >= limits.max_messages
-                || (!entries.is_empty() && bytes + size > limits.max_bytes);
-            if full {
+            if entries.len() as u32 >= limits.max_messages {
                 break;
+            }
+            if bytes + size > limits.max_bytes {
+                let alone = entries.is_empty() && limits.oversized == OversizedEntry::DeliverAlone;
+                if !alone {
+                    if entries.is_empty() {
+                        required_bytes = Some(size);
+                    }
+                    break;
+                }
             }
             bytes += size;
             entries.push(entry);
@@ -180,6 +197,8 @@ pub(crate) fn read(
         cursor: cursor_at(source, position),
         entries,
         has_more,
+        required_bytes,
+        serialized_bytes: bytes,
     }
 }
 
@@ -318,6 +337,25 @@ mod tests {
             .collect()
     }
 
+    /// The records of `lines` and the branch through all of them, in order.
+    fn linear(lines: &[String]) -> (Vec<Record>, Vec<usize>) {
+        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let all = records(&lines);
+        let branch = (0..all.len()).collect();
+        (all, branch)
+    }
+
+    /// Session `s`'s first generation, read along `branch`.
+    fn session_s<'a>(records: &'a [Record], branch: &'a [usize]) -> DeltaSource<'a> {
+        DeltaSource {
+            records,
+            branch,
+            session_id: "s",
+            generation: 1,
+            predecessor: None,
+        }
+    }
+
     fn user(id: &str, parent: &str, text: &str) -> String {
         format!(
             r#"{{"type":"message","id":"{id}","parentId":"{parent}","timestamp":"2026-01-01T00:00:00.000Z","message":{{"role":"user","content":"{text}"}}}}"#
@@ -330,6 +368,7 @@ mod tests {
                 cursor,
                 entries,
                 has_more,
+                ..
             } => (
                 cursor,
                 entries.into_iter().map(|e| e.id).collect(),
@@ -343,6 +382,7 @@ mod tests {
         max_messages: 1_000,
         max_bytes: 1 << 20,
         cap_bytes: MAX_PAGE_BYTES,
+        oversized: OversizedEntry::DeliverAlone,
     };
 
     #[test]
@@ -385,16 +425,8 @@ mod tests {
     #[test]
     fn a_page_holds_at_least_one_entry_whatever_its_size() {
         let lines = [user("a", "", "one"), user("b", "a", "two")];
-        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
-        let all = records(&lines);
-        let branch: Vec<usize> = (0..all.len()).collect();
-        let source = DeltaSource {
-            records: &all,
-            branch: &branch,
-            session_id: "s",
-            generation: 1,
-            predecessor: None,
-        };
+        let (all, branch) = linear(&lines);
+        let source = session_s(&all, &branch);
         let tiny = PageLimits {
             max_bytes: 1,
             ..LIMITS
@@ -404,19 +436,72 @@ mod tests {
     }
 
     #[test]
+    fn an_entry_over_max_bytes_is_answered_with_the_bytes_it_needs() {
+        let big = user("big", "m", &"x".repeat(300));
+        let lines = [
+            user("a", "", "one"),
+            r#"{"type":"model_change","id":"m","parentId":"a","provider":"p","modelId":"x"}"#
+                .into(),
+            big.clone(),
+            user("c", "big", "three"),
+        ];
+        let (all, branch) = linear(&lines);
+        let source = session_s(&all, &branch);
+        let small = PageLimits {
+            max_bytes: 200,
+            oversized: OversizedEntry::AskForBudget,
+            ..LIMITS
+        };
+        let bounded = |cursor: Option<&str>, limits| match read(&source, cursor, limits, None) {
+            TranscriptDelta::Page {
+                cursor,
+                entries,
+                has_more,
+                required_bytes,
+                serialized_bytes,
+            } => {
+                let ids: Vec<String> = entries.into_iter().map(|entry| entry.id).collect();
+                (cursor, ids, has_more, required_bytes, serialized_bytes)
+            }
+            other => panic!("expected a page, got {other:?}"),
+        };
+        // The page stops before the large entry; nothing is required yet.
+        let (cursor, ids, more, required, serialized) = bounded(None, small);
+        assert_eq!(ids, ["a"]);
+        assert!(more && required.is_none());
+        assert_eq!(serialized, lines[0].len() as u64);
+        // Next: an empty page naming the entry's size, however often asked.
+        let (same, ids, more, required, serialized) = bounded(Some(&cursor), small);
+        assert!(ids.is_empty() && more && serialized == 0);
+        assert_eq!(required, Some(big.len() as u64));
+        let (again, _, _, required_again, _) = bounded(Some(&same), small);
+        assert_eq!(required_again, required);
+        // With that budget the same cursor reads it, and the page holds exactly it.
+        let enough = PageLimits {
+            max_bytes: big.len() as u64,
+            ..small
+        };
+        let (after, ids, more, required, serialized) = bounded(Some(&again), enough);
+        assert_eq!((ids, more, required), (vec!["big".to_owned()], true, None));
+        assert_eq!(serialized, big.len() as u64);
+        let (_, ids, more, _, _) = bounded(Some(&after), small);
+        assert_eq!((ids, more), (vec!["c".to_owned()], false));
+        // The delta of old delivers the same entry alone, over the budget.
+        let alone = PageLimits {
+            oversized: OversizedEntry::DeliverAlone,
+            ..small
+        };
+        let (_, ids, _, required, serialized) = bounded(Some(&cursor), alone);
+        assert_eq!((ids, required), (vec!["big".to_owned()], None));
+        assert_eq!(serialized, big.len() as u64);
+    }
+
+    #[test]
     fn an_entry_over_the_cap_is_skipped_with_a_reset_naming_it() {
         let big = user("big", "a", &"x".repeat(500));
         let lines = [user("a", "", "one"), big.clone(), user("c", "big", "three")];
-        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
-        let all = records(&lines);
-        let branch: Vec<usize> = (0..all.len()).collect();
-        let source = DeltaSource {
-            records: &all,
-            branch: &branch,
-            session_id: "s",
-            generation: 1,
-            predecessor: None,
-        };
+        let (all, branch) = linear(&lines);
+        let source = session_s(&all, &branch);
         let capped = PageLimits {
             cap_bytes: 400,
             ..LIMITS
@@ -441,6 +526,16 @@ mod tests {
             reason.contains("`big`") && reason.contains(&format!("{} bytes", big.len())),
             "{reason}"
         );
+        // A read that asks for budgets skips it the same way: no budget fits it.
+        let asking = PageLimits {
+            oversized: OversizedEntry::AskForBudget,
+            ..capped
+        };
+        let before_big = page(read(&source, None, asking, None)).0;
+        assert!(matches!(
+            read(&source, Some(&before_big), asking, None),
+            TranscriptDelta::Reset { cursor: skipped, .. } if skipped == cursor
+        ));
         let (_, ids, more) = page(read(&source, Some(&cursor), capped, None));
         assert_eq!((ids, more), (vec!["c".to_owned()], false));
     }
@@ -556,16 +651,8 @@ mod tests {
             user("b", "a", "two"),
             user("t", "b", "this turn"),
         ];
-        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
-        let all = records(&lines);
-        let branch: Vec<usize> = (0..all.len()).collect();
-        let source = DeltaSource {
-            records: &all,
-            branch: &branch,
-            session_id: "s",
-            generation: 1,
-            predecessor: None,
-        };
+        let (all, branch) = linear(&lines);
+        let source = session_s(&all, &branch);
         let (cursor, ids, more) = page(read(&source, None, LIMITS, Some("t")));
         assert_eq!((ids, more), (vec!["a".to_owned(), "b".to_owned()], false));
         // Unfenced (after the turn), the same cursor reads the turn's entry.

@@ -20,7 +20,7 @@ use super::log::{Access, Opened, TranscriptLog, TranscriptLogs};
 use super::record::{self, NodeKind, ROLLBACK_MARKER, ROTATION_MARKER, Record};
 use super::wire::{self, SESSION_VERSION, SessionHeader};
 use crate::contract::history::History;
-use crate::contract::services::TranscriptDelta;
+use crate::contract::services::{OversizedEntry, TranscriptDelta};
 use crate::contract::types::{AgentMessage, MessageEntry, RotatedSession, SessionRef};
 
 /// What opening a transcript found wrong with it. The transcript is usable
@@ -554,16 +554,18 @@ impl Transcript {
         self.shared.logs.create(destination, contents.as_bytes())
     }
 
-    /// `read-transcript-delta`: the messages (and compaction summaries) of
-    /// the active branch after `cursor`, from the root when `None`; at most
-    /// `max_messages` of them and about `max_bytes` (a page always holds at
-    /// least one, unless it is larger than [`MAX_DELTA_PAGE_BYTES`]: such an
-    /// entry is skipped with a reset naming it). Runtime-context carriers are
-    /// left out. A cursor that no longer fits — another session's, one from
-    /// before a rotation, from a replaced file, one whose last entry left the
-    /// active branch (a rolled-back turn), or not one of ours — is answered
-    /// with a reset to the start. With `fence` (an entry id: the current
-    /// turn's first), the read ends before that entry.
+    /// `read-transcript-delta` and `read-transcript-page`: the messages (and
+    /// compaction summaries) of the active branch after `cursor`, from the
+    /// root when `None`; at most `max_messages` of them and `max_bytes` (a
+    /// next entry larger than that alone is delivered or answered with the
+    /// bytes it needs, as `oversized` says; one larger than
+    /// [`MAX_DELTA_PAGE_BYTES`] is skipped with a reset naming it).
+    /// Runtime-context carriers are left out. A cursor that no longer fits —
+    /// another session's, one from before a rotation, from a replaced file,
+    /// one whose last entry left the active branch (a rolled-back turn), or
+    /// not one of ours — is answered with a reset to the start. With `fence`
+    /// (an entry id: the current turn's first), the read ends before that
+    /// entry.
     ///
     /// [`MAX_DELTA_PAGE_BYTES`]: super::MAX_DELTA_PAGE_BYTES
     pub fn read_delta(
@@ -571,6 +573,7 @@ impl Transcript {
         cursor: Option<&str>,
         max_messages: u32,
         max_bytes: u64,
+        oversized: OversizedEntry,
         fence: Option<&str>,
     ) -> TranscriptDelta {
         let state = self.state();
@@ -589,6 +592,7 @@ impl Transcript {
                 max_messages: max_messages.max(1),
                 max_bytes: max_bytes.clamp(1, delta::MAX_PAGE_BYTES),
                 cap_bytes: delta::MAX_PAGE_BYTES,
+                oversized,
             },
             fence,
         )

@@ -4,7 +4,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use super::*;
-use crate::contract::services::TranscriptDelta;
+use crate::contract::services::{OversizedEntry, TranscriptDelta};
 use crate::contract::types::{AgentMessage, ContentBlock, MessageKind, StopReason};
 
 const HEADER: &str =
@@ -366,7 +366,7 @@ fn rotation_continues_the_context_in_a_new_file() {
     let path = write(dir.path(), &lines);
     let store = store();
     let old = store.open(&path).expect("open");
-    let old_cursor = match old.read_delta(None, 10, 1 << 20, None) {
+    let old_cursor = match old.read_delta(None, 10, 1 << 20, OversizedEntry::DeliverAlone, None) {
         TranscriptDelta::Page { cursor, .. } => cursor,
         other => panic!("expected a page, got {other:?}"),
     };
@@ -429,7 +429,13 @@ fn rotation_continues_the_context_in_a_new_file() {
         "the first kept entry hangs off the carried setting"
     );
 
-    match new.read_delta(Some(&old_cursor), 10, 1 << 20, None) {
+    match new.read_delta(
+        Some(&old_cursor),
+        10,
+        1 << 20,
+        OversizedEntry::DeliverAlone,
+        None,
+    ) {
         TranscriptDelta::Reset { reason, .. } => assert!(reason.contains("rotated"), "{reason}"),
         other => panic!("expected a reset, got {other:?}"),
     }

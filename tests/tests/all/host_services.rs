@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result, bail, ensure};
 use ctxbox_host::contract::engine::{CallOptions, ContextEngine};
+use ctxbox_host::contract::failure::{EngineFailure, FailureKind};
 use ctxbox_host::contract::types::{
     AgentMessage, AssembleParams, AssembledItem, CompactParams, CompactionTarget, ContentBlock,
     SessionRef,
@@ -335,5 +336,112 @@ async fn a_delta_follows_the_active_branch_and_stops_at_the_current_turn() -> Re
     ensure!(paged_ids(&report).is_empty(), "{report}");
     let report = host.probe("delta", &session, Some(&transcript)).await?;
     ensure!(paged_ids(&report) == [ask[0].id.clone()], "{report}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_names_the_bytes_its_next_entry_needs_and_says_when_the_transcript_is_unavailable()
+-> Result<()> {
+    let host = host(1 << 20, CompactionConfig::default()).await?;
+    let transcript = host.session("pages.jsonl")?;
+    let session = transcript.session_ref();
+    // Every entry's size: its line in the file (the header comes first).
+    let file = std::fs::read_to_string(host.dir.join("pages.jsonl"))?;
+    let sizes: Vec<usize> = file.lines().skip(1).map(str::len).collect();
+    let entries = ids(&transcript, 0);
+    ensure!(sizes.len() == entries.len() && sizes.iter().all(|&size| size > 64));
+
+    // Within 64 bytes the first entry does not fit: the host names its size.
+    // Asked again with that budget, each page holds exactly one entry.
+    let report = host.probe("page", &session, Some(&transcript)).await?;
+    let expected: Vec<String> = std::iter::once(format!("need {}", sizes[0]))
+        .chain(
+            entries
+                .iter()
+                .zip(&sizes)
+                .enumerate()
+                .map(|(at, (id, size))| {
+                    let more = at + 1 < entries.len();
+                    format!("page {id} more={more} bytes={size}")
+                }),
+        )
+        .collect();
+    ensure!(
+        report.lines().eq(expected.iter().map(String::as_str)),
+        "{report}"
+    );
+
+    // A transcript the host cannot read (a folder stands where it should be):
+    // `read-transcript-page` answers `unavailable` ...
+    std::fs::create_dir(host.dir.join("folder.jsonl"))?;
+    let unreadable = SessionRef::new(
+        "unreadable",
+        host.dir.join("folder.jsonl").to_string_lossy(),
+    );
+    let report = host.probe("page", &unreadable, None).await?;
+    ensure!(
+        report.starts_with("unavailable storage_unavailable:") && report.contains("folder.jsonl"),
+        "{report}"
+    );
+    // ... while `read-transcript-delta`, which has no such answer, fails as it
+    // always did, as the host's fault, never the engine's.
+    let error = host
+        .probe("delta", &unreadable, None)
+        .await
+        .err()
+        .context("the delta probe fails on an unreadable transcript")?;
+    let failure = error
+        .downcast_ref::<EngineFailure>()
+        .with_context(|| format!("an engine failure, not {error:#}"))?;
+    ensure!(
+        failure.kind == FailureKind::HostFault && failure.message.contains("storage_unavailable"),
+        "{failure:?}"
+    );
+    Ok(())
+}
+
+/// The functions a component imports from the contract's `host` interface.
+fn host_functions_imported(path: &str) -> Result<Vec<String>> {
+    let mut config = wasmtime::Config::new();
+    config.wasm_component_model(true);
+    let engine = wasmtime::Engine::new(&config).map_err(anyhow::Error::msg)?;
+    let component =
+        wasmtime::component::Component::from_file(&engine, path).map_err(anyhow::Error::msg)?;
+    let host = component
+        .component_type()
+        .imports(&engine)
+        .find_map(|(name, item)| match item.ty {
+            wasmtime::component::types::ComponentItem::ComponentInstance(instance)
+                if name == "ctxbox:engine/host@0.1.0" =>
+            {
+                Some(instance)
+            }
+            _ => None,
+        })
+        .context("no host import")?;
+    Ok(host
+        .exports(&engine)
+        .map(|(name, _)| name.to_owned())
+        .collect())
+}
+
+/// `read-transcript-page` is additive: a component imports only the host
+/// functions it calls, so an engine that never calls it (every engine built
+/// before it) does not import it, and links with this host as with the one
+/// before; one that calls it imports it next to `read-transcript-delta`.
+#[test]
+fn only_engines_that_call_read_transcript_page_import_it() -> Result<()> {
+    let keep_recent = host_functions_imported(guests::KEEP_RECENT)?;
+    ensure!(
+        !keep_recent.is_empty()
+            && !keep_recent
+                .iter()
+                .any(|name| name == "read-transcript-page"),
+        "{keep_recent:?}"
+    );
+    let probe = host_functions_imported(guests::SERVICES_PROBE)?;
+    for name in ["read-transcript-delta", "read-transcript-page"] {
+        ensure!(probe.iter().any(|imported| imported == name), "{probe:?}");
+    }
     Ok(())
 }

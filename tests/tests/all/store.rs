@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ctxbox_host::contract::failure::{EngineFailure, FailureKind, Operation};
-use ctxbox_host::contract::services::TranscriptDelta;
+use ctxbox_host::contract::services::{OversizedEntry, TranscriptDelta};
 use ctxbox_host::contract::types::AgentMessage;
 use ctxbox_host::engines::PostgresQuarantine;
 use ctxbox_host::engines::quarantine::{QuarantineStore, SHARED_REFRESH};
@@ -211,7 +211,13 @@ fn transcripts_page_deltas_branch_and_rotate() {
         let mut cursor: Option<String> = None;
         let mut paged = Vec::new();
         for expected in [3, 3, 1, 0] {
-            match transcript.read_delta(cursor.as_deref(), 3, 1 << 20, None) {
+            match transcript.read_delta(
+                cursor.as_deref(),
+                3,
+                1 << 20,
+                OversizedEntry::DeliverAlone,
+                None,
+            ) {
                 TranscriptDelta::Page {
                     cursor: next,
                     entries,
@@ -282,7 +288,7 @@ fn transcripts_page_deltas_branch_and_rotate() {
         match other
             .open_read_only(successor.path())
             .expect("reads")
-            .read_delta(None, 100, 1 << 20, None)
+            .read_delta(None, 100, 1 << 20, OversizedEntry::DeliverAlone, None)
         {
             TranscriptDelta::Page { entries, .. } => assert_eq!(entries.len(), 3, "{name}"),
             other => panic!("{name}: a page, not {other:?}"),

@@ -24,6 +24,7 @@ import {
   type Json,
   type SessionRef,
   type ToolInit,
+  type TranscriptRead,
 } from "@ctxbox/guest";
 
 import { installNodeGlobals } from "@ctxbox/guest/node/globals";
@@ -68,6 +69,7 @@ const TOOLS: ToolInit[] = [
   { name: "node-layers", description: "Uses every Node layer of the SDK.", parameters: objectOf({}) },
   { name: "note", description: "Stores a note in SQL.", parameters: objectOf({ text: { type: "string" } }) },
   { name: "notes", description: "Full-text searches the notes.", parameters: objectOf({ query: { type: "string" } }) },
+  { name: "read-pages", description: "Reads the transcript page by page.", parameters: objectOf({ maxBytes: { type: "number" }, growTo: { type: "number" } }) },
 ];
 
 // Made at the top level (while the build pre-initializes the module): it
@@ -97,7 +99,7 @@ function thrown(run: () => unknown): unknown {
 }
 
 function callTool(this: { info(): { id: string } }, session: SessionRef, name: string, argumentsJson: Json): string | Promise<string> {
-  const args = toolArguments<IndexArguments & { prompt?: string }>(argumentsJson);
+  const args = toolArguments<IndexArguments & { prompt?: string; maxBytes?: number; growTo?: number }>(argumentsJson);
   const scope = args.scope ?? "session";
   switch (name) {
     case "remember": {
@@ -122,6 +124,18 @@ function callTool(this: { info(): { id: string } }, session: SessionRef, name: s
         if (error instanceof Error && "hostError" in error) return `host said ${(error as { hostError: { kind: string } }).hostError.kind}`;
         throw error;
       }
+    case "read-pages": {
+      // Every answer until the transcript is read, or an entry is too large to grow to.
+      const reads: TranscriptRead[] = [];
+      let cursor: string | undefined;
+      for (let round = 0; round < 10; round++) {
+        const read = host.readTranscriptPage(cursor, { maxBytes: args.maxBytes, growTo: args.growTo });
+        reads.push(read);
+        if (read.tag !== "page" || !read.val.hasMore || read.val.requiredBytes !== undefined) break;
+        cursor = read.val.cursor;
+      }
+      return answer(reads);
+    }
     case "fail":
       throw new EngineFailure("invalid-input", "the arguments are wrong");
     case "crash":

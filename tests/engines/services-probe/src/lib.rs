@@ -5,6 +5,11 @@
 //! - `state`: sets, reads, scans and deletes keys of its private store;
 //! - `delta`: reads the transcript from the cursor it keeps in its store, two
 //!   entries per page, following resets;
+//! - `page`: reads the transcript from its start with `read-transcript-page`:
+//!   first within 64 bytes (smaller than any entry, so the host names the
+//!   bytes the first entry needs), then page by page within 64 bytes through
+//!   `read_transcript_page_growing`, which asks again with what each entry
+//!   needs;
 //! - `summarize`: summarizes the history's text with the host's summarizer;
 //! - `quota`: tries to store more than its quota allows;
 //! - `overlay`: changes keys the `state` probe stored, then reads them back
@@ -15,7 +20,7 @@
 //! `compact` reports progress and delegates to the host's native compaction.
 
 use ctxbox_guest::prelude::*;
-use ctxbox_guest::{CompactParams, CompactResult, HostErrorKind, TranscriptDelta};
+use ctxbox_guest::{CompactParams, CompactResult, HostErrorKind, TranscriptDelta, TranscriptRead};
 
 /// The engine's id (its state lives under it).
 const ID: &str = "services-probe";
@@ -37,6 +42,7 @@ impl Engine for Probe {
         let report = match params.prompt.as_deref() {
             Some("state") => state_probe()?,
             Some("delta") => delta_probe()?,
+            Some("page") => page_probe()?,
             Some("summarize") => summarize_probe(history)?,
             Some("quota") => quota_probe()?,
             Some("hoard") => hoard_probe()?,
@@ -116,6 +122,57 @@ fn overlay_probe() -> Result<String, EngineError> {
         other.map_or("none", |_| "some"),
         scanned.join(",")
     ))
+}
+
+/// Bytes within which `page` reads: less than any transcript line.
+const TINY_BUDGET: u64 = 64;
+
+/// `need <bytes>` for the first read within [`TINY_BUDGET`], then one line per
+/// answer as `page` reads on: `page <ids> more=<bool> bytes=<n>`,
+/// `reset <reason>`, `unavailable <reason>`, `missing`.
+fn page_probe() -> Result<String, EngineError> {
+    let mut lines = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..100 {
+        let read = if cursor.is_none() && lines.is_empty() {
+            host::read_transcript_page(None, None, Some(TINY_BUDGET))?
+        } else {
+            host::read_transcript_page_growing(cursor.as_deref(), None, TINY_BUDGET, 1 << 20)?
+        };
+        match read {
+            TranscriptRead::Page(page) => {
+                if let Some(need) = page.required_bytes {
+                    lines.push(format!("need {need}"));
+                    cursor = Some(page.cursor);
+                    continue;
+                }
+                let ids: Vec<&str> = page.entries.iter().map(|entry| entry.id.as_str()).collect();
+                lines.push(format!(
+                    "page {} more={} bytes={}",
+                    ids.join(","),
+                    page.has_more,
+                    page.serialized_bytes
+                ));
+                cursor = Some(page.cursor);
+                if !page.has_more {
+                    break;
+                }
+            }
+            TranscriptRead::Reset(reset) => {
+                lines.push(format!("reset {}", reset.reason));
+                cursor = Some(reset.cursor);
+            }
+            TranscriptRead::Unavailable(reason) => {
+                lines.push(format!("unavailable {reason}"));
+                break;
+            }
+            TranscriptRead::Missing => {
+                lines.push("missing".to_owned());
+                break;
+            }
+        }
+    }
+    Ok(lines.join("\n"))
 }
 
 /// One line per page or reset: `page <ids> more=<bool>`, `reset <reason>`,
