@@ -9,7 +9,7 @@
 // properties, which Node's type stripping refuses); the other `node:*`
 // modules are Node's own.
 import { existsSync, readFileSync } from "node:fs";
-import { createRequire, registerHooks } from "node:module";
+import { builtinModules, createRequire, registerHooks } from "node:module";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import ts from "typescript";
 import { sdkModule } from "./sdk-source.mjs";
@@ -36,7 +36,8 @@ registerHooks({
       const typescript = new URL(specifier.replace(/\.js$/, ".ts"), context.parentURL);
       if (existsSync(fileURLToPath(typescript))) return { url: typescript.href, shortCircuit: true };
     }
-    if (!specifier.startsWith(".") && !specifier.startsWith("node:") && !specifier.startsWith("/")) {
+    const bare = !specifier.startsWith(".") && !specifier.startsWith("/") && !specifier.startsWith("node:");
+    if (bare && !builtinModules.includes(specifier)) {
       const resolved = createRequire(plugin.dependencies).resolve(specifier);
       return { url: pathToFileURL(resolved).href, shortCircuit: true };
     }

@@ -138,9 +138,27 @@ function resolvePath(rootDir: string, input: string): string {
   return `/${parts.join("/")}`;
 }
 
-/** The OpenClaw configuration the plugin sees: its own entry, enabled, and nothing else of the host's. */
-function openClawConfig(id: string, config: Record<string, unknown>): Record<string, unknown> {
-  return { plugins: { entries: { [id]: { enabled: true, config } } } };
+/**
+ * The provider and model the plugin is told the agent uses: the host's
+ * model, whichever it is (`runtime.llm.complete` always answers with it).
+ */
+export const HOST_MODEL = { provider: "ctxbox", model: "host" } as const;
+
+/** {@link HOST_MODEL} as OpenClaw's `provider/model` reference. */
+const HOST_MODEL_REF = `${HOST_MODEL.provider}/${HOST_MODEL.model}`;
+
+/**
+ * The OpenClaw configuration plugin `id` sees (`api.config`, and the
+ * `config` of its runtime contexts, as OpenClaw passes it): its own entry
+ * (`plugins.entries.<id>`, enabled, `config` = the engine's configuration)
+ * and the agents' default model ({@link HOST_MODEL_REF}); nothing else of
+ * the host's.
+ */
+export function openClawConfig(id: string): Record<string, unknown> {
+  return {
+    agents: { defaults: { model: { primary: HOST_MODEL_REF } } },
+    plugins: { entries: { [id]: { enabled: true, config: pluginConfig() } } },
+  };
 }
 
 /** A fresh {@link Registrations}. */
@@ -154,12 +172,12 @@ export function emptyRegistrations(): Registrations {
  * then).
  */
 export function pluginApi(plugin: PluginIdentity, registrations: Registrations): Record<string, unknown> {
-  const config = pluginConfig();
+  const root = openClawConfig(plugin.id);
+  const config = (root.plugins as { entries: Record<string, { config: Record<string, unknown> }> }).entries[plugin.id]?.config ?? {};
   const logger = pluginLogger(plugin.id);
   const ignore = (what: string) => (..._args: unknown[]): void => {
     registrations.ignored.push(what);
   };
-  const root = openClawConfig(plugin.id, config);
   const runtime = {
     version: OPENCLAW_API_VERSION,
     registrationMode: "full",

@@ -34,9 +34,17 @@ export function jsonObject(json: string | undefined): Record<string, unknown> | 
 
 const optionalNumber = (value: bigint | undefined): number | undefined => (value === undefined ? undefined : Number(value));
 
-/** The params of OpenClaw's `compact` for a contract compaction of `session`. */
-export function compactParamsToOpenClaw(session: SessionRef, params: CompactParams): Record<string, unknown> {
-  const runtimeContext = jsonObject(params.runtimeContext);
+/**
+ * The params of OpenClaw's `compact` for a contract compaction of
+ * `session`; the runtime context is `base` (what OpenClaw's always carry)
+ * with the host's over it.
+ */
+export function compactParamsToOpenClaw(
+  session: SessionRef,
+  params: CompactParams,
+  base: Record<string, unknown>,
+): Record<string, unknown> {
+  const runtimeContext: Record<string, unknown> = { ...base, ...jsonObject(params.runtimeContext) };
   return {
     sessionId: session.sessionId,
     sessionKey: session.sessionKey,
@@ -48,7 +56,7 @@ export function compactParamsToOpenClaw(session: SessionRef, params: CompactPara
     force: params.force,
     runtimeContext,
     runtimeSettings: jsonObject(params.runtimeSettings),
-    ...(runtimeContext?.sessionTarget === undefined ? {} : { sessionTarget: runtimeContext.sessionTarget }),
+    ...(runtimeContext.sessionTarget === undefined ? {} : { sessionTarget: runtimeContext.sessionTarget }),
   };
 }
 

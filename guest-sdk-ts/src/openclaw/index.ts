@@ -20,7 +20,7 @@ import type {
   MessageEntry,
   SessionRef,
 } from "../wit.js";
-import { DEFAULT_PLUGIN_ROOT, emptyRegistrations, pluginApi, pluginConfig, type PluginIdentity, type Registrations } from "./api.js";
+import { DEFAULT_PLUGIN_ROOT, emptyRegistrations, HOST_MODEL, openClawConfig, pluginApi, pluginConfig, type PluginIdentity, type Registrations } from "./api.js";
 import { duringSessionCall } from "./call.js";
 import { compactParamsToOpenClaw, compactResultFromOpenClaw, jsonObject, type OpenClawCompactResult } from "./compaction.js";
 import { entryToOpenClaw, fromOpenClaw, sameMessageKey, type OpenClawMessage } from "./messages.js";
@@ -282,10 +282,20 @@ function sessionParams(session: SessionRef): Record<string, unknown> {
   return { sessionId: session.sessionId, sessionKey: session.sessionKey, sessionFile: session.sessionFile };
 }
 
-/** The runtime context (JSON) parsed, with its `sessionTarget` lifted as OpenClaw passes it. */
-function runtimeContextParams(runtimeContext: string | undefined): Record<string, unknown> {
-  const parsed = jsonObject(runtimeContext);
-  if (parsed === undefined) return {};
+/**
+ * What OpenClaw's runtime contexts always carry: the configuration (the one
+ * the plugin sees) and the run's provider and model (the host's).
+ */
+function runtimeContextBase(pluginId: string): Record<string, unknown> {
+  return { config: openClawConfig(pluginId), ...HOST_MODEL };
+}
+
+/**
+ * The runtime context (JSON) parsed, with {@link runtimeContextBase} and its
+ * `sessionTarget` lifted, as OpenClaw passes them.
+ */
+function runtimeContextParams(runtimeContext: string | undefined, pluginId: string): Record<string, unknown> {
+  const parsed: Record<string, unknown> = { ...runtimeContextBase(pluginId), ...jsonObject(runtimeContext) };
   return { runtimeContext: parsed, ...(parsed.sessionTarget === undefined ? {} : { sessionTarget: parsed.sessionTarget }) };
 }
 
@@ -414,7 +424,7 @@ export function openClawEngine(pluginModule: unknown, meta: OpenClawPluginMeta):
     compact(session, _history, params) {
       return withEngine(session, "compact", (openclaw) => {
         if (!openclaw.compact) return { ok: true, compacted: false, reason: "the engine does not compact", tokensBefore: 0n };
-        return after(openclaw.compact(compactParamsToOpenClaw(session, params)), compactResultFromOpenClaw);
+        return after(openclaw.compact(compactParamsToOpenClaw(session, params, runtimeContextBase(identity.id))), compactResultFromOpenClaw);
       });
     },
 
@@ -431,7 +441,7 @@ export function openClawEngine(pluginModule: unknown, meta: OpenClawPluginMeta):
           prePromptMessageCount: params.prePromptMessageCount,
           isHeartbeat: params.isHeartbeat,
           tokenBudget: params.tokenBudget === undefined ? undefined : Number(params.tokenBudget),
-          ...runtimeContextParams(params.runtimeContext),
+          ...runtimeContextParams(params.runtimeContext, identity.id),
           ...runtimeSettingsParam(),
         });
       });
@@ -440,7 +450,7 @@ export function openClawEngine(pluginModule: unknown, meta: OpenClawPluginMeta):
     maintain(session, _history, _reason, runtimeContext) {
       return withEngine(session, "maintain", (openclaw) => {
         if (!openclaw.maintain) return { changed: false, rewrittenEntries: 0 };
-        return after(openclaw.maintain({ ...sessionParams(session), ...runtimeContextParams(runtimeContext) }), (result) => ({
+        return after(openclaw.maintain({ ...sessionParams(session), ...runtimeContextParams(runtimeContext, identity.id) }), (result) => ({
           changed: result?.changed === true,
           rewrittenEntries: typeof result?.rewrittenEntries === "number" ? Math.max(0, Math.floor(result.rewrittenEntries)) : 0,
           reason: typeof result?.reason === "string" ? result.reason : undefined,
