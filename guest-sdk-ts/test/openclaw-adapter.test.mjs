@@ -128,10 +128,26 @@ test("assemble: history messages the engine answers are kept, the others inserte
   assert.equal(result.systemPromptAddition, "Recall with echo_recall.\n\nengine note");
   const [, params] = seen.calls.find(([name]) => name === "assemble");
   assert.equal(params.sessionKey, "agent:main:s1");
-  assert.equal(params.tokenBudget, 1000);
+  // The hook's text is outside OpenClaw's engine budget: the engine gets the budget less its tokens (7, the fake host's estimate).
+  assert.equal(params.tokenBudget, 993);
   assert.deepEqual([...params.availableTools], ["echo_recall"]);
   assert.deepEqual(params.messages[1], { ...entryToOpenClaw(history.entries[1]) });
   assert.equal(params.messages[0].timestamp, 1000);
+});
+
+test("a hook text over half the budget is left out, and the engine has the whole budget", async () => {
+  const { module, seen } = echoPlugin();
+  const { engine } = openClawEngine(module, { manifest, packageJson });
+  const original = fake.host.estimateTokens;
+  fake.host.estimateTokens = (entries) => (entries[0]?.id === "hook" ? 600n : original(entries));
+  try {
+    const result = await engine.assemble(session, new History(conversation(user("one"))), { tokenBudget: 1000n, availableTools: [] });
+    assert.equal(result.systemPromptAddition, "engine note");
+    assert.equal(seen.calls.find(([name]) => name === "assemble")[1].tokenBudget, 1000);
+    assert.ok(fake.logs.some(({ level, message }) => level === "warn" && /before_prompt_build text \(~600 tokens\) left out/.test(message)));
+  } finally {
+    fake.host.estimateTokens = original;
+  }
 });
 
 test("keep ranges follow the history's order: a message moved earlier is inserted", () => {

@@ -10,7 +10,8 @@
 import { isThenable } from "../console.js";
 import { randomUUID } from "../node/crypto.js";
 import { defineEngine, toolArguments, toolsOf, type Awaitable, type Engine, type Tools } from "../engine.js";
-import { runtimeSettings } from "../host.js";
+import { estimateTokens, runtimeSettings } from "../host.js";
+import { userText } from "../prompt.js";
 import { readRange, toArray } from "../history.js";
 import type {
   AssembledItem,
@@ -317,6 +318,29 @@ function hookSystemText(answers: unknown[]): { before: string[]; after: string[]
   return { before, after: afterParts };
 }
 
+/** The most of an assemble budget the hooks' system text may take before it is left out. */
+const HOOK_TEXT_SHARE = 0.5;
+
+/**
+ * The hooks' system text and the tokens it takes (the host's estimate). In
+ * OpenClaw it is part of the system prompt, outside the engine's budget; the
+ * host counts a `systemPromptAddition` against the budget, so the engine is
+ * given the budget less the text, and a text larger than half the budget is
+ * left out (with a warning) rather than crowd out the conversation.
+ */
+function hookTextWithin(
+  text: { before: string[]; after: string[] },
+  budget: bigint | undefined,
+  pluginId: string,
+): { before: string[]; after: string[]; tokens: number } {
+  const all = [...text.before, ...text.after].join("\n\n");
+  if (all === "") return { ...text, tokens: 0 };
+  const tokens = estimateTokens([{ id: "hook", parentId: undefined, timestampMs: 0n, message: userText(all) }]);
+  if (budget === undefined || tokens <= Number(budget) * HOOK_TEXT_SHARE) return { ...text, tokens };
+  console.warn(`[${pluginId}] before_prompt_build text (~${tokens} tokens) left out: over half the budget of ${budget}`);
+  return { before: [], after: [], tokens: 0 };
+}
+
 /**
  * The ctxbox engine of an OpenClaw plugin module (`import * as plugin`):
  * `engine` for the component's `engine` export, `tools` for its `tools`
@@ -392,21 +416,21 @@ export function openClawEngine(pluginModule: unknown, meta: OpenClawPluginMeta):
       return withEngine(session, "assemble", (openclaw) => {
         const entries = toArray(history);
         const messages = entries.map(entryToOpenClaw);
-        const request = {
-          ...sessionParams(session),
-          messages,
-          tokenBudget: params.tokenBudget === undefined ? undefined : Number(params.tokenBudget),
-          availableTools: new Set(params.availableTools),
-          citationsMode: params.citationsMode,
-          prompt: params.prompt,
-          model: params.model,
-          ...runtimeSettingsParam(),
-        };
-        return after(openclaw.assemble(request), (result) => {
-          const hookEvent = { prompt: params.prompt ?? "", messages };
-          const hookCtx = { sessionId: session.sessionId, sessionKey: session.sessionKey };
-          return after(plugin.runHooks(plugin.registrations, "before_prompt_build", hookEvent, hookCtx), (answers): AssembleResult => {
-            const hooks = hookSystemText(answers);
+        const hookEvent = { prompt: params.prompt ?? "", messages };
+        const hookCtx = { sessionId: session.sessionId, sessionKey: session.sessionKey };
+        return after(plugin.runHooks(plugin.registrations, "before_prompt_build", hookEvent, hookCtx), (answers) => {
+          const hooks = hookTextWithin(hookSystemText(answers), params.tokenBudget, identity.id);
+          const request = {
+            ...sessionParams(session),
+            messages,
+            tokenBudget: params.tokenBudget === undefined ? undefined : Math.max(0, Number(params.tokenBudget) - hooks.tokens),
+            availableTools: new Set(params.availableTools),
+            citationsMode: params.citationsMode,
+            prompt: params.prompt,
+            model: params.model,
+            ...runtimeSettingsParam(),
+          };
+          return after(openclaw.assemble(request), (result): AssembleResult => {
             const own = typeof result.systemPromptAddition === "string" && result.systemPromptAddition.trim() ? [result.systemPromptAddition] : [];
             const addition = [...hooks.before, ...own, ...hooks.after].join("\n\n");
             const projection = (result.contextProjection as { mode?: unknown } | undefined)?.mode;
