@@ -113,6 +113,7 @@ test("the plugin registers on the first call and its engine's info is the contra
   assert.equal(seen.api.id, "echo-claw");
   assert.deepEqual(seen.calls, [["gateway_start"]]);
   assert.ok(fake.logs.some(({ level, message }) => level === "error" && /contracts\.tools for: undeclared/.test(message)));
+  assert.ok(fake.logs.some(({ message }) => message === "[echo-claw] registered, never called in the sandbox: registerCommand"));
 });
 
 test("assemble: history messages the engine answers are kept, the others inserted; hook and engine text reach the system prompt", async () => {

@@ -168,6 +168,9 @@ class LoadedPlugin {
     const registrations = emptyRegistrations();
     const finish = (): Awaitable<void> =>
       after(this.runHooks(registrations, "gateway_start", {}, {}), () => {
+        if (registrations.ignored.length > 0) {
+          console.info(`[${this.identity.id}] registered, never called in the sandbox: ${[...new Set(registrations.ignored)].join(", ")}`);
+        }
         this.registrations = registrations;
         this.registered = true;
         this.registering = undefined;
