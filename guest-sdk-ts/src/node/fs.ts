@@ -152,15 +152,29 @@ export function mountPackage(dir: string, files: Record<string, string>): void {
   }
 }
 
+/** The type questions `Stats` and `Dirent` answer: a file or a directory, nothing else exists. */
+class TypedEntry {
+  readonly #kind: Node["kind"];
+  constructor(kind: Node["kind"]) {
+    this.#kind = kind;
+  }
+  isFile(): boolean { return this.#kind === "file"; }
+  isDirectory(): boolean { return this.#kind === "dir"; }
+  isSymbolicLink(): boolean { return false; }
+  isFIFO(): boolean { return false; }
+  isSocket(): boolean { return false; }
+  isBlockDevice(): boolean { return false; }
+  isCharacterDevice(): boolean { return false; }
+}
+
 /** A file's or directory's `stat`. */
-export class Stats {
+export class Stats extends TypedEntry {
   dev = 1; nlink = 1; uid = 0; gid = 0; rdev = 0; blksize = 4096;
   ino: number; mode: number; size: number; blocks: number;
   atimeMs: number; mtimeMs: number; ctimeMs: number; birthtimeMs: number;
   atime: Date; mtime: Date; ctime: Date; birthtime: Date;
-  #kind: Node["kind"];
   constructor(node: Node) {
-    this.#kind = node.kind;
+    super(node.kind);
     this.ino = node.ino;
     this.mode = (node.kind === "dir" ? 0o040000 : 0o100000) | node.mode;
     this.size = node.kind === "file" ? node.data.length : 4096;
@@ -172,33 +186,18 @@ export class Stats {
     this.ctime = new Date(this.ctimeMs);
     this.birthtime = new Date(this.birthtimeMs);
   }
-  isFile(): boolean { return this.#kind === "file"; }
-  isDirectory(): boolean { return this.#kind === "dir"; }
-  isSymbolicLink(): boolean { return false; }
-  isFIFO(): boolean { return false; }
-  isSocket(): boolean { return false; }
-  isBlockDevice(): boolean { return false; }
-  isCharacterDevice(): boolean { return false; }
 }
 
 /** A directory entry of `readdirSync(…, { withFileTypes: true })`. */
-export class Dirent {
+export class Dirent extends TypedEntry {
   readonly name: string;
   readonly parentPath: string;
-  readonly #kind: Node["kind"];
   constructor(name: string, parentPath: string, kind: Node["kind"]) {
+    super(kind);
     this.name = name;
     this.parentPath = parentPath;
-    this.#kind = kind;
   }
   get path(): string { return this.parentPath; }
-  isFile(): boolean { return this.#kind === "file"; }
-  isDirectory(): boolean { return this.#kind === "dir"; }
-  isSymbolicLink(): boolean { return false; }
-  isFIFO(): boolean { return false; }
-  isSocket(): boolean { return false; }
-  isBlockDevice(): boolean { return false; }
-  isCharacterDevice(): boolean { return false; }
 }
 
 /** Node's `fs.constants` (Linux values). */
