@@ -4,7 +4,8 @@
 #   guest-sdk-ts/ci.sh --install-only  # install only (what the Rust tests need)
 #
 # `npm ci` from the checked-in lockfiles (exact versions: jco 1.35.0,
-# componentize-js 0.22.0, TypeScript 5.9.3, preview2-shim 0.25.0) into
+# componentize-js 0.22.0, TypeScript 5.9.3, preview2-shim 0.25.0, rolldown
+# 1.3.3 and regexpu-core 6.4.0 for --openclaw-plugin) into
 # guest-sdk-ts/node_modules and examples/ts-lossless/node_modules; npm's
 # download cache lives outside the clone ($CTXBOX_NPM_CACHE, default
 # ~/.cache/ctxbox/npm), so later runs are quick and work offline. Skipped when

@@ -273,6 +273,29 @@ interface TransactionState {
   call: number | undefined;
 }
 
+/**
+ * Pragmas that tune what the host manages for every database (its journal,
+ * its waiting for locks, its cache, its syncing, where temporary data goes,
+ * its statistics). The host refuses to let an engine set them; engines
+ * written for node:sqlite set them when they open a database.
+ */
+const HOST_TUNED_PRAGMAS: ReadonlySet<string> = new Set([
+  "journal_mode", "busy_timeout", "cache_size", "cache_spill", "synchronous", "temp_store",
+  "mmap_size", "wal_autocheckpoint", "locking_mode", "threads", "optimize",
+]);
+
+/**
+ * Whether `statement` (one, maybe ending in `;`) sets one of the
+ * {@link HOST_TUNED_PRAGMAS} (`PRAGMA name = value`, `PRAGMA name(value)`,
+ * or `PRAGMA optimize`). Reading one is left to the host, which answers it.
+ */
+function hostTunedPragma(statement: string): boolean {
+  const pragma = /^\s*PRAGMA\s+(?:main\.)?([A-Za-z_]+)\s*(=\s*[^;]+?|\([^;)]*\))?\s*;?\s*$/i.exec(statement);
+  if (!pragma) return false;
+  const name = (pragma[1] ?? "").toLowerCase();
+  return HOST_TUNED_PRAGMAS.has(name) && (pragma[2] !== undefined || name === "optimize");
+}
+
 /** A compiled statement, like `node:sqlite`'s `StatementSync`. */
 export class StatementSync {
   #database: DatabaseSync;
@@ -577,9 +600,14 @@ export class DatabaseSync {
     this.#transaction = { open: false, call: undefined };
   }
 
-  /** Runs one or more statements separated by `;`, without parameters. */
+  /**
+   * Runs one or more statements separated by `;`, without parameters. A
+   * lone statement setting a pragma the host tunes itself (see
+   * {@link hostTunedPragma}) is answered here as done.
+   */
   exec(sqlText: string): void {
     const handle = this.#connection();
+    if (hostTunedPragma(text(sqlText))) return;
     hostCall(() => handle.executeBatch(text(sqlText)));
     this._ran(sqlText);
   }

@@ -91,6 +91,9 @@ test("without an Intl (as in StarlingMonkey), installIntl makes toLocaleString a
     date.toLocaleString("en-US", { timeZone: "UTC" }), date.toLocaleDateString("en-CA", { timeZone: "UTC" }),
     date.toLocaleTimeString("en-US", { timeZone: "UTC" }), date.toLocaleString("en-US", { timeZone: "UTC", month: "short", day: "numeric" }),
     new Intl.DateTimeFormat().resolvedOptions().timeZone,
+    // Called without `new`, as lossless-claw does.
+    Intl.DateTimeFormat().resolvedOptions().timeZone, Intl.NumberFormat("en-US").format(1234),
+    Intl.DateTimeFormat() instanceof Intl.DateTimeFormat,
   ];
   const saved = {
     Intl: globalThis.Intl,
@@ -107,6 +110,9 @@ test("without an Intl (as in StarlingMonkey), installIntl makes toLocaleString a
       date.toLocaleString("en-US", { timeZone: "UTC" }), date.toLocaleDateString("en-CA", { timeZone: "UTC" }),
       date.toLocaleTimeString("en-US", { timeZone: "UTC" }), date.toLocaleString("en-US", { timeZone: "UTC", month: "short", day: "numeric" }),
       new Intl.DateTimeFormat().resolvedOptions().timeZone,
+      // Called without `new`, as lossless-claw does.
+      Intl.DateTimeFormat().resolvedOptions().timeZone, Intl.NumberFormat("en-US").format(1234),
+      Intl.DateTimeFormat() instanceof Intl.DateTimeFormat,
     ];
     assert.deepEqual(actual, expected);
   } finally {

@@ -306,6 +306,31 @@ describe("what only the SDK does", () => {
     });
   });
 
+  test("setting a pragma the host tunes itself is answered as done; reading it and other pragmas reach the host", () => {
+    const saved = fakeSql.refuse;
+    // The host's refusal of those settings (its authorizer), mimicked.
+    fakeSql.refuse = /^\s*(ATTACH|DETACH)\b|^\s*PRAGMA\s+(journal_mode|busy_timeout|cache_size|synchronous|temp_store|optimize)\b(?!\s*;?\s*$)|^\s*PRAGMA\s+optimize/i;
+    try {
+      duringCall(() => {
+        const db = sdkDatabase();
+        // What lossless-claw runs when it opens its database.
+        for (const pragma of [
+          "PRAGMA journal_mode = WAL", "PRAGMA busy_timeout = 30000", "PRAGMA cache_size = -65536",
+          "PRAGMA synchronous = NORMAL", "PRAGMA temp_store = MEMORY;", "PRAGMA optimize", "pragma main.mmap_size(0)",
+        ]) {
+          db.exec(pragma);
+        }
+        db.exec("PRAGMA foreign_keys = ON");
+        assert.equal(db.prepare("PRAGMA foreign_keys").get().foreign_keys, 1);
+        assert.equal(typeof db.prepare("PRAGMA journal_mode").get().journal_mode, "string");
+        // Sent to the host, the setting is refused (`exec` alone answers it).
+        assert.throws(() => db.prepare("PRAGMA journal_mode = WAL").run(), { kind: "refused" });
+      });
+    } finally {
+      fakeSql.refuse = saved;
+    }
+  });
+
   test("isTransaction: a new call starts outside the last call's transaction", () => {
     const db = sdkDatabase();
     duringCall(() => {

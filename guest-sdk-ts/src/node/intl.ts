@@ -330,10 +330,23 @@ export class NumberFormat {
   }
 }
 
+/**
+ * `constructor` callable with or without `new`, as ECMA-402's constructors
+ * are (`Intl.DateTimeFormat().resolvedOptions()` is common), still the
+ * class for `instanceof`.
+ */
+function callable<A extends unknown[], T>(constructor: new (...args: A) => T): new (...args: A) => T {
+  const either = function (...args: A): T {
+    return new constructor(...args);
+  };
+  either.prototype = constructor.prototype;
+  return either as unknown as new (...args: A) => T;
+}
+
 /** The `Intl` object of the subset. */
 export const Intl = {
-  DateTimeFormat,
-  NumberFormat,
+  DateTimeFormat: callable(DateTimeFormat),
+  NumberFormat: callable(NumberFormat),
   getCanonicalLocales: (locales?: string | string[]): string[] => (locales === undefined ? [] : Array.isArray(locales) ? locales : [locales]),
 };
 

@@ -1,0 +1,63 @@
+/**
+ * The session the engine call in progress is about, for the OpenClaw SDK
+ * functions a plugin calls with a session of its own naming
+ * (`delegateCompactionToRuntime`, `readVisibleSessionTranscriptMessageEntries`):
+ * the host answers for the current session only, so those refuse any other.
+ */
+import { isThenable } from "../console.js";
+import type { Awaitable } from "../engine.js";
+import type { SessionRef } from "../wit.js";
+
+/** The current call's session and what the adapter knows of it. */
+export interface CallSession {
+  session: SessionRef;
+  /** Which export is running (`compact`, `assemble`, …): some host services exist only in one. */
+  operation: string;
+}
+
+let current: CallSession | undefined;
+
+/**
+ * Runs `run` as the call about `session` (`operation` names the export);
+ * when it answers a Promise, the call lasts until that settles (export calls
+ * never interleave: the host waits for each).
+ */
+export function duringSessionCall<T>(session: SessionRef, operation: string, run: () => Awaitable<T>): Awaitable<T> {
+  const outer = current;
+  current = { session, operation };
+  let answer: Awaitable<T>;
+  try {
+    answer = run();
+  } catch (thrown) {
+    current = outer;
+    throw thrown;
+  }
+  if (!isThenable(answer)) {
+    current = outer;
+    return answer;
+  }
+  return (answer as Promise<T>).finally(() => {
+    current = outer;
+  });
+}
+
+/** The call in progress, or `undefined` outside a session's call. */
+export function currentSessionCall(): CallSession | undefined {
+  return current;
+}
+
+/**
+ * The current call's session, checked against the one a plugin named
+ * (`sessionId`, when it named one): `what` names the function, for the error.
+ */
+export function requireSession(what: string, sessionId: unknown): CallSession {
+  if (current === undefined) {
+    throw new Error(`${what} is only available during an engine call about a session`);
+  }
+  if (typeof sessionId === "string" && sessionId !== "" && sessionId !== current.session.sessionId) {
+    throw new Error(
+      `${what}: the sandbox answers for the current session (${current.session.sessionId}) only, not ${sessionId}`,
+    );
+  }
+  return current;
+}
