@@ -1,15 +1,15 @@
 //! Engines' searchable memory in the shared PostgreSQL database:
-//! `ctxbox_index_documents` with a `pg_trgm` GIN index (`gin_trgm_ops`) on
-//! the text. Writes run inside `PostgresState`'s transaction, after it has
+//! `ctxbox_index_documents` with `pg_trgm` GIN indexes (`gin_trgm_ops`) on
+//! the text, one per size class of documents ([`SIZE_CLASSES`]). Writes run inside `PostgresState`'s transaction, after it has
 //! locked the engine's usage row, so documents and state entries share one
 //! quota across hosts; a call's index writes take three statements however
 //! many documents they name.
 //!
 //! A search matches every word as a case-insensitive literal (`~*`; the
 //! trigram index narrows the rows for words of 3 or more characters) and
-//! ranks a bounded set of the matches by term density ([`search`]). The
-//! index's pending list is kept to 64 kB (schema version 6), so that it
-//! does not grow the index between vacuums. Case folding and which
+//! ranks a bounded set of the matches, the shortest, by term density
+//! ([`search`]). The indexes have no pending list (schema version 7), so
+//! that merging one does not leave free pages in them between vacuums. Case folding and which
 //! characters the trigram index sees follow the database's `LC_CTYPE`: with
 //! a UTF-8 locale (`C.UTF-8`, `en_US.UTF-8`, …) every script folds and is
 //! indexed; under `C` only ASCII letters fold and non-ASCII text (CJK
@@ -149,23 +149,39 @@ pub(super) async fn footprint(
     }))
 }
 
+/// The size classes documents are indexed in, by bytes of text: each has
+/// a trigram index of its own (partial, schema version 7), so that a
+/// search reads the texts of one class only while the shorter classes
+/// have not given it the matches it needs. Must name the predicates of
+/// migration 7's indexes word for word (the planner proves a partial
+/// index serves a query from them).
+pub(crate) const SIZE_CLASSES: [&str; 4] = [
+    "octet_length(text) <= 512",
+    "octet_length(text) > 512 AND octet_length(text) <= 2048",
+    "octet_length(text) > 2048 AND octet_length(text) <= 8192",
+    "octet_length(text) > 8192",
+];
+
 /// One page of `engine`'s documents matching `words`, in `session`'s scope
 /// or all of them, best first; each hit carries the passage of its text
 /// around the first match that its snippet is cut from.
 ///
 /// The work is bounded by the page asked for, not by how common the words
 /// are: every word is matched as cheaply as its case allows ([`Matcher`];
-/// the trigram index serves words of 3 or more characters either way),
-/// the matches are taken shortest first in
-/// groups of [`CANDIDATE_GROUP`] (their length is read from the row, not
-/// the text), and only the groups the page reaches are scored ([`score`])
-/// and ranked, group by group: a hit's score is lowered by its group's
-/// number times the words' count, so that scores still fall down the pages.
-/// A page deeper in the results scores more groups; pages never overlap or
+/// the trigram index serves words of 3 or more characters), and the
+/// matches are taken shortest first (their length is read from the row,
+/// not the text) in groups of [`CANDIDATE_GROUP`], class by class of
+/// [`SIZE_CLASSES`]: a class is searched only when the shorter ones held
+/// too few matches, so a common word does not read every long text that
+/// holds it. Only the groups the page reaches are scored ([`score`]) and
+/// ranked, group by group: a hit's score is lowered by its group's number
+/// times the words' count, so that scores still fall down the pages. A
+/// page deeper in the results scores more groups; pages never overlap or
 /// skip a hit. (`OFFSET 0` keeps the planner from inlining each use of a
-/// candidate's head, which would read its text back once per use.)
+/// candidate's head, which would read its text back once per use.) The
+/// statement is prepared once per connection for each shape of query.
 pub(super) async fn search(
-    client: &impl tokio_postgres::GenericClient,
+    transaction: &deadpool_postgres::Transaction<'_>,
     engine: &str,
     session: Option<&str>,
     words: &Words,
@@ -203,19 +219,29 @@ pub(super) async fn search(
         .max()
         .unwrap_or(0);
     let first = firsts.join(", ");
+    let classes = SIZE_CLASSES
+        .iter()
+        .enumerate()
+        .map(|(class, size)| {
+            format!(
+                "(SELECT {class} AS class, session, id, metadata, text, octet_length(text) AS bytes
+                  FROM ctxbox_index_documents
+                  WHERE engine = $1 AND {size}{filters}
+                  ORDER BY bytes, session, id LIMIT $4)"
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" UNION ALL ");
     let sql = format!(
         "SELECT session, id, metadata, score,
                 substr(text, greatest(coalesce(least({first}), 1) - {PASSAGE_BEFORE}, 1),
                        {passage})
          FROM (SELECT session, id, metadata, text,
-                      {score} - (row_number() OVER (ORDER BY bytes, session, id) - 1)
+                      {score} - (row_number() OVER (ORDER BY class, bytes, session, id) - 1)
                           / {CANDIDATE_GROUP} * {groups_apart} AS score
-               FROM (SELECT session, id, metadata, text, bytes,
+               FROM (SELECT session, id, metadata, text, bytes, class,
                             substr(text, 1, {SCORED_CHARS}) AS head
-                     FROM (SELECT session, id, metadata, text, octet_length(text) AS bytes
-                           FROM ctxbox_index_documents
-                           WHERE engine = $1{filters}
-                           ORDER BY bytes, session, id LIMIT $4) AS matches
+                     FROM ({classes} LIMIT $4) AS matches
                      OFFSET 0) AS candidates
                ORDER BY score DESC, session, id LIMIT $2 OFFSET $3) AS hits
          ORDER BY score DESC, session, id",
@@ -225,8 +251,9 @@ pub(super) async fn search(
         // the next one's.
         groups_apart = words.all.len(),
     );
-    let found = client
-        .query(&sql, &params)
+    let statement = transaction.prepare_cached(&sql).await?;
+    let found = transaction
+        .query(&statement, &params)
         .await?
         .into_iter()
         .map(|row| Found {
@@ -249,10 +276,14 @@ fn candidates(offset: i64, rows: i64) -> i64 {
 
 /// How one word is matched.
 struct Matcher {
-    /// Bound as a parameter: a `LIKE` pattern, or a regular expression.
+    /// Bound as a parameter: a `LIKE` pattern or the word itself, or a
+    /// regular expression.
     pattern: String,
     /// Whether the word has letters of two cases.
     cased: bool,
+    /// Whether the word is long enough for the trigram index
+    /// ([`index::MIN_INDEXED_WORD_CHARS`]).
+    indexed: bool,
 }
 
 impl Matcher {
@@ -260,22 +291,34 @@ impl Matcher {
     /// which compares bytes; one with case a case-insensitive literal
     /// regular expression (`***=` makes the rest literal), which folds
     /// case as it goes where `ILIKE` would lowercase a copy of each text.
+    /// A word too short for the trigram index is matched by a function
+    /// the index does not serve (`strpos`, `regexp_like`): the index
+    /// would have to hand over every document of a size class, where
+    /// reading the class's rows in order stops at the matches it needs.
     fn of(word: &str) -> Self {
         let cased = word.to_uppercase() != word || word.to_lowercase() != word;
+        let indexed = word.chars().count() >= index::MIN_INDEXED_WORD_CHARS;
         let pattern = if cased {
             format!("***={word}")
-        } else {
+        } else if indexed {
             index::like_pattern(word)
+        } else {
+            word.to_owned()
         };
-        Self { pattern, cased }
+        Self {
+            pattern,
+            cased,
+            indexed,
+        }
     }
 
     /// SQL matching `text` against the pattern bound at `pattern`.
     fn filter(&self, pattern: &str) -> String {
-        if self.cased {
-            format!("text ~* {pattern}")
-        } else {
-            format!("text LIKE {pattern} ESCAPE '\\'")
+        match (self.cased, self.indexed) {
+            (true, true) => format!("text ~* {pattern}"),
+            (false, true) => format!("text LIKE {pattern} ESCAPE '\\'"),
+            (true, false) => format!("regexp_like(text, {pattern}, 'i')"),
+            (false, false) => format!("strpos(text, {pattern}) > 0"),
         }
     }
 
@@ -336,16 +379,27 @@ mod tests {
     }
 
     #[test]
-    fn words_without_case_match_bytes_and_the_others_fold() {
-        for (word, cased, pattern) in [
-            ("缓存", false, "%缓存%"),
-            ("1_%", false, r"%1\_\%%"),
-            ("cache", true, "***=cache"),
-            ("кэш", true, "***=кэш"),
-            ("a.*(", true, "***=a.*("),
+    fn words_without_case_match_bytes_the_others_fold_and_short_ones_skip_the_index() {
+        for (word, cased, pattern, filter) in [
+            ("缓存层", false, "%缓存层%", "text LIKE $1 ESCAPE '\\'"),
+            ("1_%", false, r"%1\_\%%", "text LIKE $1 ESCAPE '\\'"),
+            ("cache", true, "***=cache", "text ~* $1"),
+            ("кэш", true, "***=кэш", "text ~* $1"),
+            ("a.*(", true, "***=a.*(", "text ~* $1"),
+            ("缓存", false, "缓存", "strpos(text, $1) > 0"),
+            ("_%", false, "_%", "strpos(text, $1) > 0"),
+            ("ab", true, "***=ab", "regexp_like(text, $1, 'i')"),
         ] {
             let matcher = Matcher::of(word);
-            assert_eq!((matcher.cased, matcher.pattern.as_str()), (cased, pattern));
+            assert_eq!(
+                (
+                    matcher.cased,
+                    matcher.pattern.as_str(),
+                    matcher.filter("$1").as_str()
+                ),
+                (cased, pattern, filter),
+                "{word}"
+            );
         }
     }
 

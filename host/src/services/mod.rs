@@ -19,7 +19,7 @@
 pub mod compaction;
 pub mod completions;
 pub mod index;
-mod index_postgres;
+pub(crate) mod index_postgres;
 mod index_sqlite;
 pub mod integrity;
 pub mod native;

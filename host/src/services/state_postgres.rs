@@ -363,7 +363,7 @@ impl EngineState for PostgresState {
             let transaction = client.transaction().await.map_err(fail)?;
             limit_time(&transaction, deadline).await.map_err(fail)?;
             let page =
-                index_postgres::search(&*transaction, &engine, session.as_deref(), &words, &query)
+                index_postgres::search(&transaction, &engine, session.as_deref(), &words, &query)
                     .await
                     .map_err(fail)?;
             transaction.commit().await.map_err(fail)?;

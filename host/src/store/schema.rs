@@ -119,6 +119,30 @@ const MIGRATIONS: &[&str] = &[
     ALTER INDEX ctxbox_index_documents_text SET (gin_pending_list_limit = 64);
     SELECT gin_clean_pending_list('ctxbox_index_documents_text'::regclass);
     "#,
+    // 7: the trigram index split by the documents' size, one partial index
+    // per class (`index_postgres::SIZE_CLASSES`, predicates word for word).
+    // A search reads a longer class's texts only when the shorter ones
+    // held too few matches; with one index every candidate's whole text
+    // was read, and a common word's candidates held megabytes. Without a
+    // pending list: four lists of 64 kB, merged by VACUUM, left a small
+    // engine's documents 1.5x the bytes of one index (BENCHMARKS.md), and
+    // writing straight into the index costs puts less than that. The rows
+    // are untouched: the indexes are built from them.
+    r#"
+    DROP INDEX ctxbox_index_documents_text;
+    CREATE INDEX ctxbox_index_documents_text_upto512 ON ctxbox_index_documents
+        USING gin (text gin_trgm_ops) WITH (fastupdate = off)
+        WHERE octet_length(text) <= 512;
+    CREATE INDEX ctxbox_index_documents_text_upto2k ON ctxbox_index_documents
+        USING gin (text gin_trgm_ops) WITH (fastupdate = off)
+        WHERE octet_length(text) > 512 AND octet_length(text) <= 2048;
+    CREATE INDEX ctxbox_index_documents_text_upto8k ON ctxbox_index_documents
+        USING gin (text gin_trgm_ops) WITH (fastupdate = off)
+        WHERE octet_length(text) > 2048 AND octet_length(text) <= 8192;
+    CREATE INDEX ctxbox_index_documents_text_over8k ON ctxbox_index_documents
+        USING gin (text gin_trgm_ops) WITH (fastupdate = off)
+        WHERE octet_length(text) > 8192;
+    "#,
 ];
 
 /// Brings the database to [`SCHEMA_VERSION`].
@@ -184,4 +208,22 @@ pub(super) async fn migrate(client: &Object, server: &str) -> Result<(), StoreEr
         .await
         .map_err(fail("end the migration"));
     result.and(ended)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::services::index_postgres::SIZE_CLASSES;
+
+    #[test]
+    fn the_size_class_indexes_name_the_searches_predicates() {
+        let migration = MIGRATIONS[6];
+        for class in SIZE_CLASSES {
+            assert!(migration.contains(&format!("WHERE {class};")), "{class}");
+        }
+        assert_eq!(
+            migration.matches("CREATE INDEX").count(),
+            SIZE_CLASSES.len()
+        );
+    }
 }

@@ -392,7 +392,9 @@ fn searches_page_through_every_hit_once() {
         let state = backend.state(&config());
         let ops = (0..25)
             .map(|n| {
-                let text = format!("page item {n} {}", "filler ".repeat(n % 4));
+                // Texts of every size class the shared store indexes apart
+                // (up to about 10 KB).
+                let text = format!("page item {n} {}", "filler ".repeat(n * 60));
                 put(Some("s"), document(&format!("d{n:02}"), &text))
             })
             .collect();
@@ -867,31 +869,37 @@ fn read(postgres: &std::sync::Arc<ctxbox_host::store::Postgres>, sql: &'static s
 }
 
 #[test]
-fn the_shared_index_migrates_to_a_small_pending_list() {
-    let Some(url) = pg_cluster::database("the_shared_index_migrates_to_a_small_pending_list")
-    else {
+fn the_shared_index_migrates_to_size_class_indexes() {
+    let Some(url) = pg_cluster::database("the_shared_index_migrates_to_size_class_indexes") else {
         return;
     };
     let postgres = Backend::connect(&url);
-    // Back to version 5: the trigram index with its default pending list
+    // Back to version 5: one trigram index with its default pending list
     // (4 MB), which holds the documents written then.
     pg_cluster::psql(
         &url,
-        "ALTER INDEX ctxbox_index_documents_text RESET (gin_pending_list_limit);
-         DELETE FROM ctxbox_schema WHERE version >= 6;
-         CREATE EXTENSION pgstattuple;",
+        "DROP INDEX ctxbox_index_documents_text_upto512, ctxbox_index_documents_text_upto2k,
+                    ctxbox_index_documents_text_upto8k, ctxbox_index_documents_text_over8k;
+         CREATE INDEX ctxbox_index_documents_text
+             ON ctxbox_index_documents USING gin (text gin_trgm_ops);
+         DELETE FROM ctxbox_schema WHERE version >= 6;",
     );
-    let pending = "SELECT pending_pages::text FROM pgstatginindex('ctxbox_index_documents_text')";
-    let options = "SELECT coalesce(array_to_string(reloptions, ','), '') FROM pg_class
-                   WHERE relname = 'ctxbox_index_documents_text'";
-    // 200 documents of 50 words of their own: about 90 pages of pending
-    // entries for 100 of them at the default.
+    let indexes =
+        "SELECT string_agg(relname || ' ' || coalesce(array_to_string(reloptions, ','), ''),
+                                     '; ' ORDER BY relname)
+                   FROM pg_class WHERE relname LIKE 'ctxbox_index_documents_text%'";
+    // Documents of every size class: 200 of 50 words of their own (about
+    // 450 bytes), and the corpus, and long ones.
     let texts: Vec<(String, String)> = (0..200u64)
         .map(|n| {
             let words: Vec<String> = (0..50u64)
                 .map(|k| format!("{:x}", (n * 1_000 + k).wrapping_mul(2_654_435_761)))
                 .collect();
-            (format!("d{n}"), format!("document {n} {}", words.join(" ")))
+            let filler = "long filler ".repeat(n as usize % 4 * 300);
+            (
+                format!("d{n}"),
+                format!("document {n} {} {filler}", words.join(" ")),
+            )
         })
         .collect();
     let write = |state: &PostgresState, texts: &[(String, String)]| {
@@ -914,13 +922,17 @@ fn the_shared_index_migrates_to_a_small_pending_list() {
             .map(|(id, text)| ((*id).to_owned(), (*text).to_owned()))
             .collect::<Vec<_>>(),
     );
-    let pages = || read(&postgres, pending).parse::<u32>().expect("a number");
-    assert!(pages() > 12, "pending before: {}", pages());
-    assert_eq!(read(&postgres, options), "");
-    // A host of this build migrates: the list merged, and capped.
+    assert_eq!(read(&postgres, indexes), "ctxbox_index_documents_text ");
+    // A host of this build migrates (versions 6 and 7): one index per size
+    // class, written without a pending list, and every document found.
     let state = PostgresState::new(Backend::connect(&url), &config);
-    assert_eq!(pages(), 0, "merged");
-    assert_eq!(read(&postgres, options), "gin_pending_list_limit=64");
+    assert_eq!(
+        read(&postgres, indexes),
+        "ctxbox_index_documents_text_over8k fastupdate=off; \
+         ctxbox_index_documents_text_upto2k fastupdate=off; \
+         ctxbox_index_documents_text_upto512 fastupdate=off; \
+         ctxbox_index_documents_text_upto8k fastupdate=off"
+    );
     for text in ["缓存", "cache", "кэш", "%_"] {
         assert_eq!(
             ids(&search(&state, "e", None, text)),
@@ -928,7 +940,17 @@ fn the_shared_index_migrates_to_a_small_pending_list() {
             "{text:?}"
         );
     }
+    for n in [3, 42, 99] {
+        let word = texts[n].1.split(' ').nth(2).expect("a word");
+        let holding: BTreeSet<String> = texts[..100]
+            .iter()
+            .filter(|(_, text)| text.contains(word))
+            .map(|(id, _)| id.clone())
+            .collect();
+        assert!(holding.contains(&format!("d{n}")), "{word}");
+        assert_eq!(ids(&search(&state, "e", None, word)), holding, "{word}");
+    }
     write(&state, &texts[100..]);
-    assert!(pages() <= 12, "64 kB and a document at most: {}", pages());
     assert!(ids(&search(&state, "e", None, "document 199")).contains("d199"));
+    assert_eq!(search(&state, "e", None, "long filler").hits.len(), 100);
 }
