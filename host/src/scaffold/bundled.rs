@@ -92,6 +92,14 @@ pub(super) const TS_SDK: &[File] = &[
         include_str!("../../../guest-sdk-ts/bin/imports.mjs"),
     ),
     (
+        "bin/openclaw-plugin.mjs",
+        include_str!("../../../guest-sdk-ts/bin/openclaw-plugin.mjs"),
+    ),
+    (
+        "bin/plugin-transforms.mjs",
+        include_str!("../../../guest-sdk-ts/bin/plugin-transforms.mjs"),
+    ),
+    (
         "src/console.ts",
         include_str!("../../../guest-sdk-ts/src/console.ts"),
     ),
@@ -166,6 +174,66 @@ pub(super) const TS_SDK: &[File] = &[
     (
         "src/node/globals.ts",
         include_str!("../../../guest-sdk-ts/src/node/globals.ts"),
+    ),
+    (
+        "src/node/fs.ts",
+        include_str!("../../../guest-sdk-ts/src/node/fs.ts"),
+    ),
+    (
+        "src/node/fs_promises.ts",
+        include_str!("../../../guest-sdk-ts/src/node/fs_promises.ts"),
+    ),
+    (
+        "src/node/globals-installed.ts",
+        include_str!("../../../guest-sdk-ts/src/node/globals-installed.ts"),
+    ),
+    (
+        "src/node/module.ts",
+        include_str!("../../../guest-sdk-ts/src/node/module.ts"),
+    ),
+    (
+        "src/node/readline.ts",
+        include_str!("../../../guest-sdk-ts/src/node/readline.ts"),
+    ),
+    (
+        "src/openclaw/api.ts",
+        include_str!("../../../guest-sdk-ts/src/openclaw/api.ts"),
+    ),
+    (
+        "src/openclaw/call.ts",
+        include_str!("../../../guest-sdk-ts/src/openclaw/call.ts"),
+    ),
+    (
+        "src/openclaw/compaction.ts",
+        include_str!("../../../guest-sdk-ts/src/openclaw/compaction.ts"),
+    ),
+    (
+        "src/openclaw/index.ts",
+        include_str!("../../../guest-sdk-ts/src/openclaw/index.ts"),
+    ),
+    (
+        "src/openclaw/messages.ts",
+        include_str!("../../../guest-sdk-ts/src/openclaw/messages.ts"),
+    ),
+    (
+        "src/openclaw/plugin-sdk/core.ts",
+        include_str!("../../../guest-sdk-ts/src/openclaw/plugin-sdk/core.ts"),
+    ),
+    (
+        "src/openclaw/plugin-sdk/index.ts",
+        include_str!("../../../guest-sdk-ts/src/openclaw/plugin-sdk/index.ts"),
+    ),
+    (
+        "src/openclaw/plugin-sdk/logging-core.ts",
+        include_str!("../../../guest-sdk-ts/src/openclaw/plugin-sdk/logging-core.ts"),
+    ),
+    (
+        "src/openclaw/plugin-sdk/session-transcript-runtime.ts",
+        include_str!("../../../guest-sdk-ts/src/openclaw/plugin-sdk/session-transcript-runtime.ts"),
+    ),
+    (
+        "src/openclaw/tools.ts",
+        include_str!("../../../guest-sdk-ts/src/openclaw/tools.ts"),
     ),
     (
         "src/prompt.ts",
