@@ -45,8 +45,10 @@ const padding = "We went through the details of the logs and the dashboards once
  * reads fenced before it), the answer, afterTurn, maintain.
  */
 class Conversation {
-  constructor(engine) {
+  constructor(engine, session, runtimeContext) {
     this.engine = engine;
+    this.session = session;
+    this.runtimeContext = runtimeContext;
     this.entries = [];
     /** How many entries the host's transcript reads see (the current-turn fence). */
     this.visible = 0;
@@ -66,6 +68,7 @@ class Conversation {
   }
   async turn(userText, answerText, tokenBudget) {
     const before = this.entries.length;
+    const { session, runtimeContext } = this;
     if (before === 0) this.bootstrapped = await this.engine.bootstrap(session, this.history());
     this.append(userMessage(userText));
     this.visible = before;
@@ -128,7 +131,7 @@ test("lossless-claw's own source runs as a ctxbox engine: turns, summaries by th
   assert.equal(grepSchema.type, "object");
   assert.deepEqual(grepSchema.required, ["pattern"]);
 
-  const current = new Conversation(engine);
+  const current = new Conversation(engine, session, runtimeContext);
   conversation.current = current;
   const assembled = [];
   for (const [at, fact] of FACTS.entries()) {
@@ -172,6 +175,21 @@ test("lossless-claw's own source runs as a ctxbox engine: turns, summaries by th
   const described = await tools.callTool(session, "lcm_describe", JSON.stringify({ id: summaryId }));
   assert.match(described, /pelican-7/);
   assert.ok(fakeSql.databases.has("lcm"), "its database is one of the engine's SQL databases");
+
+  // A session the host routes under no key (`ctxbox run`'s replays): its
+  // sessionTarget carries none either. lossless-claw keeps nothing for a
+  // keyless session (its afterTurn skips persisting "past an unreconciled
+  // transcript frontier"), so the adapter gives it the key OpenClaw would.
+  const keyless = { sessionId: "lcm-s2", sessionKey: undefined, sessionFile: "/sessions/lcm-s2.jsonl" };
+  const keylessContext = JSON.stringify({ sessionTarget: { sessionId: keyless.sessionId } });
+  const second = new Conversation(engine, keyless, keylessContext);
+  conversation.current = second;
+  fake.logs.length = 0;
+  await second.turn("Note: the backup window is 02:00 to 03:00 on host heron-3.", "Noted: heron-3 backups.", 6_000);
+  await second.turn("And the backup retention is 14 days.", "Noted: 14 days.", 6_000);
+  assert.deepEqual(fake.logs.filter(({ message }) => /did not cover the transcript frontier/.test(message)), []);
+  const stored = await tools.callTool(keyless, "lcm_grep", JSON.stringify({ pattern: "heron-3" }));
+  assert.match(stored, /Total matches:\*\* 2/);
 
   await engine.dispose();
 });

@@ -61,3 +61,15 @@ export function requireSession(what: string, sessionId: unknown): CallSession {
   }
   return current;
 }
+
+/**
+ * The session key OpenClaw hands an engine for `session`: the host's, or,
+ * for a session the host routes under no key (a `ctxbox run` replay, an
+ * embedder's unnamed session), `agent:main:<sessionId>`, the key of that
+ * session under OpenClaw's default agent. OpenClaw resolves a key for every
+ * agent run, and engines such as lossless-claw keep nothing for a session
+ * without one.
+ */
+export function openClawSessionKey(session: SessionRef): string {
+  return session.sessionKey ?? `agent:main:${session.sessionId}`;
+}

@@ -6,6 +6,7 @@
  * compaction (`host.delegate-compaction`).
  */
 import type { CompactParams, CompactResult, SessionRef } from "../wit.js";
+import { openClawSessionKey } from "./call.js";
 
 /** OpenClaw's `CompactResult` (`result` holds what a compaction produced). */
 export interface OpenClawCompactResult {
@@ -47,7 +48,7 @@ export function compactParamsToOpenClaw(
   const runtimeContext: Record<string, unknown> = { ...base, ...jsonObject(params.runtimeContext) };
   return {
     sessionId: session.sessionId,
-    sessionKey: session.sessionKey,
+    sessionKey: openClawSessionKey(session),
     sessionFile: session.sessionFile,
     tokenBudget: optionalNumber(params.tokenBudget),
     currentTokenCount: optionalNumber(params.currentTokenCount),

@@ -22,7 +22,7 @@ import type {
   SessionRef,
 } from "../wit.js";
 import { DEFAULT_PLUGIN_ROOT, emptyRegistrations, HOST_MODEL, openClawConfig, pluginApi, pluginConfig, type PluginIdentity, type Registrations } from "./api.js";
-import { duringSessionCall } from "./call.js";
+import { duringSessionCall, openClawSessionKey } from "./call.js";
 import { compactParamsToOpenClaw, compactResultFromOpenClaw, jsonObject, type OpenClawCompactResult } from "./compaction.js";
 import { entryToOpenClaw, fromOpenClaw, sameMessageKey, type OpenClawMessage } from "./messages.js";
 import { callRegisteredTool, listRegisteredTools } from "./tools.js";
@@ -283,7 +283,7 @@ export function itemsAgainstHistory(entries: MessageEntry[], messages: OpenClawM
 
 /** The session fields every OpenClaw engine method takes. */
 function sessionParams(session: SessionRef): Record<string, unknown> {
-  return { sessionId: session.sessionId, sessionKey: session.sessionKey, sessionFile: session.sessionFile };
+  return { sessionId: session.sessionId, sessionKey: openClawSessionKey(session), sessionFile: session.sessionFile };
 }
 
 /**
@@ -420,7 +420,7 @@ export function openClawEngine(pluginModule: unknown, meta: OpenClawPluginMeta):
         const entries = toArray(history);
         const messages = entries.map(entryToOpenClaw);
         const hookEvent = { prompt: params.prompt ?? "", messages };
-        const hookCtx = { sessionId: session.sessionId, sessionKey: session.sessionKey };
+        const hookCtx = { sessionId: session.sessionId, sessionKey: openClawSessionKey(session) };
         return after(plugin.runHooks(plugin.registrations, "before_prompt_build", hookEvent, hookCtx), (answers) => {
           const hooks = hookTextWithin(hookSystemText(answers), params.tokenBudget, identity.id);
           const request = {

@@ -11,6 +11,7 @@ import type { Awaitable, ToolInit } from "../engine.js";
 import { EngineFailure } from "../errors.js";
 import type { SessionRef } from "../wit.js";
 import type { ToolRegistration } from "./api.js";
+import { openClawSessionKey } from "./call.js";
 
 /** An OpenClaw agent tool, as far as the sandbox uses it. */
 interface AgentTool {
@@ -32,7 +33,7 @@ function toolsOf(answer: unknown): AgentTool[] {
 
 /** The context OpenClaw gives a tool factory, for `session` (none when listing). */
 function toolContext(session: SessionRef | undefined, config: Record<string, unknown>): Record<string, unknown> {
-  return session === undefined ? { config } : { config, sessionId: session.sessionId, sessionKey: session.sessionKey };
+  return session === undefined ? { config } : { config, sessionId: session.sessionId, sessionKey: openClawSessionKey(session) };
 }
 
 /**
