@@ -24,6 +24,7 @@ use tokio_postgres::types::ToSql;
 use super::index::{self, Found, Words, scope_key};
 use super::state::{Footprint, StateUsage};
 use crate::contract::index::{IndexOp, IndexPage, IndexQuery, SNIPPET_CHARS};
+use crate::store::SIZE_CLASSES;
 
 /// Characters kept before a hit's first match, so that the snippet cut
 /// from the passage is the one the whole text gives (one more than the
@@ -148,19 +149,6 @@ pub(super) async fn footprint(
         entry: row.get::<_, Option<i64>>(2).map(|cost| cost.max(0) as u64),
     }))
 }
-
-/// The size classes documents are indexed in, by bytes of text: each has
-/// a trigram index of its own (partial, schema version 7), so that a
-/// search reads the texts of one class only while the shorter classes
-/// have not given it the matches it needs. Must name the predicates of
-/// migration 7's indexes word for word (the planner proves a partial
-/// index serves a query from them).
-pub(crate) const SIZE_CLASSES: [&str; 4] = [
-    "octet_length(text) <= 512",
-    "octet_length(text) > 512 AND octet_length(text) <= 2048",
-    "octet_length(text) > 2048 AND octet_length(text) <= 8192",
-    "octet_length(text) > 8192",
-];
 
 /// One page of `engine`'s documents matching `words`, in `session`'s scope
 /// or all of them, best first; each hit carries the passage of its text

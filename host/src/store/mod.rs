@@ -21,4 +21,4 @@ pub use self::config::{StoreConfig, StoreKind};
 pub use self::error::StoreError;
 pub use self::lease::{FenceRefusal, Lease, LeaseError, SessionLeases, StaleLease, require_lease};
 pub use self::postgres::Postgres;
-pub use self::schema::SCHEMA_VERSION;
+pub use self::schema::{SCHEMA_VERSION, SIZE_CLASSES};

@@ -10,6 +10,19 @@ use super::error::{StoreError, describe};
 /// The newest schema version this build knows.
 pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
 
+/// The size classes documents are indexed in, by bytes of text: each has
+/// a trigram index of its own (partial, schema version 7), so that a
+/// search reads the texts of one class only while the shorter classes
+/// have not given it the matches it needs. Must name the predicates of
+/// migration 7's indexes word for word (the planner proves a partial
+/// index serves a query from them).
+pub const SIZE_CLASSES: [&str; 4] = [
+    "octet_length(text) <= 512",
+    "octet_length(text) > 512 AND octet_length(text) <= 2048",
+    "octet_length(text) > 2048 AND octet_length(text) <= 8192",
+    "octet_length(text) > 8192",
+];
+
 /// Key of the advisory lock migrations hold ("ctxbox" in ASCII).
 const MIGRATION_LOCK: i64 = 0x63_74_78_62_6f_78;
 
@@ -120,7 +133,7 @@ const MIGRATIONS: &[&str] = &[
     SELECT gin_clean_pending_list('ctxbox_index_documents_text'::regclass);
     "#,
     // 7: the trigram index split by the documents' size, one partial index
-    // per class (`index_postgres::SIZE_CLASSES`, predicates word for word).
+    // per class ([`SIZE_CLASSES`], predicates word for word).
     // A search reads a longer class's texts only when the shorter ones
     // held too few matches; with one index every candidate's whole text
     // was read, and a common word's candidates held megabytes. Without a
@@ -213,7 +226,6 @@ pub(super) async fn migrate(client: &Object, server: &str) -> Result<(), StoreEr
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::services::index_postgres::SIZE_CLASSES;
 
     #[test]
     fn the_size_class_indexes_name_the_searches_predicates() {

@@ -651,8 +651,9 @@ fn turn_commits_keyed_across_sessions_are_migrated_to_keys_scoped_by_session() {
         return;
     };
     // The schema as it was before migration 3 (a key unique across
-    // sessions, no fencing tokens), with a commit in it: migrated to the
-    // newest, then the turn commits' key taken back.
+    // sessions, no fencing tokens, one trigram index with the default
+    // pending list), with a commit in it: migrated to the newest, then the
+    // turn commits' key taken back.
     drop(Backend::connect(&url));
     pg_cluster::psql(
         &url,
@@ -661,6 +662,10 @@ fn turn_commits_keyed_across_sessions_are_migrated_to_keys_scoped_by_session() {
          DROP TABLE ctxbox_session_messages;
          ALTER TABLE ctxbox_session_leases DROP COLUMN token;
          DROP SEQUENCE ctxbox_lease_tokens;
+         DROP INDEX ctxbox_index_documents_text_upto512, ctxbox_index_documents_text_upto2k,
+             ctxbox_index_documents_text_upto8k, ctxbox_index_documents_text_over8k;
+         CREATE INDEX ctxbox_index_documents_text
+             ON ctxbox_index_documents USING gin (text gin_trgm_ops);
          DELETE FROM ctxbox_schema WHERE version >= 3;
          INSERT INTO ctxbox_turn_commits
              (advancement_key, session_id, message_count, messages_json, committed_at_ms)
