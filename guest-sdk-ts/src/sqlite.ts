@@ -299,16 +299,16 @@ function hostTunedPragma(statement: string): boolean {
 /** A compiled statement, like `node:sqlite`'s `StatementSync`. */
 export class StatementSync {
   #database: DatabaseSync;
-  #handle: sql.Statement | undefined;
+  #opening: number;
   #source: string;
   #parameters: Parameter[];
   #settings: Settings;
   #lastBound: Map<number, sql.Value> = new Map();
 
   /** @internal Made by {@link DatabaseSync.prepare}. */
-  constructor(database: DatabaseSync, handle: sql.Statement, source: string, settings: Settings) {
+  constructor(database: DatabaseSync, source: string, settings: Settings) {
     this.#database = database;
-    this.#handle = handle;
+    this.#opening = database._opening;
     this.#source = source;
     this.#parameters = parameters(source);
     this.#settings = { ...settings };
@@ -401,15 +401,11 @@ export class StatementSync {
     this.#settings.allowUnknownNamedParameters = flag(enabled, "allowUnknownNamedParameters");
   }
 
-  /** @internal Drops the host's statement (the database was closed). */
-  _finalize(): void {
-    this.#handle?.[Symbol.dispose]();
-    this.#handle = undefined;
-  }
-
   #call<T>(run: (handle: sql.Statement) => T): T {
-    const handle = this.#handle;
-    if (!handle || !this.#database.isOpen) throw nodeError("ERR_INVALID_STATE", "statement has been finalized");
+    if (!this.#database.isOpen || this.#database._opening !== this.#opening) {
+      throw nodeError("ERR_INVALID_STATE", "statement has been finalized");
+    }
+    const handle = this.#database._compiled(this.#source);
     return hostCall(() => run(handle));
   }
 
@@ -530,13 +526,27 @@ function flag(value: unknown, name: string): boolean {
   return value;
 }
 
+/**
+ * How many compiled statements a connection keeps (the host allows 1000
+ * statements per instance, across its databases).
+ */
+const COMPILED_KEPT = 128;
+
 /** A connection to one of the engine's databases, like `node:sqlite`'s `DatabaseSync`. */
 export class DatabaseSync {
   #name: string | undefined;
   #settings: Settings;
   #open = false;
   #handle: sql.Database | undefined;
-  #statements = new Set<StatementSync>();
+  /**
+   * The host's compiled statements by SQL text, least recently used first.
+   * Node frees a statement when it is garbage; the sandbox cannot see that,
+   * and engines written for Node prepare statements on every call, so the
+   * host's statements are kept here, shared by every `StatementSync` of the
+   * same text, at most {@link COMPILED_KEPT} of them.
+   */
+  #compiled = new Map<string, sql.Statement>();
+  #openings = 0;
   #transaction: TransactionState = { open: false, call: undefined };
 
   /** See the module's comment for what `path` names; `options` as {@link DatabaseSyncOptions}. */
@@ -587,13 +597,14 @@ export class DatabaseSync {
   open(): void {
     if (this.#open) throw nodeError("ERR_INVALID_STATE", "database is already open");
     this.#open = true;
+    this.#openings += 1;
   }
 
   /** Closes it: its statements are finalized. */
   close(): void {
     this.#openOrThrow();
-    for (const statement of this.#statements) statement._finalize();
-    this.#statements.clear();
+    for (const compiled of this.#compiled.values()) compiled[Symbol.dispose]();
+    this.#compiled.clear();
     this.#handle?.[Symbol.dispose]();
     this.#handle = undefined;
     this.#open = false;
@@ -618,11 +629,9 @@ export class DatabaseSync {
     if (!hasStatement(source)) {
       throw nodeError("ERR_INVALID_ARG_VALUE", "The SQL query contains no statements.", TypeError);
     }
-    const handle = this.#connection();
     const first = firstStatement(source);
-    const statement = new StatementSync(this, hostCall(() => handle.prepare(first)), first, this.#settings);
-    this.#statements.add(statement);
-    return statement;
+    this._compiled(first);
+    return new StatementSync(this, first, this.#settings);
   }
 
   /** `false` is accepted; loading extensions is refused by the host. */
@@ -642,6 +651,30 @@ export class DatabaseSync {
   /** Closes it if open (`using db = new DatabaseSync()`). */
   [Symbol.dispose](): void {
     if (this.#open) this.close();
+  }
+
+  /** @internal Which opening of this connection it is (a statement of an earlier one is finalized). */
+  get _opening(): number {
+    return this.#openings;
+  }
+
+  /** @internal The host's statement for `source`, compiled on first use and kept (see `#compiled`). */
+  _compiled(source: string): sql.Statement {
+    const kept = this.#compiled.get(source);
+    if (kept) {
+      this.#compiled.delete(source);
+      this.#compiled.set(source, kept);
+      return kept;
+    }
+    const handle = this.#connection();
+    const compiled = hostCall(() => handle.prepare(source));
+    this.#compiled.set(source, compiled);
+    if (this.#compiled.size > COMPILED_KEPT) {
+      const [oldest, dropped] = this.#compiled.entries().next().value as [string, sql.Statement];
+      this.#compiled.delete(oldest);
+      dropped[Symbol.dispose]();
+    }
+    return compiled;
   }
 
   /** @internal Notes what a statement that succeeded did to the transaction. */

@@ -13,9 +13,10 @@ import { parameters } from "../src/sql-text.ts";
 /**
  * The fake's state: `databases` by name (`""` for the engine's own, each an
  * in-memory node:sqlite database), `maxRows` (the host's `sql.maxRows`),
- * `refuse` (statements answered `refused`), `calls` (what was asked).
+ * `refuse` (statements answered `refused`), `calls` (what was asked),
+ * `liveStatements` (statements prepared and not yet dropped).
  */
-export const fakeSql = { databases: new Map(), maxRows: 10_000, refuse: /^\s*(ATTACH|DETACH)\b/i, calls: [] };
+export const fakeSql = { databases: new Map(), maxRows: 10_000, refuse: /^\s*(ATTACH|DETACH)\b/i, calls: [], liveStatements: 0 };
 
 /** A `sql-error` the way a transpiled import reports one: thrown with a `payload`. */
 function sqlError(kind, code, message) {
@@ -101,7 +102,9 @@ export class Statement {
     fakeSql.calls.push({ op: "statement.query", sql: this.#sql, params, maxRows });
     return answer(undefined, () => query(this.#statement, params, maxRows));
   }
-  [Symbol.dispose]() {}
+  [Symbol.dispose]() {
+    fakeSql.liveStatements -= 1;
+  }
 }
 
 /** The contract's `database` resource. */
@@ -131,7 +134,9 @@ export class Database {
   }
   prepare(sql) {
     fakeSql.calls.push({ op: "prepare", sql });
-    return answer(sql, () => new Statement(this.#db.prepare(sql), sql));
+    const statement = answer(sql, () => new Statement(this.#db.prepare(sql), sql));
+    fakeSql.liveStatements += 1;
+    return statement;
   }
   [Symbol.dispose]() {}
 }

@@ -358,6 +358,25 @@ describe("what only the SDK does", () => {
     });
   });
 
+  test("statements prepared on every call share one host statement per text, and at most 128 stay compiled", () => {
+    duringCall(() => {
+      const db = sdkDatabase();
+      db.exec("CREATE TABLE t(n INTEGER)");
+      const live = fakeSql.liveStatements;
+      const prepared = fakeSql.calls.filter((call) => call.op === "prepare").length;
+      for (let i = 0; i < 2000; i++) db.prepare("INSERT INTO t VALUES (?)").run(i);
+      assert.equal(fakeSql.calls.filter((call) => call.op === "prepare").length, prepared + 1);
+      const first = db.prepare("SELECT count(*) AS n FROM t WHERE n >= 0");
+      for (let i = 0; i < 300; i++) db.prepare(`SELECT ${i} AS n`).get();
+      assert.equal(fakeSql.liveStatements, live + 128);
+      // Its host statement was dropped; it is compiled again when run.
+      assert.deepEqual({ ...first.get() }, { n: 2000 });
+      db.close();
+      assert.equal(fakeSql.liveStatements, live);
+      assert.throws(() => first.get(), { code: "ERR_INVALID_STATE" });
+    });
+  });
+
   test("every parameter is sent on every run, so no value outlives its run (as node:sqlite clears them)", () => {
     same((db) => {
       const named = db.prepare("SELECT :a AS a, :b AS b");
