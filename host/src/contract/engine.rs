@@ -36,6 +36,11 @@ pub struct CallOptions {
     /// the answer (the guard's validation); `None`: committed as the call
     /// answers.
     pub held_writes: Option<HeldWrites>,
+    /// Whether a `maintain` call may pay the engine's deferred compaction
+    /// (its runtime context says `allowDeferredCompactionExecution`: it
+    /// runs in the background, after the turn returned): it then runs under
+    /// a compaction's window, watchdog and fuel, as `after-turn` does.
+    pub deferred_compaction: bool,
     /// The compaction window of the agent the call serves
     /// (`agents.list[].compaction.timeoutSeconds`) for `compact` and
     /// `after-turn`; `None`: the host's (`agents.defaults`).

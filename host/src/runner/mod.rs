@@ -740,7 +740,10 @@ impl TurnRunner {
         match self.engine.info().turn_maintenance_mode {
             Some(TurnMaintenanceMode::Background) => {
                 let engine = self.engine.clone();
-                let call = call.clone();
+                let call = CallOptions {
+                    deferred_compaction: true,
+                    ..call.clone()
+                };
                 session.maintenance = Some(tokio::spawn(async move {
                     if let Err(failure) = engine
                         .maintain(

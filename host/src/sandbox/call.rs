@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::config::SandboxConfig;
+use crate::contract::engine::CallOptions;
 use crate::contract::failure::{FailureKind, Operation};
 use crate::contract::history::History;
 use crate::contract::index::IndexBatch;
@@ -167,6 +168,19 @@ pub(crate) struct CallClock {
 struct Watchdog {
     window: Duration,
     ceiling: u64,
+}
+
+/// The operation whose window, watchdog and fuel a call of `operation` runs
+/// under: its own, except a `maintain` allowed to pay the engine's deferred
+/// compaction ([`CallOptions::deferred_compaction`]), which compacts as
+/// `after-turn` does and is budgeted as it is. Failures still name
+/// `operation`.
+pub(crate) fn budgeted_as(operation: Operation, options: &CallOptions) -> Operation {
+    if operation == Operation::Maintain && options.deferred_compaction {
+        Operation::AfterTurn
+    } else {
+        operation
+    }
 }
 
 impl CallClock {
@@ -426,6 +440,29 @@ mod tests {
         assert!(clock.deadline() >= clock.origin + Duration::from_millis(900));
         let fuel = config(10, 1, 3).fuel_for(Operation::AfterTurn);
         assert_eq!(fuel, SandboxConfig::default().fuel_per_compaction);
+    }
+
+    #[test]
+    fn a_maintain_allowed_to_pay_deferred_compaction_is_budgeted_as_after_turn() {
+        let plain = CallOptions::default();
+        let deferred = CallOptions {
+            deferred_compaction: true,
+            ..CallOptions::default()
+        };
+        assert_eq!(
+            budgeted_as(Operation::Maintain, &plain),
+            Operation::Maintain
+        );
+        assert_eq!(
+            budgeted_as(Operation::Assemble, &deferred),
+            Operation::Assemble
+        );
+        let budget = budgeted_as(Operation::Maintain, &deferred);
+        assert_eq!(budget, Operation::AfterTurn);
+        let clock = CallClock::start(budget, &config(10, 1, 3), None);
+        assert!(clock.deadline() >= clock.origin + Duration::from_millis(900));
+        let plain_clock = CallClock::start(Operation::Maintain, &config(10, 1, 3), None);
+        assert!(plain_clock.deadline() <= plain_clock.origin + Duration::from_millis(10));
     }
 
     #[test]

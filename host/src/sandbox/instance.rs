@@ -164,12 +164,9 @@ impl Live {
         options: &CallOptions,
     ) -> Result<Response, CallError> {
         let operation = request.operation();
+        let budget = call::budgeted_as(operation, options);
         let config = self.store.data().config.clone();
-        let clock = Arc::new(CallClock::start(
-            operation,
-            &config,
-            options.compaction_window,
-        ));
+        let clock = Arc::new(CallClock::start(budget, &config, options.compaction_window));
         self.store.data_mut().call = CallState {
             runtime_settings: request.runtime_settings().map(str::to_owned),
             request_id: options.request_id.clone(),
@@ -184,7 +181,7 @@ impl Live {
                 options.abort.clone(),
             )
         };
-        if let Err(error) = arm(&mut self.store, config.fuel_for(operation)) {
+        if let Err(error) = arm(&mut self.store, config.fuel_for(budget)) {
             return Err(CallError::Poisoned(self.failure(
                 operation,
                 FailureKind::Trap,

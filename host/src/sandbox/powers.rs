@@ -35,7 +35,7 @@ pub(super) async fn complete(
     let result = services
         .complete(state.call.service_call(&state.engine_id), &request)
         .await;
-    if result.is_ok() && state.call.operation.may_compact() {
+    if result.is_ok() {
         state.call.clock.progress();
     }
     Ok(state.answer(result).map(to_wit_completion))

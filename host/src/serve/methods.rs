@@ -933,7 +933,12 @@ impl Service {
     ) -> Result<Value, ProtocolError> {
         let engine = self.engine(args.target.engine.as_deref()).await?;
         let session = self.open(&mut args.target, &engine).await?;
-        let call = &session.fenced(call);
+        let call = &CallOptions {
+            deferred_compaction: args.own.runtime_context.as_ref().is_some_and(|context| {
+                context["allowDeferredCompactionExecution"] == Value::Bool(true)
+            }),
+            ..session.fenced(call)
+        };
         let history = session.history();
         let context = args.own.runtime_context.map(|context| context.to_string());
         let result = engine

@@ -56,6 +56,8 @@ pub(crate) struct Spy {
     padding: Mutex<Option<Padding>>,
     /// The transcript fence each `assemble` was given.
     assemble_fences: Mutex<Vec<Option<String>>>,
+    /// Whether each `maintain` was allowed to pay deferred compaction.
+    deferred_compaction: Mutex<Vec<bool>>,
 }
 
 /// The padding of a [`Spy::padded`]: `chars` now, `step` fewer after each
@@ -117,6 +119,7 @@ impl Spy {
             runtime: Mutex::new(Vec::new()),
             padding: Mutex::new(None),
             assemble_fences: Mutex::new(Vec::new()),
+            deferred_compaction: Mutex::new(Vec::new()),
         })
     }
 
@@ -366,13 +369,17 @@ impl ContextEngine for Spy {
 
     async fn maintain(
         &self,
-        _: &CallOptions,
+        call: &CallOptions,
         _: &SessionRef,
         _: &History,
         _: MaintainReason,
         context: Option<&str>,
     ) -> EngineResult<MaintainResult> {
         self.note_runtime(Operation::Maintain, &None, &context.map(str::to_owned));
+        self.deferred_compaction
+            .lock()
+            .expect("lock")
+            .push(call.deferred_compaction);
         // Long enough work that anything running alongside gets a turn.
         for _ in 0..50 {
             tokio::task::yield_now().await;
@@ -809,6 +816,37 @@ async fn background_maintenance_ends_before_the_next_turn_reaches_the_engine() {
     );
     harness.session.wait_for_maintenance().await;
     assert_eq!(spy.count(Operation::Maintain), 3);
+}
+
+#[tokio::test]
+async fn only_background_maintenance_is_budgeted_to_pay_deferred_compaction() {
+    for (mode, turns) in [
+        (Some(TurnMaintenanceMode::Background), true),
+        (Some(TurnMaintenanceMode::Foreground), false),
+        (None, false),
+    ] {
+        let spy = Spy::build(false, vec![], false, mode);
+        let provider = scripted(vec![answer(), answer()]);
+        let mut harness = harness(spy.clone(), provider, false);
+        harness.turn("first").await.expect("first turn");
+        harness.turn("second").await.expect("second turn");
+        harness.session.wait_for_maintenance().await;
+        // The bootstrap's maintenance is awaited; each turn's runs after
+        // the turn only in the background, and only there may it compact
+        // (its runtime context says so too).
+        let deferred = spy.deferred_compaction.lock().expect("lock").clone();
+        assert_eq!(deferred, [false, turns, turns], "{mode:?}");
+        let allowed: Vec<bool> = spy
+            .runtime_of(Operation::Maintain)
+            .iter()
+            .map(|seen| {
+                seen.context
+                    .as_ref()
+                    .is_some_and(|context| context["allowDeferredCompactionExecution"] == true)
+            })
+            .collect();
+        assert_eq!(allowed, deferred, "{mode:?}");
+    }
 }
 
 #[tokio::test]
