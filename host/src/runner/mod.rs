@@ -39,6 +39,8 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 pub use self::compaction_hooks::{CompactionFinished, CompactionHooks, CompactionStarting};
+pub use self::preflight::{PrePromptCheck, Route};
+pub use self::pressure::PromptPressure;
 pub use self::report::{
     COMPACTION_FAILURE_HINT, CompactionPass, PromptSent, TurnError, TurnReport,
 };

@@ -22,7 +22,7 @@
 //!   a smaller prompt, a compaction that changes nothing or a third timeout
 //!   ends the turn with the timeout.
 //! - **Pre-prompt** — the estimate is over the budget: compact, truncate, or
-//!   both, as [`preflight::route`] decides.
+//!   both, as [`PrePromptCheck::decide`] decides.
 //!
 //! Every compaction asked for here is measured by the runner itself, before
 //! and after (the context, or for an engine that owns compaction the prompt
@@ -33,7 +33,7 @@
 //! the measurement ([`Claim`]); one that honestly freed little is a
 //! low-yield pass like any other.
 
-use super::preflight;
+use super::preflight::{self, PrePromptCheck};
 use super::report::CompactionPass;
 use super::runtime_settings::{Attempt, CompactionTrigger, compaction_context};
 use super::tool_results::Reducible;
@@ -320,7 +320,7 @@ impl TurnRunner {
 
     /// The pre-prompt check (engines that do not own compaction): when the
     /// context's estimate × 1.2 is over the prompt budget, compact, truncate
-    /// tool traffic in prompts, or both, as [`preflight::route`] decides. A
+    /// tool traffic in prompts, or both, as [`PrePromptCheck::decide`] decides. A
     /// prompt still over is sent all the same: the provider's answer decides,
     /// and overflow recovery follows a refusal.
     pub(super) async fn pre_prompt_check(
@@ -330,10 +330,17 @@ impl TurnRunner {
         report: &mut TurnReport,
         recovery: &mut Recovery,
     ) -> Result<(), TurnError> {
+        let caller_pressure = session.caller_pressure.take();
         if !self.config.proactive_compaction || self.engine.info().owns_compaction {
             return Ok(());
         }
-        let estimate = preflight::estimate(self.context_estimate(session));
+        let (estimate, source) = match caller_pressure {
+            Some(pressure) => (pressure.tokens, pressure.source_name()),
+            None => (
+                preflight::estimate(self.context_estimate(session)),
+                session.calibration.source().to_owned(),
+            ),
+        };
         let reducible = if session.truncate_tool_traffic {
             0
         } else {
@@ -344,7 +351,10 @@ impl TurnRunner {
             )
             .chars()
         };
-        let route = preflight::route(estimate, self.config.prompt_budget(), reducible);
+        let check =
+            PrePromptCheck::decide(estimate, source, self.config.prompt_budget(), reducible);
+        let route = check.route;
+        report.pre_prompt_checks.push(check);
         if route.compacts() && recovery.take_overflow_attempt() {
             self.recovery_compaction(
                 session,

@@ -2,7 +2,10 @@
 //! (`preemptive-compaction`): the context's estimate × 1.2 against the
 //! prompt budget (the window minus the reserve); when it is over, what the
 //! oversized tool results hold ([`Reducible`](super::tool_results::Reducible))
-//! decides between compacting, truncating tool results, or both.
+//! decides between compacting, truncating tool results, or both. Each
+//! check is kept in the turn report as a [`PrePromptCheck`].
+
+use serde::Serialize;
 
 use crate::contract::tokens::PRE_PROMPT_SAFETY_FACTOR;
 
@@ -14,15 +17,17 @@ const TRUNCATE_ONLY_MARGIN_TOKENS: u64 = 512;
 /// Truncation alone must also clear the excess this many times over.
 const TRUNCATE_ONLY_FACTOR: f64 = 1.5;
 
-/// What the pre-prompt check does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Route {
+/// What the pre-prompt check does, named as the reference names its routes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Route {
     /// The prompt fits: nothing.
     Fits,
     /// Over, and no tool result is oversized: compact.
     CompactOnly,
     /// Over, and truncating oversized tool results clears the excess with
     /// room to spare: truncate, no compaction.
+    #[serde(rename = "truncate_tool_results_only")]
     TruncateOnly,
     /// Over, and truncation alone would not clear it: compact, then
     /// truncate.
@@ -41,6 +46,45 @@ impl Route {
     }
 }
 
+/// One pre-prompt check, as the turn report keeps it: what the prompt was
+/// counted at and by whom, against which budget, and what was done.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PrePromptCheck {
+    /// What the check did.
+    pub route: Route,
+    /// The prompt's size as counted, tokens (the host's estimate × 1.2, or
+    /// the caller's own figure as given).
+    pub estimated_prompt_tokens: u64,
+    /// Where that count came from: `transcript_estimate` (the host's
+    /// weighted estimate), `calibrated_estimate` (the same, scaled by what
+    /// the model reported), or the source a caller named with its own
+    /// figure ([`Session::set_prompt_pressure`](super::Session::set_prompt_pressure)).
+    pub pressure_source: String,
+    /// The budget the prompt was held to: the window minus the reserve.
+    pub prompt_budget: u64,
+    /// Tokens the prompt is over that budget (0 when it fits).
+    pub overflow_tokens: u64,
+    /// Characters truncating oversized tool results would cut.
+    pub tool_result_reducible_chars: u64,
+}
+
+impl PrePromptCheck {
+    /// The check of a prompt counted at `estimate` tokens by `source` under
+    /// `budget`, with `reducible_chars` characters of oversized tool
+    /// results.
+    pub(super) fn decide(estimate: u64, source: String, budget: u64, reducible_chars: u64) -> Self {
+        Self {
+            route: route(estimate, budget, reducible_chars),
+            estimated_prompt_tokens: estimate,
+            pressure_source: source,
+            prompt_budget: budget,
+            overflow_tokens: estimate.saturating_sub(budget),
+            tool_result_reducible_chars: reducible_chars,
+        }
+    }
+}
+
 /// The pre-prompt estimate of a context of `context_tokens`: × 1.2.
 pub(super) fn estimate(context_tokens: u64) -> u64 {
     (context_tokens as f64 * PRE_PROMPT_SAFETY_FACTOR).ceil() as u64
@@ -56,7 +100,7 @@ pub(super) fn trigger_tokens(budget: u64) -> u64 {
 /// `budget`, with `reducible_chars` characters of oversized tool results.
 /// Truncation alone is chosen when it removes the excess plus 512 tokens
 /// and at least one and a half times the excess.
-pub(super) fn route(estimate: u64, budget: u64, reducible_chars: u64) -> Route {
+fn route(estimate: u64, budget: u64, reducible_chars: u64) -> Route {
     let over = estimate.saturating_sub(budget);
     if over == 0 {
         return Route::Fits;
@@ -106,6 +150,20 @@ mod tests {
         assert!(Route::CompactOnly.compacts() && !Route::CompactOnly.truncates());
         assert!(!Route::TruncateOnly.compacts() && Route::TruncateOnly.truncates());
         assert!(Route::CompactThenTruncate.compacts() && Route::CompactThenTruncate.truncates());
+    }
+
+    #[test]
+    fn a_check_says_how_far_over_and_what_could_be_cut() {
+        let check = PrePromptCheck::decide(11_000, "tokenizer".into(), 10_000, 6_048);
+        assert_eq!(check.route, Route::TruncateOnly);
+        assert_eq!(check.overflow_tokens, 1_000);
+        let json = serde_json::to_value(&check).expect("JSON");
+        assert_eq!(json["route"], "truncate_tool_results_only");
+        assert_eq!(json["pressureSource"], "tokenizer");
+        assert_eq!(json["toolResultReducibleChars"], 6_048);
+        let fits = PrePromptCheck::decide(9_000, "transcript_estimate".into(), 10_000, 0);
+        assert_eq!((fits.route, fits.overflow_tokens), (Route::Fits, 0));
+        assert_eq!(serde_json::to_value(fits.route).expect("JSON"), "fits");
     }
 
     #[test]

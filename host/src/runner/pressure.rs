@@ -11,6 +11,11 @@
 //! estimated tokens and scales later estimates by it, so the figure follows
 //! the model (a replayed model counts with the plain estimate, a real one
 //! with its tokenizer) instead of compacting for tokens that are not there.
+//!
+//! A caller that counts its prompts itself (its own tokenizer, a rendered
+//! request) hands that figure in as a [`PromptPressure`]; the next
+//! pre-prompt check weighs it instead, as the reference lets a rendered
+//! boundary's pressure win over its transcript estimate.
 
 use crate::contract::tokens;
 use crate::contract::types::{AgentMessage, Usage};
@@ -21,6 +26,29 @@ const MIN_FACTOR: f64 = 0.25;
 const MAX_FACTOR: f64 = 4.0;
 /// Weight of the newest observation in the running ratio.
 const LEARNING_RATE: f64 = 0.5;
+
+/// A caller's own count of its next prompt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PromptPressure {
+    /// The prompt's size, tokens, as the model will count it: compared
+    /// with the prompt budget as given, without the estimate's safety
+    /// factor.
+    pub tokens: u64,
+    /// Who counted it (a tokenizer's name, `provider_context_usage`, …),
+    /// named in the turn report's pre-prompt checks.
+    pub source: String,
+}
+
+impl PromptPressure {
+    /// The source named in reports: the caller's, trimmed; `caller` when
+    /// it gave none.
+    pub(super) fn source_name(&self) -> String {
+        match self.source.trim() {
+            "" => "caller".to_owned(),
+            source => source.to_owned(),
+        }
+    }
+}
 
 /// What the model's reports say of the weighted estimate.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -43,6 +71,17 @@ impl Calibration {
             None => observed,
             Some(factor) => factor + (observed - factor) * LEARNING_RATE,
         });
+    }
+
+    /// What an estimate scaled by [`Self::apply`] is, in the turn report's
+    /// words: `calibrated_estimate` once the model has reported a prompt's
+    /// size, `transcript_estimate` before.
+    pub(super) fn source(&self) -> &'static str {
+        if self.factor.is_some() {
+            "calibrated_estimate"
+        } else {
+            "transcript_estimate"
+        }
     }
 
     /// `weighted` tokens as this model counts them.
@@ -86,6 +125,24 @@ mod tests {
     #[test]
     fn uncalibrated_is_the_weighted_estimate() {
         assert_eq!(Calibration::default().apply(1_000), 1_000);
+        assert_eq!(Calibration::default().source(), "transcript_estimate");
+    }
+
+    #[test]
+    fn a_calibrated_estimate_says_so() {
+        let mut calibration = Calibration::default();
+        calibration.learn(1_000, &usage(500, 0));
+        assert_eq!(calibration.source(), "calibrated_estimate");
+    }
+
+    #[test]
+    fn a_caller_figure_without_a_source_is_the_callers() {
+        let pressure = |source: &str| PromptPressure {
+            tokens: 1,
+            source: source.into(),
+        };
+        assert_eq!(pressure("  ").source_name(), "caller");
+        assert_eq!(pressure(" tiktoken ").source_name(), "tiktoken");
     }
 
     #[test]

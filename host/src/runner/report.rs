@@ -2,6 +2,7 @@
 
 use serde::Serialize;
 
+use super::preflight::PrePromptCheck;
 use crate::contract::failure::EngineFailure;
 use crate::engines::guard::GuardEvent;
 use crate::provider::ProviderError;
@@ -27,6 +28,10 @@ pub struct TurnReport {
     /// Why the compaction-progress guard stopped automatic compaction
     /// during the turn, if it did.
     pub compaction_stopped: Option<String>,
+    /// Every pre-prompt check, in order (one before each model call, for
+    /// engines that do not own compaction): route, count and its source,
+    /// budget, tokens over.
+    pub pre_prompt_checks: Vec<PrePromptCheck>,
     /// Context-overflow errors the provider answered.
     pub overflow_retries: u32,
     /// Calls the model made to the engine's tools.

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use tokio::task::JoinHandle;
 
 use super::overflow::PendingPass;
-use super::pressure::Calibration;
+use super::pressure::{Calibration, PromptPressure};
 use super::prompt::Projection;
 use crate::contract::history::History;
 use crate::contract::types::{AgentMessage, MessageEntry, SessionRef, Usage};
@@ -33,6 +33,9 @@ pub struct Session {
     calls: HashSet<String>,
     /// How the model counts, learnt from its reports.
     pub(super) calibration: Calibration,
+    /// The caller's own count of the next prompt, weighed by the next
+    /// pre-prompt check and then dropped.
+    pub(super) caller_pressure: Option<PromptPressure>,
     /// The usage the last model call reported (a recovery compaction's
     /// `promptCache`).
     pub(super) last_call_usage: Option<Usage>,
@@ -78,6 +81,7 @@ impl Session {
             truncate_tool_traffic: false,
             maintenance: None,
             calibration: Calibration::default(),
+            caller_pressure: None,
             last_call_usage: None,
             progress: ProgressGuard::default(),
             pending_pass: None,
@@ -121,6 +125,16 @@ impl Session {
     /// usage plus estimates of what came after, never below the estimate.
     pub fn context_tokens(&self) -> u64 {
         compaction::context_tokens(&self.transcript.context(), None)
+    }
+
+    /// Hands in the caller's own count of the next prompt (its tokenizer, a
+    /// rendered request): the next turn's first pre-prompt check weighs it
+    /// instead of the host's estimate, and the turn report names its
+    /// source. It counts one prompt, so it is used once; the checks before
+    /// the turn's later model calls, after tool results were added,
+    /// estimate again.
+    pub fn set_prompt_pressure(&mut self, pressure: PromptPressure) {
+        self.caller_pressure = Some(pressure);
     }
 
     pub(super) fn bootstrapped(&self) -> bool {

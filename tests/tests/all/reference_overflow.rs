@@ -14,11 +14,11 @@ use ctxbox_host::contract::tokens;
 use ctxbox_host::contract::types::{AgentMessage, CompactResult, CompactionTarget, StopReason};
 use ctxbox_host::provider::chat::ChatError;
 use ctxbox_host::provider::{ProviderError, ToolExecutor};
-use ctxbox_host::runner::{RunnerConfig, TurnError};
+use ctxbox_host::runner::{PromptPressure, Route, RunnerConfig, TurnError};
 use tokio_util::sync::CancellationToken;
 
 use crate::runner::{
-    Harness, Spy, WINDOW, answer, compacted, harness, harness_sized, harness_with_tools,
+    Echo, Harness, Spy, WINDOW, answer, compacted, harness, harness_sized, harness_with_tools,
     nothing_to_compact, overflow, scripted, tool_call,
 };
 
@@ -444,6 +444,114 @@ async fn the_pre_prompt_check_compacts_then_truncates_when_truncation_alone_fall
     assert!(report.truncated_tool_traffic);
 }
 
+/// A harness on a `window`-token model whose history is `turns` turns of
+/// about 1,350 weighted tokens each, and no compaction to give.
+fn with_prose_history(spy: &Arc<Spy>, window: u64, turns: usize) -> Harness {
+    let mut harness = harness_sized(
+        spy.clone(),
+        scripted(vec![answer()]),
+        true,
+        Arc::new(Echo),
+        window,
+    );
+    for turn in 0..turns {
+        harness
+            .append_turn(&format!("{turn} {}", "words ".repeat(900)))
+            .expect("history");
+    }
+    harness
+}
+
+#[tokio::test]
+async fn the_pre_prompt_budget_on_16k_and_32k_windows_with_a_20k_reserve_is_three_quarters() {
+    // OpenClaw 2026.9.6 holds the precheck to the window minus the reserve
+    // capped at a quarter of the window (`resolveEffectiveCompactionReserveTokens`).
+    // An earlier revision kept only min(8,000, half the window) for the
+    // prompt (8,000 on both windows here, 12,768 on 32k): these prompts,
+    // over those, fit.
+    for (window, turns, budget, earlier_budget) in
+        [(16_384, 6, 12_288, 8_000), (32_768, 14, 24_576, 12_768)]
+    {
+        let spy = Spy::new(false, Vec::new());
+        let mut harness = with_prose_history(&spy, window, turns);
+        let report = harness.turn("hi").await.expect("turn");
+        let check = &report.pre_prompt_checks[0];
+        assert_eq!(check.prompt_budget, budget, "{window}");
+        assert!(
+            (earlier_budget..budget).contains(&check.estimated_prompt_tokens),
+            "{window}: {check:?}"
+        );
+        assert_eq!((check.route, check.overflow_tokens), (Route::Fits, 0));
+        assert!(compactions(&spy).is_empty(), "{window}");
+    }
+}
+
+#[tokio::test]
+async fn a_callers_own_prompt_count_decides_the_check_and_is_named() {
+    // Over the 6,144-token budget by the caller's count, though the host's
+    // estimate of "hi" is tiny: compacted, the caller's figure as the
+    // current token count.
+    let spy = Spy::new(false, vec![compacted()]);
+    let mut short = harness(spy.clone(), scripted(vec![answer()]), true);
+    short.session.set_prompt_pressure(PromptPressure {
+        tokens: 7_000,
+        source: "tiktoken".into(),
+    });
+    let report = short.turn("hi").await.expect("turn");
+    let check = &report.pre_prompt_checks[0];
+    assert_eq!(
+        (check.route, check.pressure_source.as_str()),
+        (Route::CompactOnly, "tiktoken")
+    );
+    assert_eq!(
+        (check.estimated_prompt_tokens, check.overflow_tokens),
+        (7_000, 856)
+    );
+    assert_eq!(compactions(&spy)[0].current_token_count, Some(7_000));
+
+    // Under it by the caller's count, though the host estimates it over:
+    // not compacted.
+    let spy = Spy::new(false, vec![compacted()]);
+    let mut full = harness(spy.clone(), scripted(vec![answer()]), true);
+    full.session.set_prompt_pressure(PromptPressure {
+        tokens: 3_000,
+        source: String::new(),
+    });
+    let report = full.turn(&nearly_full()).await.expect("turn");
+    let check = &report.pre_prompt_checks[0];
+    assert_eq!(
+        (check.route, check.pressure_source.as_str()),
+        (Route::Fits, "caller")
+    );
+    assert!(compactions(&spy).is_empty());
+}
+
+#[tokio::test]
+async fn a_callers_prompt_count_weighs_one_check_only() {
+    let spy = Spy::new(false, Vec::new());
+    let provider = scripted(vec![Ok(tool_call("c1")), answer(), answer()]);
+    let mut harness = harness(spy.clone(), provider, true);
+    harness.session.set_prompt_pressure(PromptPressure {
+        tokens: 100,
+        source: "tiktoken".into(),
+    });
+    let report = harness.turn("hi").await.expect("turn");
+    let sources: Vec<&str> = report
+        .pre_prompt_checks
+        .iter()
+        .map(|check| check.pressure_source.as_str())
+        .collect();
+    assert_eq!(sources.len(), 2, "one check before each model call");
+    assert_eq!(sources[0], "tiktoken");
+    assert!(sources[1].ends_with("_estimate"), "{sources:?}");
+    let next = harness.turn("again").await.expect("turn");
+    assert!(
+        next.pre_prompt_checks[0]
+            .pressure_source
+            .ends_with("_estimate")
+    );
+}
+
 #[tokio::test]
 async fn pre_prompt_compactions_count_toward_the_three_attempts() {
     // The pre-prompt compaction (native, of a long history) is the first
@@ -498,4 +606,19 @@ fn the_reserve_is_at_least_twenty_thousand_tokens_and_at_most_a_quarter_of_the_w
     assert_eq!(config(200_000, 16_384).prompt_budget(), 180_000);
     assert_eq!(config(128_000, 40_000).reserve(), 32_000);
     assert_eq!(config(16_384, 16_384).reserve(), 4_096);
+    // A 20,000-token reserve on the small windows the issue names.
+    assert_eq!(
+        (
+            config(16_384, 20_000).reserve(),
+            config(16_384, 20_000).prompt_budget()
+        ),
+        (4_096, 12_288)
+    );
+    assert_eq!(
+        (
+            config(32_768, 20_000).reserve(),
+            config(32_768, 20_000).prompt_budget()
+        ),
+        (8_192, 24_576)
+    );
 }

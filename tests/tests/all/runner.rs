@@ -447,7 +447,7 @@ pub(crate) fn scripted(answers: Vec<Result<AgentMessage, ProviderError>>) -> Arc
 }
 
 /// Tools that answer every call with "ok".
-struct Echo;
+pub(crate) struct Echo;
 
 #[async_trait]
 impl ToolExecutor for Echo {
