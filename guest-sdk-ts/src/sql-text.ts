@@ -23,8 +23,48 @@ type Token =
   | { kind: "semicolon"; end: number }
   | { kind: "parameter"; text: string; start: number; end: number };
 
-const isWordStart = (c: string): boolean => /[A-Za-z_]/.test(c) || c.charCodeAt(0) > 0x7f;
-const isWordPart = (c: string): boolean => /[A-Za-z0-9_$]/.test(c) || c.charCodeAt(0) > 0x7f;
+/** Texts whose reading is remembered, per kind of reading (the newest used). */
+const REMEMBERED_TEXTS = 256;
+/** Longest text whose reading is remembered: statements, not migration scripts run once. */
+const REMEMBERED_TEXT_CHARS = 8192;
+
+/**
+ * `read`, remembering its answer for the last {@link REMEMBERED_TEXTS} texts
+ * it was asked about. Engines written for Node prepare the same statement on
+ * every call, and reading SQL text character by character is the costliest
+ * thing `node:sqlite` does in the sandbox's interpreter; an answer is frozen,
+ * since callers share it.
+ */
+function remembered<T extends object>(read: (sql: string) => T): (sql: string) => T {
+  const kept = new Map<string, T>();
+  return (sql) => {
+    const hit = kept.get(sql);
+    if (hit !== undefined) {
+      kept.delete(sql);
+      kept.set(sql, hit);
+      return hit;
+    }
+    const answer = Object.freeze(read(sql));
+    if (sql.length <= REMEMBERED_TEXT_CHARS) {
+      kept.set(sql, answer);
+      if (kept.size > REMEMBERED_TEXTS) kept.delete(kept.keys().next().value as string);
+    }
+    return answer;
+  };
+}
+
+const isAsciiLetter = (code: number): boolean => (code >= 65 && code <= 90) || (code >= 97 && code <= 122);
+const isDigit = (code: number): boolean => code >= 48 && code <= 57;
+/** Letters, digits, `_` and `.`: what a number (hex, exponent) is read over. */
+const isNumberPart = (code: number): boolean => isAsciiLetter(code) || isDigit(code) || code === 95 || code === 46;
+const isWordStart = (c: string): boolean => {
+  const code = c.charCodeAt(0);
+  return isAsciiLetter(code) || code === 95 || code > 0x7f;
+};
+const isWordPart = (c: string): boolean => {
+  const code = c.charCodeAt(0);
+  return isAsciiLetter(code) || isDigit(code) || code === 95 || code === 36 || code > 0x7f;
+};
 
 /** The tokens of `sql` that matter here (literals, operators and comments skipped). */
 function* tokens(sql: string): Generator<Token> {
@@ -60,7 +100,7 @@ function* tokens(sql: string): Generator<Token> {
       yield { kind: "semicolon", end: i };
     } else if (c === "?") {
       let j = i + 1;
-      while (j < n && /[0-9]/.test(sql.charAt(j))) j += 1;
+      while (j < n && isDigit(sql.charCodeAt(j))) j += 1;
       yield { kind: "parameter", text: sql.slice(i, j), start: i, end: j };
       i = j;
     } else if ((c === ":" || c === "@" || c === "$") && i + 1 < n && isWordPart(sql.charAt(i + 1))) {
@@ -84,10 +124,10 @@ function* tokens(sql: string): Generator<Token> {
       while (j < n && isWordPart(sql.charAt(j))) j += 1;
       yield { kind: "word", text: sql.slice(i, j).toUpperCase() };
       i = j;
-    } else if (/[0-9.]/.test(c)) {
+    } else if (isDigit(c.charCodeAt(0)) || c === ".") {
       // A number (with any exponent or hex digits): not a word.
       let j = i + 1;
-      while (j < n && /[0-9A-Za-z_.]/.test(sql.charAt(j))) j += 1;
+      while (j < n && isNumberPart(sql.charCodeAt(j))) j += 1;
       i = j;
     } else {
       i += 1;
@@ -100,7 +140,9 @@ function* tokens(sql: string): Generator<Token> {
  * takes the next index, `?NNN` index NNN, a name the index of its first
  * occurrence or else the next one.
  */
-export function parameters(sql: string): Parameter[] {
+export const parameters: (sql: string) => readonly Parameter[] = remembered(readParameters);
+
+function readParameters(sql: string): Parameter[] {
   const found: Parameter[] = [];
   const byName = new Map<string, number>();
   let count = 0;
@@ -139,7 +181,9 @@ interface StatementWords {
  * The statements of `sql`, separated by `;` (those inside a `CREATE
  * TRIGGER` body do not end the statement), each with its first words.
  */
-function statements(sql: string): StatementWords[] {
+const statements: (sql: string) => readonly StatementWords[] = remembered(readStatements);
+
+function readStatements(sql: string): StatementWords[] {
   const found: StatementWords[] = [];
   let words: string[] = [];
   // Inside a trigger's BEGIN … END body: the CASE … END nesting depth + 1.

@@ -301,7 +301,7 @@ export class StatementSync {
   #database: DatabaseSync;
   #opening: number;
   #source: string;
-  #parameters: Parameter[];
+  #parameters: readonly Parameter[];
   #settings: Settings;
   #lastBound: Map<number, sql.Value> = new Map();
 

@@ -51,3 +51,17 @@ test("BEGIN opens, COMMIT/END/ROLLBACK end, ROLLBACK TO and trigger bodies do no
   assert.equal(firstStatement("CREATE TRIGGER t AFTER INSERT ON x BEGIN DELETE FROM y; END; SELECT 1"), "CREATE TRIGGER t AFTER INSERT ON x BEGIN DELETE FROM y; END;");
   assert.equal(firstStatement("SELECT 1 -- no semicolon"), "SELECT 1 -- no semicolon");
 });
+
+test("a statement's reading is remembered for the newest 256 texts and shared frozen; long texts are read each time", () => {
+  const sql = "SELECT * FROM messages WHERE id = :id AND conversation = ?";
+  const first = parameters(sql);
+  assert.equal(parameters(sql), first, "the same text is read once");
+  assert.ok(Object.isFrozen(first));
+  assert.deepEqual(first.map((parameter) => parameter.index), [1, 2]);
+  for (let at = 0; at < 256; at += 1) parameters(`SELECT ${at}, ?`);
+  assert.notEqual(parameters(sql), first, "256 newer texts pushed it out");
+  assert.deepEqual(parameters(sql), first, "read again, the same answer");
+  const long = `SELECT :a /* ${"x".repeat(9000)} */`;
+  assert.notEqual(parameters(long), parameters(long));
+  assert.deepEqual(parameters(long).map((parameter) => parameter.name), [":a"]);
+});

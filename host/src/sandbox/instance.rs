@@ -181,7 +181,8 @@ impl Live {
                 options.abort.clone(),
             )
         };
-        if let Err(error) = arm(&mut self.store, config.fuel_for(budget)) {
+        let fuel = config.fuel_for(budget);
+        if let Err(error) = arm(&mut self.store, fuel) {
             return Err(CallError::Poisoned(self.failure(
                 operation,
                 FailureKind::Trap,
@@ -224,6 +225,9 @@ impl Live {
         }
         self.report_dropped_logs(operation);
         self.calls += 1;
+        if let Ok(left) = self.store.get_fuel() {
+            tracing::debug!(%operation, fuel_used = fuel.saturating_sub(left), fuel, "engine call");
+        }
 
         match outcome {
             Ok(Ok(Ok(response))) => {
