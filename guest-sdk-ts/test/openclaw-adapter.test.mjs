@@ -189,6 +189,34 @@ test("bootstrap, ingestBatch and afterTurn hand the engine OpenClaw messages", a
   );
 });
 
+test("a history entry is the same message object in every call of its session, as in OpenClaw's live session", async () => {
+  const { module, seen } = echoPlugin();
+  const { engine } = openClawEngine(module, { manifest, packageJson });
+  const first = conversation(user("hello"), assistant("hi"));
+  await engine.ingestBatch(session, first, false);
+  await engine.assemble(session, new History(first), { tokenBudget: 1000n, availableTools: [], prompt: "more" });
+  const grown = [...first, entry(2, user("more"))];
+  await engine.assemble(session, new History(grown), { tokenBudget: 1000n, availableTools: [], prompt: "x" });
+  const [before, after] = seen.calls.filter(([name]) => name === "assemble").map(([, params]) => params.messages);
+  assert.equal(seen.ingested[0], before[0], "the ingested object is the one assembled");
+  assert.equal(after[0], before[0]);
+  assert.equal(after[1], before[1]);
+  assert.equal(after[2].content[0].text, "more");
+  // An entry that is not the one kept under its id (another timestamp) is converted afresh.
+  const replaced = [entry(0, user("hello")), { ...entry(1, assistant("hi")), timestampMs: 5n }];
+  await engine.assemble(session, new History(replaced), { tokenBudget: 1000n, availableTools: [], prompt: "x" });
+  const [, , third] = seen.calls.filter(([name]) => name === "assemble").map(([, params]) => params.messages);
+  assert.equal(third[0], before[0]);
+  assert.notEqual(third[1], before[1]);
+  assert.equal(third[1].timestamp, 5);
+  // Another session's entries with the same ids are its own objects.
+  const other = { ...session, sessionId: "s2", sessionKey: "agent:main:s2" };
+  await engine.assemble(other, new History(first), { tokenBudget: 1000n, availableTools: [], prompt: "x" });
+  const fourth = seen.calls.filter(([name]) => name === "assemble").at(-1)[1].messages;
+  assert.notEqual(fourth[0], before[0]);
+  assert.deepEqual(fourth[0], before[0]);
+});
+
 test("compact: the engine's summary comes from the host's model; its result is checked into the contract's", async () => {
   const { module, seen } = echoPlugin();
   const { engine } = openClawEngine(module, { manifest, packageJson });

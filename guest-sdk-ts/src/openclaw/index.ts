@@ -24,7 +24,8 @@ import type {
 import { DEFAULT_PLUGIN_ROOT, emptyRegistrations, HOST_MODEL, openClawConfig, pluginApi, pluginConfig, type PluginIdentity, type Registrations } from "./api.js";
 import { duringSessionCall, openClawSessionKey } from "./call.js";
 import { compactParamsToOpenClaw, compactResultFromOpenClaw, jsonObject, type OpenClawCompactResult } from "./compaction.js";
-import { entryToOpenClaw, fromOpenClaw, sameMessageKey, type OpenClawMessage } from "./messages.js";
+import { LiveMessages } from "./live-messages.js";
+import { fromOpenClaw, sameMessageKey, type OpenClawMessage } from "./messages.js";
 import { callRegisteredTool, listRegisteredTools } from "./tools.js";
 
 /** An OpenClaw context engine (`ContextEngine` of OpenClaw's plugin SDK), as far as the adapter calls it. */
@@ -355,6 +356,7 @@ export function openClawEngine(pluginModule: unknown, meta: OpenClawPluginMeta):
   const plugin = new LoadedPlugin(identityOf(found, meta), found);
   const { identity } = plugin;
   const preparations = new Map<string, () => unknown>();
+  const live = new LiveMessages();
 
   /** Runs `run` with the context engine, as the call about `session` (`operation`). */
   const withEngine = <T>(session: SessionRef | undefined, operation: string, run: (engine: OpenClawContextEngine) => Awaitable<T>): Awaitable<T> => {
@@ -376,7 +378,7 @@ export function openClawEngine(pluginModule: unknown, meta: OpenClawPluginMeta):
     bootstrap(session, history) {
       return withEngine(session, "bootstrap", (openclaw) => {
         if (!openclaw.bootstrap) return { bootstrapped: false };
-        const messages = toArray(history).map(entryToOpenClaw);
+        const messages = live.ofHistory(session.sessionId, toArray(history));
         return after(openclaw.bootstrap({ ...sessionParams(session), messages }), (result) => ({
           bootstrapped: result?.bootstrapped === true,
           importedMessages: typeof result?.importedMessages === "number" ? Math.max(0, Math.floor(result.importedMessages)) : undefined,
@@ -388,7 +390,8 @@ export function openClawEngine(pluginModule: unknown, meta: OpenClawPluginMeta):
     ingest(session, entry, isHeartbeat) {
       return withEngine(session, "ingest", (openclaw) => {
         if (!openclaw.ingest) return { ingested: false };
-        return after(openclaw.ingest({ ...sessionParams(session), message: entryToOpenClaw(entry), isHeartbeat }), (result) => ({
+        const [message] = live.ofEntries(session.sessionId, [entry]);
+        return after(openclaw.ingest({ ...sessionParams(session), message, isHeartbeat }), (result) => ({
           ingested: result?.ingested === true,
         }));
       });
@@ -397,7 +400,7 @@ export function openClawEngine(pluginModule: unknown, meta: OpenClawPluginMeta):
     ingestBatch(session, entries, isHeartbeat) {
       return withEngine(session, "ingestBatch", (openclaw) => {
         if (openclaw.ingestBatch) {
-          const messages = entries.map(entryToOpenClaw);
+          const messages = live.ofEntries(session.sessionId, entries);
           return after(openclaw.ingestBatch({ ...sessionParams(session), messages, isHeartbeat }), (result) => ({
             ingestedCount: typeof result?.ingestedCount === "number" ? Math.max(0, Math.floor(result.ingestedCount)) : 0,
           }));
@@ -405,8 +408,8 @@ export function openClawEngine(pluginModule: unknown, meta: OpenClawPluginMeta):
         // OpenClaw ingests one by one for an engine without `ingestBatch`.
         let ingestedCount = 0;
         return after(
-          inOrder(entries, (entry) =>
-            after(openclaw.ingest?.({ ...sessionParams(session), message: entryToOpenClaw(entry), isHeartbeat }), (result) => {
+          inOrder(live.ofEntries(session.sessionId, entries), (message) =>
+            after(openclaw.ingest?.({ ...sessionParams(session), message, isHeartbeat }), (result) => {
               if (result?.ingested === true) ingestedCount += 1;
             }),
           ),
@@ -418,7 +421,7 @@ export function openClawEngine(pluginModule: unknown, meta: OpenClawPluginMeta):
     assemble(session, history, params) {
       return withEngine(session, "assemble", (openclaw) => {
         const entries = toArray(history);
-        const messages = entries.map(entryToOpenClaw);
+        const messages = live.ofHistory(session.sessionId, entries);
         const hookEvent = { prompt: params.prompt ?? "", messages };
         const hookCtx = { sessionId: session.sessionId, sessionKey: openClawSessionKey(session) };
         return after(plugin.runHooks(plugin.registrations, "before_prompt_build", hookEvent, hookCtx), (answers) => {
@@ -464,7 +467,7 @@ export function openClawEngine(pluginModule: unknown, meta: OpenClawPluginMeta):
         }
         return openclaw.afterTurn({
           ...sessionParams(session),
-          messages: toArray(history).map(entryToOpenClaw),
+          messages: live.ofHistory(session.sessionId, toArray(history)),
           prePromptMessageCount: params.prePromptMessageCount,
           isHeartbeat: params.isHeartbeat,
           tokenBudget: params.tokenBudget === undefined ? undefined : Number(params.tokenBudget),

@@ -212,6 +212,10 @@ pub(super) const TS_SDK: &[File] = &[
         include_str!("../../../guest-sdk-ts/src/openclaw/index.ts"),
     ),
     (
+        "src/openclaw/live-messages.ts",
+        include_str!("../../../guest-sdk-ts/src/openclaw/live-messages.ts"),
+    ),
+    (
         "src/openclaw/messages.ts",
         include_str!("../../../guest-sdk-ts/src/openclaw/messages.ts"),
     ),
