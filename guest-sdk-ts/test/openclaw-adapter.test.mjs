@@ -217,6 +217,33 @@ test("a history entry is the same message object in every call of its session, a
   assert.deepEqual(fourth[0], before[0]);
 });
 
+test("assemble: an answer that breaks tool pairing is repaired as OpenClaw repairs it for the model", async () => {
+  const openclaw = [
+    { role: "user", content: "run it", timestamp: 1 },
+    { role: "assistant", content: [{ type: "toolCall", id: "c1", name: "exec", arguments: {} }], stopReason: "toolUse", timestamp: 2 },
+    { role: "toolResult", toolCallId: "c1", toolName: "exec", content: [{ type: "text", text: "ok" }], isError: false, timestamp: 3 },
+    { role: "assistant", content: [{ type: "text", text: "done" }], stopReason: "stop", timestamp: 4 },
+  ];
+  const history = new History(openclaw.map((message, at) => entry(at, fromOpenClaw(message))));
+  const plugin = {
+    default: {
+      id: "echo-claw",
+      register(api) {
+        // Its summary replaced the call but kept the call's result.
+        api.registerContextEngine("echo-claw", () => ({
+          info: { id: "echo-claw", name: "Orphaning engine", ownsCompaction: true },
+          ingest: async () => ({ ingested: true }),
+          assemble: async ({ messages }) => ({ messages: [{ role: "user", content: "summary", timestamp: 0 }, ...messages.slice(2)], estimatedTokens: 10 }),
+          compact: async () => ({ ok: true, compacted: false }),
+        }));
+      },
+    },
+  };
+  const { engine } = openClawEngine(plugin, { manifest, packageJson });
+  const assembled = await engine.assemble(session, history, { tokenBudget: 1000n, availableTools: [], prompt: "x" });
+  assert.deepEqual(assembled.items.map((item) => item.tag === "keep" ? ["keep", item.val.start, item.val.end] : ["insert", item.val.tag]), [["insert", "user"], ["keep", 3, 4]]);
+});
+
 test("compact: the engine's summary comes from the host's model; its result is checked into the contract's", async () => {
   const { module, seen } = echoPlugin();
   const { engine } = openClawEngine(module, { manifest, packageJson });

@@ -26,6 +26,7 @@ import { duringSessionCall, openClawSessionKey } from "./call.js";
 import { compactParamsToOpenClaw, compactResultFromOpenClaw, jsonObject, type OpenClawCompactResult } from "./compaction.js";
 import { LiveMessages } from "./live-messages.js";
 import { fromOpenClaw, sameMessageKey, type OpenClawMessage } from "./messages.js";
+import { repairToolPairing } from "./tool-pairing.js";
 import { callRegisteredTool, listRegisteredTools } from "./tools.js";
 
 /** An OpenClaw context engine (`ContextEngine` of OpenClaw's plugin SDK), as far as the adapter calls it. */
@@ -441,7 +442,7 @@ export function openClawEngine(pluginModule: unknown, meta: OpenClawPluginMeta):
             const addition = [...hooks.before, ...own, ...hooks.after].join("\n\n");
             const projection = (result.contextProjection as { mode?: unknown } | undefined)?.mode;
             return {
-              items: itemsAgainstHistory(entries, Array.isArray(result.messages) ? (result.messages as OpenClawMessage[]) : []),
+              items: itemsAgainstHistory(entries, repairToolPairing(Array.isArray(result.messages) ? (result.messages as OpenClawMessage[]) : [])),
               estimatedTokens: tokenCount(result.estimatedTokens),
               systemPromptAddition: addition === "" ? undefined : addition,
               contextProjection: projection === "per_turn" ? { tag: "per-turn" } : undefined,

@@ -236,6 +236,10 @@ pub(super) const TS_SDK: &[File] = &[
         include_str!("../../../guest-sdk-ts/src/openclaw/plugin-sdk/session-transcript-runtime.ts"),
     ),
     (
+        "src/openclaw/tool-pairing.ts",
+        include_str!("../../../guest-sdk-ts/src/openclaw/tool-pairing.ts"),
+    ),
+    (
         "src/openclaw/tools.ts",
         include_str!("../../../guest-sdk-ts/src/openclaw/tools.ts"),
     ),
