@@ -93,6 +93,30 @@ static BUILDS: Mutex<()> = Mutex::new(());
 /// target dir unless a build of the
 /// same sources is there already.
 pub fn build(project: &Path, entry: &str, name: &str) -> Result<PathBuf, String> {
+    cached_build(project, name, &[entry])
+}
+
+/// The OpenClaw plugin in `plugin` (a package with `openclaw.plugin.json`),
+/// built unmodified into a component with `ctxbox-ts-build --openclaw-plugin`
+/// (which never writes into `plugin`), cached like [`build`].
+pub fn openclaw_plugin(plugin: &Path, name: &str) -> Result<PathBuf, String> {
+    if !plugin.join("openclaw.plugin.json").exists() {
+        return Err(format!(
+            "{} holds no OpenClaw plugin (openclaw.plugin.json)",
+            plugin.display()
+        ));
+    }
+    let plugin = plugin.to_string_lossy();
+    cached_build(
+        Path::new(plugin.as_ref()),
+        name,
+        &["--openclaw-plugin", &plugin],
+    )
+}
+
+/// Runs `ctxbox-ts-build ARGS -o OUT` in `project`, where OUT is named by a
+/// hash of `project`, the SDK and the WIT, unless OUT is there already.
+fn cached_build(project: &Path, name: &str, args: &[&str]) -> Result<PathBuf, String> {
     if let Some(why) = toolchain_missing() {
         return Err(why);
     }
@@ -120,7 +144,8 @@ pub fn build(project: &Path, entry: &str, name: &str) -> Result<PathBuf, String>
     let output = Command::new("node")
         .current_dir(project)
         .arg(sdk.join("bin/ctxbox-ts-build.mjs"))
-        .args([entry, "-o"])
+        .args(args)
+        .arg("-o")
         .arg(&out)
         .output()
         .map_err(|error| format!("cannot run node: {error}"))?;
@@ -161,4 +186,29 @@ pub fn link_sdk(project: &Path, sdk: &Path) -> Result<(), String> {
         .map_err(|error| format!("cannot create {}: {error}", parent.display()))?;
     std::os::unix::fs::symlink(sdk, &link)
         .map_err(|error| format!("cannot link {}: {error}", link.display()))
+}
+
+/// The test subjects: the folder `CTXBOX_SUBJECTS` names, else the first
+/// `shared/subjects` found walking up from the clone (read-only input kept
+/// beside it), as the SDK's Node tests find it.
+fn subjects_dir() -> Result<PathBuf, String> {
+    if let Some(dir) = std::env::var_os("CTXBOX_SUBJECTS") {
+        return Ok(PathBuf::from(dir));
+    }
+    repo_root()
+        .ancestors()
+        .map(|dir| dir.join("shared/subjects"))
+        .find(|dir| dir.is_dir())
+        .ok_or_else(|| "no shared/subjects beside the clone (set CTXBOX_SUBJECTS)".to_owned())
+}
+
+/// lossless-claw 1.0.0-beta.4, OpenClaw's flagship context-engine plugin, from
+/// the test subjects ([`subjects_dir`]), built unmodified with
+/// `--openclaw-plugin`.
+pub fn lossless_claw() -> Result<PathBuf, String> {
+    let subjects = subjects_dir()?;
+    openclaw_plugin(
+        &subjects.join("lossless-claw-1.0.0-beta.4"),
+        "lossless_claw",
+    )
 }

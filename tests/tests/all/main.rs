@@ -16,6 +16,7 @@ mod hostile;
 mod keep_recent;
 mod limits;
 mod multi_host;
+mod openclaw_plugin;
 mod packed_history;
 mod pg_cluster;
 mod provider_openai;

@@ -17,6 +17,7 @@ use ctxbox_host::contract::engine::{CallOptions, ContextEngine};
 use ctxbox_host::contract::guest_view::guest_message;
 use ctxbox_host::contract::types::{AgentMessage, SessionRef};
 use ctxbox_host::engines::registry::{EngineFactory, RegisterOptions};
+use ctxbox_host::runner::RunReport;
 use ctxbox_host::runtime::Runtime;
 use ctxbox_host::runtime::config::Config;
 use ctxbox_host::sandbox::SandboxConfig;
@@ -31,7 +32,7 @@ use tokio_util::sync::CancellationToken;
 
 /// Compiled components are cached next to the builds: the first run after a
 /// rebuild compiles (tens of seconds for a 14 MB component in a debug build).
-fn compile_cache(component: &Path) -> Option<PathBuf> {
+pub(crate) fn compile_cache(component: &Path) -> Option<PathBuf> {
     component.parent().map(|dir| dir.join("compiled"))
 }
 
@@ -44,7 +45,7 @@ async fn assert_passes_check(component: &Path, id: &str) {
 }
 
 /// A runtime with `component` registered as `id`, its data in `data_dir`.
-fn runtime_with(component: &Path, id: &str, data_dir: &Path) -> Runtime {
+pub(crate) fn runtime_with(component: &Path, id: &str, data_dir: &Path) -> Runtime {
     let runtime = Runtime::new(Config {
         data_dir: Some(data_dir.to_owned()),
         sandbox: SandboxConfig {
@@ -81,7 +82,24 @@ fn runtime_with(component: &Path, id: &str, data_dir: &Path) -> Runtime {
 
 /// Replays fixture `name` through engine `id` at `window`; answers the
 /// written session's id. No turn may fail and no call may fall back.
-async fn replay(runtime: &Runtime, id: &str, name: &str, window: u64, out: &Path) -> String {
+pub(crate) async fn replay(
+    runtime: &Runtime,
+    id: &str,
+    name: &str,
+    window: u64,
+    out: &Path,
+) -> String {
+    replay_report(runtime, id, name, window, out).await.0
+}
+
+/// [`replay`], answering the run's report too.
+pub(crate) async fn replay_report(
+    runtime: &Runtime,
+    id: &str,
+    name: &str,
+    window: u64,
+    out: &Path,
+) -> (String, RunReport) {
     let script = fixture_script(runtime.transcripts(), name);
     let engine = runtime.select(Some(id)).await;
     let report = runtime
@@ -109,12 +127,13 @@ async fn replay(runtime: &Runtime, id: &str, name: &str, window: u64, out: &Path
         runtime.engines().quarantine().get(id)
     );
     assert_eq!(engine.serving_id(), id, "{label}: {:?}", report.quarantined);
-    runtime
+    let session_id = runtime
         .transcripts()
         .open(out)
         .expect("the written session opens")
         .header()
-        .id
+        .id;
+    (session_id, report)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
