@@ -1141,6 +1141,7 @@ async fn quarantine_survives_a_restart_and_reregistration_clears_it() {
             ctxbox_host::engines::registry::EngineFactory::WasmFile(guests::PANICKER.into()),
             ctxbox_host::engines::registry::RegisterOptions {
                 allow_same_owner_refresh: true,
+                ..ctxbox_host::engines::registry::RegisterOptions::default()
             },
         )
         .expect("re-register");
