@@ -418,9 +418,7 @@ mod tests {
             .expect("refresh");
         let refreshed = registry.get("x").expect("registered");
         assert!(refreshed.generation > first);
-        assert!(
-            matches!(refreshed.factory, EngineFactory::WasmFile(path) if path == PathBuf::from("2.wasm"))
-        );
+        assert!(matches!(refreshed.factory, EngineFactory::WasmFile(path) if path == "2.wasm"));
     }
 
     /// A native factory; registry tests never make engines.
@@ -519,7 +517,7 @@ mod tests {
             "{again}"
         );
         assert!(
-            matches!(registry.get("open").expect("kept").factory, EngineFactory::WasmFile(path) if path == PathBuf::from("1.wasm"))
+            matches!(registry.get("open").expect("kept").factory, EngineFactory::WasmFile(path) if path == "1.wasm")
         );
         // Nor a plugin's, nor a core id; and a plugin cannot take its id.
         registry
@@ -568,9 +566,7 @@ mod tests {
         let kept = registry.get("x").expect("registered");
         assert_eq!(kept.lifecycle, Lifecycle::Runtime);
         assert_eq!(kept.generation, runtime.generation, "nothing changed");
-        assert!(
-            matches!(kept.factory, EngineFactory::WasmFile(path) if path == PathBuf::from("runtime.wasm"))
-        );
+        assert!(matches!(kept.factory, EngineFactory::WasmFile(path) if path == "runtime.wasm"));
         // Another owner's discovery is still refused.
         assert!(matches!(
             registry
