@@ -418,7 +418,9 @@ mod tests {
             .expect("refresh");
         let refreshed = registry.get("x").expect("registered");
         assert!(refreshed.generation > first);
-        assert!(matches!(refreshed.factory, EngineFactory::WasmFile(path) if path == "2.wasm"));
+        assert!(
+            matches!(refreshed.factory, EngineFactory::WasmFile(path) if path.as_os_str() == "2.wasm")
+        );
     }
 
     /// A native factory; registry tests never make engines.
@@ -517,7 +519,7 @@ mod tests {
             "{again}"
         );
         assert!(
-            matches!(registry.get("open").expect("kept").factory, EngineFactory::WasmFile(path) if path == "1.wasm")
+            matches!(registry.get("open").expect("kept").factory, EngineFactory::WasmFile(path) if path.as_os_str() == "1.wasm")
         );
         // Nor a plugin's, nor a core id; and a plugin cannot take its id.
         registry
@@ -566,7 +568,9 @@ mod tests {
         let kept = registry.get("x").expect("registered");
         assert_eq!(kept.lifecycle, Lifecycle::Runtime);
         assert_eq!(kept.generation, runtime.generation, "nothing changed");
-        assert!(matches!(kept.factory, EngineFactory::WasmFile(path) if path == "runtime.wasm"));
+        assert!(
+            matches!(kept.factory, EngineFactory::WasmFile(path) if path.as_os_str() == "runtime.wasm")
+        );
         // Another owner's discovery is still refused.
         assert!(matches!(
             registry
