@@ -304,10 +304,12 @@ impl Engines {
     /// operation and reason) and answers the stand-in that serves through
     /// `legacy`. The stand-in also reports the fallback (its one tracing event
     /// and guard event) with the first call it serves, which names the
-    /// session. When the host could not admit the engine now (no free
-    /// instance slot: the caller retries) or its own resources ran out while
-    /// loading it (`legacy` serves), it is not the engine's fault: nothing is
-    /// recorded or logged here, and the next selection tries again.
+    /// session. When it is not the engine's fault, nothing is recorded and
+    /// the next selection tries again: the host could not admit the engine
+    /// now (no free instance slot: the caller retries, and the refused call
+    /// reports it), or the host fell short (`host-fault`: its own resources
+    /// ran out while loading, or the engine needs a capability this host
+    /// lacks), which is still logged, as such, and `legacy` serves.
     fn unavailable(
         &self,
         selected: Selected,
@@ -315,24 +317,29 @@ impl Engines {
         legacy: Arc<dyn ContextEngine>,
     ) -> GuardedEngine {
         let owner = selected.owner.to_string();
-        let hosts_fault = matches!(
-            failure.kind,
-            FailureKind::Overloaded | FailureKind::HostFault
-        );
-        if !hosts_fault {
+        let log = |message: &str| {
             tracing::error!(
                 engine = %failure.engine_id,
                 owner,
                 operation = failure.operation.as_str(),
                 classification = failure.kind.as_str(),
                 reason = %failure.message,
-                "engine failed while being resolved; quarantined, falling back to legacy"
+                "{message}"
             );
-            if let Err(error) =
-                self.quarantine
-                    .record(&owner, selected.fingerprint.as_deref(), &failure)
-            {
-                tracing::error!(engine = %failure.engine_id, %error, "cannot persist a quarantine record");
+        };
+        match failure.kind {
+            FailureKind::Overloaded => {}
+            FailureKind::HostFault => log(
+                "engine could not be made, by the host's fault; legacy serves, nothing recorded",
+            ),
+            _ => {
+                log("engine failed while being resolved; quarantined, falling back to legacy");
+                if let Err(error) =
+                    self.quarantine
+                        .record(&owner, selected.fingerprint.as_deref(), &failure)
+                {
+                    tracing::error!(engine = %failure.engine_id, %error, "cannot persist a quarantine record");
+                }
             }
         }
         GuardedEngine::unavailable(

@@ -892,3 +892,67 @@ async fn a_failed_resolution_logs_one_error_line_naming_id_owner_operation_and_r
     capture.run(host.select(Some("wrong-version"))).await;
     assert_eq!(errors(&capture).len(), 1, "{:?}", capture.events());
 }
+
+/// A component that imports, beside functions this host has, one it does not
+/// (`host.teleport`): built against a newer contract than this host's.
+const NEEDS_TELEPORT: &str = r#"(component
+  (import "ctxbox:engine/host@0.1.0" (instance
+    (export "report-progress" (func))
+    (export "aborted" (func (result bool)))
+    (export "teleport" (func (param "where" string)))
+  ))
+  (instance $engine)
+  (export "ctxbox:engine/engine@0.1.0" (instance $engine))
+)"#;
+
+/// `host-compat.ts`: an engine's host requirements are checked before it
+/// runs, naming each missing capability. ctxbox derives them from the
+/// component's imports: one needing a function this host lacks is never
+/// made; `legacy` serves and nothing is recorded against the engine (the
+/// host is what falls short), with one error line naming the capability.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_engine_needing_a_capability_this_host_lacks_is_refused_naming_it() {
+    let (_dir, host) = zoo_host(SandboxConfig::default(), GuardPolicy::default());
+    let bytes = wat::parse_str(NEEDS_TELEPORT).expect("valid component text");
+    host.registry()
+        .plugin("future")
+        .register(
+            "teleporter",
+            EngineFactory::WasmBytes {
+                label: "teleporter.wasm".into(),
+                bytes: bytes.into(),
+            },
+            RegisterOptions::default(),
+        )
+        .expect("registers");
+    let capture = Capture::default();
+    let engine = capture.run(host.select(Some("teleporter"))).await;
+    assert_eq!(engine.serving_id(), "legacy");
+    let failure = engine.resolution_failure().expect("refused");
+    assert_eq!(failure.kind, FailureKind::HostFault);
+    assert!(
+        failure.message.contains("host.teleport"),
+        "names the missing capability: {}",
+        failure.message
+    );
+    assert!(
+        !failure.message.contains("report-progress") && !failure.message.contains("aborted"),
+        "names only what is missing: {}",
+        failure.message
+    );
+    assert!(host.quarantine().list().is_empty(), "nothing recorded");
+    let errors: Vec<_> = capture
+        .events()
+        .into_iter()
+        .filter(|event| event.level == Level::ERROR)
+        .collect();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0].field("engine"), "teleporter");
+    assert_eq!(errors[0].field("owner"), "plugin:future");
+    assert!(
+        errors[0].field("reason").contains("host.teleport"),
+        "{errors:?}"
+    );
+    assemble_once(engine.as_ref()).await;
+    assert_eq!(engine.calls_served_by_legacy(), 1);
+}
