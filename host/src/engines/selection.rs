@@ -73,7 +73,8 @@ struct Resolved {
 
 impl Engines {
     /// A host whose built-in fallback is `legacy` (registered as `legacy` by
-    /// core here, once), whose wasm engines run in `sandbox` with `services`.
+    /// core here; core may refresh it later through [`Self::registry`]),
+    /// whose wasm engines run in `sandbox` with `services`.
     pub fn new(
         sandbox: Sandbox,
         quarantine: Arc<QuarantineStore>,
