@@ -854,6 +854,10 @@ async fn cancelling_a_resolution_propagates_without_fallback_or_record() {
     assert_eq!(failure.kind, FailureKind::Aborted);
     assert_eq!(failure.engine_id, "keep-recent");
     assert!(host.quarantine().list().is_empty(), "nothing recorded");
+    let next = tokio::time::timeout(Duration::from_secs(10), host.select(Some("keep-recent")))
+        .await
+        .expect("the next selection does not wait on the given-up one");
+    assert_eq!(next.serving_id(), "keep-recent");
     // A selection already cancelled never starts.
     let cancelled = CancellationToken::new();
     cancelled.cancel();
