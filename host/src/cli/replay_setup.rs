@@ -119,6 +119,7 @@ pub fn engine_id(runtime: &Runtime, spec: Option<&str>) -> anyhow::Result<Option
                 EngineFactory::WasmFile(path.to_owned()),
                 RegisterOptions {
                     allow_same_owner_refresh: true,
+                    ..RegisterOptions::default()
                 },
             )
             .with_context(|| format!("cannot use `{spec}` as engine `{id}`"))?;

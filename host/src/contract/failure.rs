@@ -122,8 +122,8 @@ pub enum FailureKind {
     LeaseLost,
     /// The host failed doing the engine's work (its own database, disk or
     /// descriptors) and the call failed with it, or loading the engine met
-    /// such a fault. Not the engine's fault: never quarantines; `legacy`
-    /// serves the call.
+    /// such a fault or found it needs a capability this host lacks. Not the
+    /// engine's fault: never quarantines; `legacy` serves the call.
     HostFault,
 }
 

@@ -17,7 +17,7 @@ use std::collections::{HashMap, HashSet};
 use crate::contract::history::History;
 use crate::contract::tokens;
 use crate::contract::types::{
-    AgentMessage, AssembleResult, AssembledItem, CompactResult, ContentBlock,
+    AgentMessage, AssembleResult, AssembledItem, CompactResult, ContentBlock, EngineInfo,
 };
 
 /// A broken rule, in words that tell the engine author what to fix.
@@ -112,6 +112,19 @@ pub enum Violation {
         /// Claimed tokens after.
         after: u64,
     },
+}
+
+/// What makes `info` unusable, if anything: the host names and logs an engine
+/// by its id and name, so neither may be blank (the reference's contract
+/// validation of a resolved engine).
+pub fn info_problem(info: &EngineInfo) -> Option<&'static str> {
+    if info.id.trim().is_empty() {
+        Some("its info has an empty id")
+    } else if info.name.trim().is_empty() {
+        Some("its info has an empty name")
+    } else {
+        None
+    }
 }
 
 /// Checks an `assemble` answer against the history it was given: every

@@ -63,7 +63,8 @@ impl PluginSettings {
         let plugin = match owner {
             Some(Owner::Core) => return None,
             Some(Owner::Plugin(name)) => Some(name.as_str()),
-            None => None,
+            // The public path names no plugin: only the engine id reaches it.
+            Some(Owner::Public) | None => None,
         };
         let names = std::iter::once(id).chain(plugin);
         if !self.enabled {
@@ -125,6 +126,7 @@ mod tests {
         };
         assert!(settings.refusal("x", Some(&plugin("acme"))).is_some());
         assert!(settings.refusal("missing", None).is_some());
+        assert!(settings.refusal("open", Some(&Owner::Public)).is_some());
         assert_eq!(settings.refusal("builtin", Some(&Owner::Core)), None);
     }
 }

@@ -1,11 +1,20 @@
 //! The engine registry (ARCHITECTURE.md §4): ids mapped to a factory and an owner.
 //!
-//! Owners are `core` (the host's built-ins) or `plugin:<name>`. An id held by
-//! one owner cannot be taken by another; the same owner replaces its own
-//! engine only with [`RegisterOptions::allow_same_owner_refresh`]; `legacy` is
-//! registered once, by core. What an embedding host hands to plugins is a
-//! [`PluginRegistrar`], which always registers as that plugin and can never
-//! take a core id.
+//! Owners are `core` (the host's built-ins), `plugin:<name>`, or
+//! `public-sdk` for code that registers without naming itself (the
+//! reference's public `registerContextEngine`). An id held by one owner cannot
+//! be taken by another; the same owner replaces its own engine only with
+//! [`RegisterOptions::allow_same_owner_refresh`]; `legacy` is core's alone
+//! (core may refresh it, with a native engine: the fallback must never fail).
+//! What an embedding host hands to plugins is a [`PluginRegistrar`], which
+//! always registers as that plugin (or as `public-sdk`,
+//! [`Registry::public`], which can never refresh) and can never take a core
+//! id.
+//!
+//! A registration is for running the engine ([`Lifecycle::Runtime`]) or only
+//! for discovering it ([`Lifecycle::Discovery`]: listed, never made). A
+//! discovery-only registration never replaces a runtime one of the same
+//! owner: it is accepted and changes nothing.
 //!
 //! A successful registration clears the id's quarantine when the engine is
 //! really new: a different artifact than the one quarantined (by
@@ -35,6 +44,8 @@ pub enum Owner {
     Core,
     /// A plugin, by name.
     Plugin(String),
+    /// Code that registered through the public path without naming itself.
+    Public,
 }
 
 impl fmt::Display for Owner {
@@ -42,6 +53,7 @@ impl fmt::Display for Owner {
         match self {
             Self::Core => f.write_str("core"),
             Self::Plugin(name) => write!(f, "plugin:{name}"),
+            Self::Public => f.write_str("public-sdk"),
         }
     }
 }
@@ -99,11 +111,25 @@ impl fmt::Debug for EngineFactory {
     }
 }
 
+/// What a registration is for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Lifecycle {
+    /// Running the engine: selection makes it.
+    #[default]
+    Runtime,
+    /// Only discovering it (a plugin loaded to read what it offers): the id
+    /// is listed, but its factory is never called; selecting it uses
+    /// `legacy`, with one warning and no quarantine.
+    Discovery,
+}
+
 /// Options of a registration.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RegisterOptions {
     /// Let an owner replace an engine it registered before.
     pub allow_same_owner_refresh: bool,
+    /// What the registration is for.
+    pub lifecycle: Lifecycle,
 }
 
 /// Why a registration was refused.
@@ -136,6 +162,12 @@ pub enum RegisterError {
     /// The id is empty or blank.
     #[error("an engine id must not be empty")]
     EmptyId,
+    /// `legacy` given a factory that is not native.
+    #[error("the fallback engine `{id}` must be native: it serves when every other engine fails")]
+    FallbackNotNative {
+        /// The id.
+        id: String,
+    },
     /// Clearing the id's quarantine failed.
     #[error(transparent)]
     Quarantine(#[from] QuarantineError),
@@ -153,6 +185,8 @@ pub struct Registration {
     /// Changes on every (re-)registration of the id, so resolved engines
     /// know when they are stale.
     pub generation: u64,
+    /// What it is registered for.
+    pub lifecycle: Lifecycle,
 }
 
 /// Every registered engine.
@@ -172,21 +206,18 @@ impl Registry {
         }
     }
 
-    /// Registers a built-in engine (owner `core`). `legacy` can be registered
-    /// this way exactly once.
+    /// Registers a built-in engine (owner `core`). `legacy` takes only a
+    /// native factory; core refreshes it like any of its engines, and
+    /// selections made after that fall back to the new one.
     pub fn register_core(
         &self,
         id: &str,
         factory: EngineFactory,
         options: RegisterOptions,
     ) -> Result<(), RegisterError> {
-        let options = if id == LEGACY_ID {
-            RegisterOptions {
-                allow_same_owner_refresh: false,
-            }
-        } else {
-            options
-        };
+        if id == LEGACY_ID && !matches!(factory, EngineFactory::Native(_)) {
+            return Err(RegisterError::FallbackNotNative { id: id.to_owned() });
+        }
         self.register(id, factory, Owner::Core, options)
     }
 
@@ -195,6 +226,17 @@ impl Registry {
         PluginRegistrar {
             registry: self,
             owner: Owner::Plugin(name.to_owned()),
+        }
+    }
+
+    /// The public registration API, for code that does not name itself:
+    /// its engines are owned by `public-sdk`, which can never take a core id
+    /// nor replace an engine, its own included (the reference's public
+    /// `registerContextEngine`).
+    pub fn public(&self) -> PluginRegistrar<'_> {
+        PluginRegistrar {
+            registry: self,
+            owner: Owner::Public,
         }
     }
 
@@ -218,6 +260,12 @@ impl Registry {
                     existing_owner: existing.owner.clone(),
                 });
             }
+            // Discovery may run again after the engine went live: it must
+            // not swap the runtime factory for its own.
+            if existing.lifecycle == Lifecycle::Runtime && options.lifecycle == Lifecycle::Discovery
+            {
+                return Ok(());
+            }
             if !options.allow_same_owner_refresh {
                 return Err(RegisterError::AlreadyRegistered {
                     id: id.to_owned(),
@@ -225,12 +273,15 @@ impl Registry {
                 });
             }
         }
+        // Only an engine registered to run is new code that may have fixed
+        // what was quarantined.
+        let runtime = options.lifecycle == Lifecycle::Runtime;
         let native = matches!(factory, EngineFactory::Native(_));
         let new_artifact = self
             .quarantine
             .get(id)
             .is_some_and(|record| native || record.fingerprint != fingerprint);
-        if refresh || new_artifact {
+        if runtime && (refresh || new_artifact) {
             self.quarantine.clear(id)?;
         }
         let generation = self.generations.fetch_add(1, Ordering::Relaxed) + 1;
@@ -241,9 +292,10 @@ impl Registry {
                 owner,
                 fingerprint,
                 generation,
+                lifecycle: options.lifecycle,
             },
         );
-        tracing::info!(engine = id, generation, "engine registered");
+        tracing::info!(engine = id, generation, lifecycle = ?options.lifecycle, "engine registered");
         Ok(())
     }
 
@@ -268,8 +320,9 @@ impl Registry {
     }
 }
 
-/// Registers engines on behalf of one plugin: the owner is always that
-/// plugin, so it can never take an id the host or another plugin holds.
+/// Registers engines on behalf of one plugin (or of the public path): the
+/// owner is always that plugin, so it can never take an id the host or
+/// another plugin holds.
 pub struct PluginRegistrar<'a> {
     registry: &'a Registry,
     owner: Owner,
@@ -286,6 +339,14 @@ impl PluginRegistrar<'_> {
         if id == LEGACY_ID {
             return Err(RegisterError::Reserved { id: id.to_owned() });
         }
+        let options = match self.owner {
+            // The public path has no options: it never replaces an engine.
+            Owner::Public => RegisterOptions {
+                allow_same_owner_refresh: false,
+                ..options
+            },
+            _ => options,
+        };
         self.registry
             .register(id, factory, self.owner.clone(), options)
     }
@@ -322,6 +383,7 @@ mod tests {
                 wasm("b.wasm"),
                 RegisterOptions {
                     allow_same_owner_refresh: true,
+                    ..RegisterOptions::default()
                 },
             )
             .expect_err("taken");
@@ -350,18 +412,33 @@ mod tests {
                 wasm("2.wasm"),
                 RegisterOptions {
                     allow_same_owner_refresh: true,
+                    ..RegisterOptions::default()
                 },
             )
             .expect("refresh");
         let refreshed = registry.get("x").expect("registered");
         assert!(refreshed.generation > first);
         assert!(
-            matches!(refreshed.factory, EngineFactory::WasmFile(path) if path == PathBuf::from("2.wasm"))
+            matches!(refreshed.factory, EngineFactory::WasmFile(path) if path.as_os_str() == "2.wasm")
         );
     }
 
+    /// A native factory; registry tests never make engines.
+    fn native() -> EngineFactory {
+        EngineFactory::Native(Arc::new(|_: &FactoryContext| -> Arc<dyn ContextEngine> {
+            unreachable!("the registry never makes engines")
+        }))
+    }
+
+    fn refresh() -> RegisterOptions {
+        RegisterOptions {
+            allow_same_owner_refresh: true,
+            ..RegisterOptions::default()
+        }
+    }
+
     #[test]
-    fn legacy_is_core_only_and_registered_once() {
+    fn legacy_is_core_only_and_core_may_refresh_it_natively() {
         let (_dir, _quarantine, registry) = registry();
         assert!(matches!(
             registry.plugin("sneaky").register(
@@ -371,20 +448,30 @@ mod tests {
             ),
             Err(RegisterError::Reserved { .. })
         ));
-        registry
-            .register_core(LEGACY_ID, wasm("legacy"), RegisterOptions::default())
-            .expect("core");
-        let again = registry.register_core(
-            LEGACY_ID,
-            wasm("legacy2"),
-            RegisterOptions {
-                allow_same_owner_refresh: true,
-            },
-        );
         assert!(matches!(
-            again,
+            registry.public().register(LEGACY_ID, native(), refresh()),
+            Err(RegisterError::Reserved { .. })
+        ));
+        registry
+            .register_core(LEGACY_ID, native(), RegisterOptions::default())
+            .expect("core");
+        let first = registry.get(LEGACY_ID).expect("registered").generation;
+        // Again without asking for a refresh: refused, as for any owner.
+        assert!(matches!(
+            registry.register_core(LEGACY_ID, native(), RegisterOptions::default()),
             Err(RegisterError::AlreadyRegistered { .. })
         ));
+        // The fallback must never fail: never a component.
+        assert!(matches!(
+            registry.register_core(LEGACY_ID, wasm("legacy.wasm"), refresh()),
+            Err(RegisterError::FallbackNotNative { .. })
+        ));
+        registry
+            .register_core(LEGACY_ID, native(), refresh())
+            .expect("core refreshes legacy");
+        let refreshed = registry.get(LEGACY_ID).expect("registered");
+        assert!(refreshed.generation > first);
+        assert_eq!(refreshed.owner, Owner::Core);
         // A plugin cannot take any other core id either.
         registry
             .register_core("builtin", wasm("b"), RegisterOptions::default())
@@ -405,6 +492,130 @@ mod tests {
                 (LEGACY_ID.to_owned(), Owner::Core)
             ]
         );
+    }
+
+    #[test]
+    fn the_public_path_registers_as_public_sdk_and_never_replaces() {
+        let (_dir, _quarantine, registry) = registry();
+        let public = registry.public();
+        public
+            .register("open", wasm("1.wasm"), RegisterOptions::default())
+            .expect("registers");
+        let registration = registry.get("open").expect("registered");
+        assert_eq!(registration.owner, Owner::Public);
+        assert_eq!(registration.owner.to_string(), "public-sdk");
+        // Not even its own engine, asked to refresh.
+        let again = public
+            .register("open", wasm("2.wasm"), refresh())
+            .expect_err("no refresh on the public path");
+        assert!(
+            matches!(
+                &again,
+                RegisterError::AlreadyRegistered {
+                    owner: Owner::Public,
+                    ..
+                }
+            ),
+            "{again}"
+        );
+        assert!(
+            matches!(registry.get("open").expect("kept").factory, EngineFactory::WasmFile(path) if path.as_os_str() == "1.wasm")
+        );
+        // Nor a plugin's, nor a core id; and a plugin cannot take its id.
+        registry
+            .plugin("acme")
+            .register("acme-engine", wasm("a.wasm"), RegisterOptions::default())
+            .expect("plugin");
+        assert!(matches!(
+            public.register("acme-engine", wasm("p.wasm"), RegisterOptions::default()),
+            Err(RegisterError::OwnedByOther {
+                existing_owner: Owner::Plugin(_),
+                ..
+            })
+        ));
+        registry
+            .register_core("builtin", wasm("b"), RegisterOptions::default())
+            .expect("core");
+        assert!(matches!(
+            public.register("builtin", wasm("p.wasm"), RegisterOptions::default()),
+            Err(RegisterError::OwnedByOther {
+                existing_owner: Owner::Core,
+                ..
+            })
+        ));
+        let taken = registry
+            .plugin("acme")
+            .register("open", wasm("a.wasm"), refresh())
+            .expect_err("public-sdk holds it");
+        assert!(taken.to_string().contains("public-sdk"), "{taken}");
+    }
+
+    #[test]
+    fn a_later_discovery_registration_never_replaces_a_runtime_one() {
+        let (_dir, _quarantine, registry) = registry();
+        let plugin = registry.plugin("acme");
+        plugin
+            .register("x", wasm("runtime.wasm"), RegisterOptions::default())
+            .expect("runtime");
+        let runtime = registry.get("x").expect("registered");
+        let discovery = RegisterOptions {
+            lifecycle: Lifecycle::Discovery,
+            ..refresh()
+        };
+        plugin
+            .register("x", wasm("discovery.wasm"), discovery)
+            .expect("accepted, and ignored");
+        let kept = registry.get("x").expect("registered");
+        assert_eq!(kept.lifecycle, Lifecycle::Runtime);
+        assert_eq!(kept.generation, runtime.generation, "nothing changed");
+        assert!(
+            matches!(kept.factory, EngineFactory::WasmFile(path) if path.as_os_str() == "runtime.wasm")
+        );
+        // Another owner's discovery is still refused.
+        assert!(matches!(
+            registry
+                .plugin("rival")
+                .register("x", wasm("r.wasm"), discovery),
+            Err(RegisterError::OwnedByOther { .. })
+        ));
+        // Discovery first, then runtime activation (a refresh) replaces it.
+        plugin
+            .register("y", wasm("discovery.wasm"), discovery)
+            .expect("discovery");
+        assert_eq!(
+            registry.get("y").expect("registered").lifecycle,
+            Lifecycle::Discovery
+        );
+        plugin
+            .register("y", wasm("runtime.wasm"), refresh())
+            .expect("activated");
+        assert_eq!(
+            registry.get("y").expect("registered").lifecycle,
+            Lifecycle::Runtime
+        );
+    }
+
+    #[test]
+    fn a_discovery_registration_keeps_the_quarantine() {
+        let (_dir, quarantine, registry) = registry();
+        let failure = EngineFailure::new("x", Operation::Assemble, FailureKind::Panic, "boom");
+        quarantine
+            .record("plugin:acme", None, &failure)
+            .expect("record");
+        let discovery = RegisterOptions {
+            lifecycle: Lifecycle::Discovery,
+            ..RegisterOptions::default()
+        };
+        registry
+            .plugin("acme")
+            .register("x", native(), discovery)
+            .expect("discovery");
+        assert!(quarantine.is_blocked("x"), "no new code to run yet");
+        registry
+            .plugin("acme")
+            .register("x", native(), refresh())
+            .expect("runtime");
+        assert!(!quarantine.is_blocked("x"));
     }
 
     fn bytes(data: &[u8]) -> EngineFactory {
@@ -432,11 +643,8 @@ mod tests {
             "same artifact, still quarantined"
         );
         // An explicit refresh in the running host clears it.
-        let refresh = RegisterOptions {
-            allow_same_owner_refresh: true,
-        };
         plugin
-            .register("x", bytes(b"build-1"), refresh)
+            .register("x", bytes(b"build-1"), refresh())
             .expect("refresh");
         assert!(!quarantine.is_blocked("x"));
     }

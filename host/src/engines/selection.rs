@@ -3,14 +3,21 @@
 //! engine, falling back to `legacy` — and quarantining the id — when it is not
 //! registered, will not load or instantiate, or answers `info` badly.
 //!
-//! Two outcomes quarantine nothing, as the reference's do: configuration
+//! Some outcomes quarantine nothing, as the reference's do: configuration
 //! turning the engine off ([`PluginSettings`]: the engine is never made,
-//! `legacy` serves, and a notice is logged once per selection), and the host
-//! failing to admit it (no free instance slot): every call of that selection
-//! is refused `overloaded`, with no `legacy` stand-in (a stateful engine
-//! never hears of what legacy would have done), and the next selection tries
-//! again. The host's own fault while loading (`host-fault`) is not recorded
-//! either; `legacy` serves then.
+//! `legacy` serves, and a notice is logged once per selection); an engine
+//! registered for discovery only ([`Lifecycle::Discovery`]: never made,
+//! `legacy` serves, one warning per registration); the host failing to admit
+//! it (no free instance slot): every call of that selection is refused
+//! `overloaded`, with no `legacy` stand-in (a stateful engine never hears of
+//! what legacy would have done), and the next selection tries again; and the
+//! caller cancelling the selection ([`Engines::select_cancellable`]): it
+//! fails `aborted`, with no fallback. The host's own fault while loading
+//! (`host-fault`) is not recorded either; `legacy` serves then.
+//!
+//! A failure that is recorded is logged once, when the engine is resolved, as
+//! one error line naming the id, owner, operation and reason. An engine made
+//! but refused (its `info` unusable) is disposed before it is dropped.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -18,12 +25,14 @@ use std::sync::{Arc, Mutex, PoisonError};
 use crate::contract::engine::ContextEngine;
 use crate::contract::failure::{EngineFailure, FailureKind, Operation};
 use crate::contract::services::HostServices;
+use crate::contract::validate;
 use crate::engines::guard::{GuardPolicy, GuardedEngine, Selected};
 use crate::engines::observe::CallObservers;
 use crate::engines::plugins::PluginSettings;
 use crate::engines::quarantine::QuarantineStore;
 use crate::engines::registry::{
-    EngineFactory, LEGACY_ID, Owner, RegisterError, RegisterOptions, Registration, Registry,
+    EngineFactory, LEGACY_ID, Lifecycle, Owner, RegisterError, RegisterOptions, Registration,
+    Registry,
 };
 use crate::sandbox::{EngineIdentity, Sandbox};
 
@@ -39,7 +48,10 @@ pub struct Engines {
     registry: Registry,
     quarantine: Arc<QuarantineStore>,
     services: Arc<dyn HostServices>,
-    legacy: Arc<dyn ContextEngine>,
+    /// The `legacy` engine registered at start-up; the fallback is made
+    /// from `legacy`'s registration, which core may refresh, and this one
+    /// serves only should that registration ever be missing.
+    initial_legacy: Arc<dyn ContextEngine>,
     policy: GuardPolicy,
     plugins: std::sync::RwLock<PluginSettings>,
     /// One slot per selected id, each with its own lock: resolving (and
@@ -53,13 +65,16 @@ pub struct Engines {
 type ResolvedSlot = tokio::sync::Mutex<Option<Resolved>>;
 
 struct Resolved {
-    generation: u64,
+    /// The generations of the selected id's and of `legacy`'s registrations
+    /// it was resolved with.
+    generations: (u64, u64),
     engine: Arc<GuardedEngine>,
 }
 
 impl Engines {
     /// A host whose built-in fallback is `legacy` (registered as `legacy` by
-    /// core here, once), whose wasm engines run in `sandbox` with `services`.
+    /// core here; core may refresh it later through [`Self::registry`]),
+    /// whose wasm engines run in `sandbox` with `services`.
     pub fn new(
         sandbox: Sandbox,
         quarantine: Arc<QuarantineStore>,
@@ -78,7 +93,7 @@ impl Engines {
             registry,
             quarantine,
             services,
-            legacy,
+            initial_legacy: legacy,
             policy,
             plugins: std::sync::RwLock::new(PluginSettings::default()),
             resolved: Mutex::new(HashMap::new()),
@@ -100,6 +115,20 @@ impl Engines {
 
     fn plugins(&self) -> std::sync::RwLockReadGuard<'_, PluginSettings> {
         self.plugins.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The fallback engine, made from `legacy`'s registration now (core may
+    /// have refreshed it since start-up).
+    fn legacy(&self) -> Arc<dyn ContextEngine> {
+        match self.registry.get(LEGACY_ID).map(|legacy| legacy.factory) {
+            Some(EngineFactory::Native(make)) => make(&self.plugins().factory_context(LEGACY_ID)),
+            // The registry takes only native factories for `legacy`.
+            _ => self.initial_legacy.clone(),
+        }
+    }
+
+    fn generation(&self, id: &str) -> u64 {
+        self.registry.get(id).map_or(0, |r| r.generation)
     }
 
     /// Why configuration turns the engine of slot value `slot` off, naming
@@ -136,6 +165,27 @@ impl Engines {
         &self.sandbox
     }
 
+    /// [`Self::select`], given up when `cancel` is cancelled first: the
+    /// selection then fails `aborted`, with no fallback and nothing recorded
+    /// (the reference's owner cancellation), and the next selection starts
+    /// afresh.
+    pub async fn select_cancellable(
+        &self,
+        slot: Option<&str>,
+        cancel: &tokio_util::sync::CancellationToken,
+    ) -> Result<Arc<GuardedEngine>, EngineFailure> {
+        tokio::select! {
+            biased;
+            () = cancel.cancelled() => Err(EngineFailure::new(
+                slot_id(slot),
+                Operation::Load,
+                FailureKind::Aborted,
+                "the caller cancelled the engine's selection",
+            )),
+            engine = self.select(slot) => Ok(engine),
+        }
+    }
+
     /// The guarded engine for slot value `slot` (`None`, `""`, `none` and
     /// `legacy` mean legacy). Never fails: whatever goes wrong is quarantined
     /// and the engine answers through `legacy` (or fails its calls in strict
@@ -149,7 +199,7 @@ impl Engines {
                 "engine turned off by configuration; using legacy"
             );
             return Arc::new(
-                GuardedEngine::legacy_only(self.legacy.clone(), self.quarantine.clone())
+                GuardedEngine::legacy_only(self.legacy(), self.quarantine.clone())
                     .observed_by(self.observers.clone()),
             );
         }
@@ -162,10 +212,13 @@ impl Engines {
             .clone();
         let mut resolved = slot.lock().await;
         let registration = self.registry.get(id);
-        let generation = registration.as_ref().map_or(0, |r| r.generation);
+        let generations = (
+            registration.as_ref().map_or(0, |r| r.generation),
+            self.generation(LEGACY_ID),
+        );
         if let Some(known) = &*resolved {
             let retry_due = !known.engine.serving_selected() && !self.quarantine.is_blocked(id);
-            if known.generation == generation && !retry_due {
+            if known.generations == generations && !retry_due {
                 return known.engine.clone();
             }
         }
@@ -175,15 +228,16 @@ impl Engines {
                 .observed_by(self.observers.clone()),
         );
         *resolved = Some(Resolved {
-            generation,
+            generations,
             engine: engine.clone(),
         });
         engine
     }
 
     async fn resolve(&self, id: &str, registration: Option<Registration>) -> GuardedEngine {
+        let legacy = self.legacy();
         if id == LEGACY_ID {
-            return GuardedEngine::legacy_only(self.legacy.clone(), self.quarantine.clone());
+            return GuardedEngine::legacy_only(legacy, self.quarantine.clone());
         }
         let Some(registration) = registration else {
             let registered: Vec<String> =
@@ -202,8 +256,17 @@ impl Engines {
                 owner: Owner::Plugin(UNREGISTERED.to_owned()),
                 fingerprint: None,
             };
-            return self.unavailable(selected, failure);
+            return self.unavailable(selected, failure, legacy);
         };
+        if registration.lifecycle == Lifecycle::Discovery {
+            // Known, but not registered to run: not a failure.
+            tracing::warn!(
+                engine = id,
+                owner = %registration.owner,
+                "engine registered for discovery only; using legacy, without quarantine, until it is registered to run"
+            );
+            return GuardedEngine::legacy_only(legacy, self.quarantine.clone());
+        }
         let selected = Selected {
             id: id.to_owned(),
             owner: registration.owner.clone(),
@@ -221,7 +284,7 @@ impl Engines {
             return GuardedEngine::unavailable(
                 selected,
                 failure,
-                self.legacy.clone(),
+                legacy,
                 self.quarantine.clone(),
                 self.policy,
             );
@@ -230,38 +293,60 @@ impl Engines {
             Ok(engine) => GuardedEngine::new(
                 selected,
                 engine,
-                self.legacy.clone(),
+                legacy,
                 self.quarantine.clone(),
                 self.policy,
             ),
-            Err(failure) => self.unavailable(selected, failure),
+            Err(failure) => self.unavailable(selected, failure, legacy),
         }
     }
 
-    /// Quarantines `failure` and answers the stand-in that serves through
-    /// legacy. The stand-in reports the fallback (its one tracing event and
-    /// guard event) with the first call it serves, which names the session.
-    /// When the host could not admit the engine now (no free instance slot:
-    /// the caller retries) or its own resources ran out while loading it
-    /// (`legacy` serves), it is not the engine's fault: nothing is recorded,
-    /// and the next selection tries again.
-    fn unavailable(&self, selected: Selected, failure: EngineFailure) -> GuardedEngine {
+    /// Quarantines `failure`, logs it (one error line naming the id, owner,
+    /// operation and reason) and answers the stand-in that serves through
+    /// `legacy`. The stand-in also reports the fallback (its one tracing event
+    /// and guard event) with the first call it serves, which names the
+    /// session. When it is not the engine's fault, nothing is recorded and
+    /// the next selection tries again: the host could not admit the engine
+    /// now (no free instance slot: the caller retries, and the refused call
+    /// reports it), or the host fell short (`host-fault`: its own resources
+    /// ran out while loading, or the engine needs a capability this host
+    /// lacks), which is still logged, as such, and `legacy` serves.
+    fn unavailable(
+        &self,
+        selected: Selected,
+        failure: EngineFailure,
+        legacy: Arc<dyn ContextEngine>,
+    ) -> GuardedEngine {
         let owner = selected.owner.to_string();
-        let hosts_fault = matches!(
-            failure.kind,
-            FailureKind::Overloaded | FailureKind::HostFault
-        );
-        if !hosts_fault
-            && let Err(error) =
-                self.quarantine
-                    .record(&owner, selected.fingerprint.as_deref(), &failure)
-        {
-            tracing::error!(engine = %failure.engine_id, %error, "cannot persist a quarantine record");
+        let log = |message: &str| {
+            tracing::error!(
+                engine = %failure.engine_id,
+                owner,
+                operation = failure.operation.as_str(),
+                classification = failure.kind.as_str(),
+                reason = %failure.message,
+                "{message}"
+            );
+        };
+        match failure.kind {
+            FailureKind::Overloaded => {}
+            FailureKind::HostFault => log(
+                "engine could not be made, by the host's fault; legacy serves, nothing recorded",
+            ),
+            _ => {
+                log("engine failed while being resolved; quarantined, falling back to legacy");
+                if let Err(error) =
+                    self.quarantine
+                        .record(&owner, selected.fingerprint.as_deref(), &failure)
+                {
+                    tracing::error!(engine = %failure.engine_id, %error, "cannot persist a quarantine record");
+                }
+            }
         }
         GuardedEngine::unavailable(
             selected,
             failure,
-            self.legacy.clone(),
+            legacy,
             self.quarantine.clone(),
             self.policy,
         )
@@ -282,7 +367,7 @@ impl Engines {
         let sandbox = self.sandbox.clone();
         let context = self.plugins().factory_context(id);
         let load = match factory {
-            EngineFactory::Native(make) => return Ok(make(&context)),
+            EngineFactory::Native(make) => return checked(id, make(&context)).await,
             EngineFactory::WasmFile(path) => {
                 let path = path.clone();
                 tokio::task::spawn_blocking(move || sandbox.load_file(&path))
@@ -316,6 +401,27 @@ impl Engines {
             .await?;
         Ok(Arc::new(engine))
     }
+}
+
+/// `engine`, made natively for `id`, if its `info` is usable; otherwise it is
+/// disposed (what it holds released) and refused, as a sandboxed engine
+/// whose `info` is unusable is.
+async fn checked(
+    id: &str,
+    engine: Arc<dyn ContextEngine>,
+) -> Result<Arc<dyn ContextEngine>, EngineFailure> {
+    let Some(problem) = validate::info_problem(engine.info()) else {
+        return Ok(engine);
+    };
+    if let Err(failure) = engine.dispose().await {
+        tracing::warn!(engine = id, reason = %failure, "engine with an unusable info failed to dispose");
+    }
+    Err(EngineFailure::new(
+        id,
+        Operation::Info,
+        FailureKind::InvalidOutput,
+        problem,
+    ))
 }
 
 /// The registry id slot value `slot` names.

@@ -89,6 +89,19 @@ pub enum LoadError {
         /// Every refused import, with why.
         refused: Vec<RefusedImport>,
     },
+    /// The component imports contract functions this host does not have
+    /// (built against a newer contract than this host's): the host's
+    /// shortcoming, not the engine's fault ([`LoadError::is_host_fault`]).
+    #[error(
+        "`{name}` needs host capabilities this host does not have: {}; run it on a ctxbox host that has them",
+        missing.join(", ")
+    )]
+    MissingCapabilities {
+        /// File name or label.
+        name: String,
+        /// Each missing capability, as `interface.function`.
+        missing: Vec<String>,
+    },
     /// The component's imports or exports do not match the contract.
     #[error("`{name}` does not match the ctxbox:engine contract: {reason}")]
     Link {
@@ -152,11 +165,14 @@ impl LoadError {
         }
     }
 
-    /// Whether the load failed for the host's reason, not the component's:
-    /// nothing is held against the engine, and the next selection tries
-    /// again.
+    /// Whether the load failed for the host's reason, not the component's
+    /// (a fault of this machine, or a capability this host lacks): nothing
+    /// is held against the engine, and the next selection tries again.
     pub fn is_host_fault(&self) -> bool {
-        matches!(self, Self::HostFault { .. })
+        matches!(
+            self,
+            Self::HostFault { .. } | Self::MissingCapabilities { .. }
+        )
     }
 }
 

@@ -14,6 +14,7 @@ use wasmtime::wasmparser::{BinaryReaderError, Parser, Payload};
 
 use super::Sandbox;
 use super::bindings::EngineExportsPre;
+use super::capabilities;
 use super::error::{LoadError, RefusedImport};
 use super::sql::imports_sql;
 use super::store::StoreState;
@@ -102,6 +103,13 @@ impl Sandbox {
         let imports = check_component(name, bytes)?;
         let content_hash = hex::encode(Sha256::digest(bytes));
         let (component, from_cache) = self.compile_cached(name, bytes, &content_hash)?;
+        let missing = capabilities::missing(&self.inner.engine, &component);
+        if !missing.is_empty() {
+            return Err(LoadError::MissingCapabilities {
+                name: name.to_owned(),
+                missing,
+            });
+        }
         let pre = self
             .inner
             .linker

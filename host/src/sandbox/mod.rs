@@ -17,6 +17,7 @@
 
 mod bindings;
 mod call;
+mod capabilities;
 mod classify;
 pub mod config;
 mod convert;

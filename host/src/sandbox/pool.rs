@@ -143,9 +143,10 @@ impl InstancePool {
     }
 }
 
-/// Gives an instance about to be dropped its `dispose` call, under the
-/// short dispose deadline. The instance goes either way; a failure is logged
-/// and kept for the engine to report ([`DisposalFailures`]).
+/// Gives an instance about to be dropped (recycled, or refused at
+/// selection) its `dispose` call, under the short dispose deadline. The
+/// instance goes either way; a failure is logged and kept for the engine to
+/// report ([`DisposalFailures`]).
 pub(crate) async fn dispose_instance(live: &mut Live) {
     if let Err(error) = live.call(&Request::Dispose, &CallOptions::default()).await {
         let failure = error.into_failure();
@@ -154,7 +155,7 @@ pub(crate) async fn dispose_instance(live: &mut Live) {
             operation = "dispose",
             classification = failure.kind.as_str(),
             reason = failure.message,
-            "engine failed to dispose an instance being recycled"
+            "engine failed to dispose an instance being dropped"
         );
         live.disposals().record(failure);
     }

@@ -23,6 +23,7 @@ use crate::contract::types::{
     EngineInfo, IngestBatchResult, IngestResult, MaintainReason, MaintainResult, MessageEntry,
     SessionRef, SubagentEndReason, SubagentSpawn,
 };
+use crate::contract::validate;
 
 /// A sandboxed engine. Cheap to clone; clones share instances.
 #[derive(Clone)]
@@ -130,7 +131,16 @@ impl Sandbox {
             Ok(_) => return Err(unexpected(&label, Operation::Info)),
             Err(error) => return Err(error.into_failure()),
         };
-        check_info(&label, &info)?;
+        if let Some(problem) = validate::info_problem(&info) {
+            // Made but refused: its `dispose` runs before the instance goes.
+            dispose_instance(&mut live).await;
+            return Err(EngineFailure::new(
+                &*label,
+                Operation::Info,
+                FailureKind::InvalidOutput,
+                problem,
+            ));
+        }
         let (id, owner): (Arc<str>, Arc<str>) = match identity {
             Some(identity) => (label, identity.owner.into()),
             None => {
@@ -161,26 +171,6 @@ impl Sandbox {
 
 const NO_SLOT: &str =
     "no engine instance slot is free (sandbox.maxInstances reached and every instance is busy)";
-
-/// Refuses an `info` the host cannot use.
-fn check_info(label: &str, info: &EngineInfo) -> Result<(), EngineFailure> {
-    let problem = if info.id.trim().is_empty() {
-        Some("its info has an empty id")
-    } else if info.name.trim().is_empty() {
-        Some("its info has an empty name")
-    } else {
-        None
-    };
-    match problem {
-        Some(problem) => Err(EngineFailure::new(
-            label,
-            Operation::Info,
-            FailureKind::InvalidOutput,
-            problem,
-        )),
-        None => Ok(()),
-    }
-}
 
 fn unexpected(engine_id: &str, operation: Operation) -> EngineFailure {
     EngineFailure::new(

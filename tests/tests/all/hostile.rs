@@ -1141,6 +1141,7 @@ async fn quarantine_survives_a_restart_and_reregistration_clears_it() {
             ctxbox_host::engines::registry::EngineFactory::WasmFile(guests::PANICKER.into()),
             ctxbox_host::engines::registry::RegisterOptions {
                 allow_same_owner_refresh: true,
+                ..ctxbox_host::engines::registry::RegisterOptions::default()
             },
         )
         .expect("re-register");
@@ -1356,10 +1357,16 @@ async fn each_guard_decision_is_one_tracing_event_with_all_its_fields() {
     );
     assert_eq!(event.field("action"), "fell-back");
 
-    // A failed resolution: reported once, with the first call's session.
+    // A failed resolution: one error line when it is resolved (naming no
+    // session: there is none yet), then one guard event, with the first
+    // call's session.
     let capture = ctxbox_tests::traces::Capture::default();
     let engine = capture.run(host.select(Some("no-such-engine"))).await;
-    assert!(capture.events().is_empty(), "{:?}", capture.events());
+    let resolved = capture.events();
+    assert_eq!(resolved.len(), 1, "{resolved:?}");
+    assert_eq!(resolved[0].level, tracing::Level::ERROR, "{resolved:?}");
+    assert_eq!(resolved[0].field("engine"), "no-such-engine");
+    let capture = ctxbox_tests::traces::Capture::default();
     for call in ["first", "second"] {
         capture
             .run(engine.assemble(

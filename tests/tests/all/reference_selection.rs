@@ -1,25 +1,34 @@
 //! Engine selection as the reference does it (its `registry.selection`,
 //! `registry.factory-admission` and registry tests): configuration turning
 //! engines off, the slot values that mean the default, admission failures,
-//! re-registration, and the settings each engine is made with.
+//! re-registration, discovery-only registrations, a refreshed `legacy`,
+//! cancelled resolutions, engines whose `info` is unusable, and the settings
+//! each engine is made with.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use ctxbox_host::contract::engine::{CallOptions, ContextEngine};
+use async_trait::async_trait;
+use ctxbox_host::contract::engine::{CallOptions, ContextEngine, EngineResult};
 use ctxbox_host::contract::failure::{EngineFailure, FailureKind, Operation};
 use ctxbox_host::contract::history::History;
-use ctxbox_host::contract::types::{AssembleParams, CompactParams};
+use ctxbox_host::contract::types::{
+    AfterTurnParams, AssembleParams, AssembleResult, BootstrapResult, CompactParams, CompactResult,
+    EngineInfo, IngestBatchResult, IngestResult, MaintainReason, MaintainResult, MessageEntry,
+    SessionRef, SubagentEndReason, SubagentSpawn,
+};
 use ctxbox_host::engines::guard::{GuardAction, GuardPolicy};
 use ctxbox_host::engines::plugins::{FactoryContext, PluginSettings};
-use ctxbox_host::engines::registry::{EngineFactory, RegisterOptions};
+use ctxbox_host::engines::registry::{EngineFactory, Lifecycle, RegisterOptions};
 use ctxbox_host::engines::selection::Engines;
 use ctxbox_host::runtime::{Config, Runtime};
 use ctxbox_host::sandbox::SandboxConfig;
+use ctxbox_tests::traces::Capture;
 use ctxbox_tests::{conversation, guests, session, zoo_host};
 use tokio_util::sync::CancellationToken;
+use tracing::Level;
 
 /// Registers a native engine `id` for plugin `owner` whose factory counts
 /// its calls and keeps the context it was given.
@@ -27,6 +36,19 @@ async fn counted_native(
     host: &Engines,
     owner: &str,
     id: &str,
+) -> (
+    Arc<AtomicUsize>,
+    Arc<std::sync::Mutex<Option<FactoryContext>>>,
+) {
+    counted_native_with(host, owner, id, RegisterOptions::default()).await
+}
+
+/// [`counted_native`], registered with `options`.
+async fn counted_native_with(
+    host: &Engines,
+    owner: &str,
+    id: &str,
+    options: RegisterOptions,
 ) -> (
     Arc<AtomicUsize>,
     Arc<std::sync::Mutex<Option<FactoryContext>>>,
@@ -44,7 +66,7 @@ async fn counted_native(
                 *context.lock().expect("lock") = Some(given.clone());
                 legacy.clone() as Arc<dyn ContextEngine>
             })),
-            RegisterOptions::default(),
+            options,
         )
         .expect("registers");
     (made, seen)
@@ -453,4 +475,488 @@ async fn a_fresh_hosts_legacy_is_owned_by_core_and_serves_an_unset_slot() {
     assemble_once(engine.as_ref()).await;
     assert!(engine.take_events().is_empty(), "nothing to guard");
     assert!(runtime.engines().quarantine().list().is_empty());
+}
+
+/// A native engine that answers as `inner` does under its own `info`,
+/// counting its `assemble` calls and its disposals.
+struct Marked {
+    info: EngineInfo,
+    inner: Arc<dyn ContextEngine>,
+    assembled: Arc<AtomicUsize>,
+    disposed: Arc<AtomicUsize>,
+}
+
+impl Marked {
+    /// `inner` (a fresh host's legacy) as `id` named `name`.
+    fn new(inner: Arc<dyn ContextEngine>, id: &str, name: &str) -> Self {
+        Self {
+            info: EngineInfo {
+                id: id.to_owned(),
+                name: name.to_owned(),
+                ..inner.info().clone()
+            },
+            inner,
+            assembled: Arc::default(),
+            disposed: Arc::default(),
+        }
+    }
+}
+
+#[async_trait]
+impl ContextEngine for Marked {
+    fn info(&self) -> &EngineInfo {
+        &self.info
+    }
+
+    async fn bootstrap(
+        &self,
+        call: &CallOptions,
+        session: &SessionRef,
+        history: &History,
+    ) -> EngineResult<BootstrapResult> {
+        self.inner.bootstrap(call, session, history).await
+    }
+
+    async fn ingest(
+        &self,
+        call: &CallOptions,
+        session: &SessionRef,
+        entry: &MessageEntry,
+        heartbeat: bool,
+    ) -> EngineResult<IngestResult> {
+        self.inner.ingest(call, session, entry, heartbeat).await
+    }
+
+    async fn ingest_batch(
+        &self,
+        call: &CallOptions,
+        session: &SessionRef,
+        entries: &[MessageEntry],
+        heartbeat: bool,
+    ) -> EngineResult<IngestBatchResult> {
+        self.inner
+            .ingest_batch(call, session, entries, heartbeat)
+            .await
+    }
+
+    async fn assemble(
+        &self,
+        call: &CallOptions,
+        session: &SessionRef,
+        history: &History,
+        params: &AssembleParams,
+    ) -> EngineResult<AssembleResult> {
+        self.assembled.fetch_add(1, Ordering::SeqCst);
+        self.inner.assemble(call, session, history, params).await
+    }
+
+    async fn compact(
+        &self,
+        call: &CallOptions,
+        session: &SessionRef,
+        history: &History,
+        params: &CompactParams,
+    ) -> EngineResult<CompactResult> {
+        self.inner.compact(call, session, history, params).await
+    }
+
+    async fn after_turn(
+        &self,
+        call: &CallOptions,
+        session: &SessionRef,
+        history: &History,
+        params: &AfterTurnParams,
+    ) -> EngineResult<()> {
+        self.inner.after_turn(call, session, history, params).await
+    }
+
+    async fn maintain(
+        &self,
+        call: &CallOptions,
+        session: &SessionRef,
+        history: &History,
+        reason: MaintainReason,
+        runtime_context: Option<&str>,
+    ) -> EngineResult<MaintainResult> {
+        self.inner
+            .maintain(call, session, history, reason, runtime_context)
+            .await
+    }
+
+    async fn prepare_subagent_spawn(
+        &self,
+        call: &CallOptions,
+        spawn: &SubagentSpawn,
+    ) -> EngineResult<Option<String>> {
+        self.inner.prepare_subagent_spawn(call, spawn).await
+    }
+
+    async fn rollback_subagent_spawn(
+        &self,
+        call: &CallOptions,
+        preparation_id: &str,
+    ) -> EngineResult<()> {
+        self.inner
+            .rollback_subagent_spawn(call, preparation_id)
+            .await
+    }
+
+    async fn on_subagent_ended(
+        &self,
+        call: &CallOptions,
+        child_session_key: &str,
+        reason: SubagentEndReason,
+    ) -> EngineResult<()> {
+        self.inner
+            .on_subagent_ended(call, child_session_key, reason)
+            .await
+    }
+
+    async fn dispose(&self) -> EngineResult<()> {
+        self.disposed.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+/// `registry.ts`: a registration for read-only discovery is never made;
+/// selecting it uses the default engine, without quarantine, with one
+/// warning naming the id and owner.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_discovery_only_engine_resolves_to_legacy_with_one_warning_and_no_quarantine() {
+    let (_dir, host) = zoo_host(SandboxConfig::default(), GuardPolicy::default());
+    let discovery = RegisterOptions {
+        lifecycle: Lifecycle::Discovery,
+        ..RegisterOptions::default()
+    };
+    let (made, _) = counted_native_with(&host, "vendor", "found", discovery).await;
+    let capture = Capture::default();
+    for _ in 0..3 {
+        let engine = capture.run(host.select(Some("found"))).await;
+        assert_eq!(engine.serving_id(), "legacy");
+        assert!(engine.resolution_failure().is_none(), "not a failure");
+        capture.run(assemble_once(engine.as_ref())).await;
+        assert!(engine.take_events().is_empty(), "no fallback reported");
+    }
+    assert_eq!(
+        made.load(Ordering::SeqCst),
+        0,
+        "its factory is never called"
+    );
+    assert!(host.quarantine().list().is_empty(), "nothing quarantined");
+    let warnings: Vec<_> = capture
+        .events()
+        .into_iter()
+        .filter(|event| event.level == Level::WARN)
+        .collect();
+    assert_eq!(warnings.len(), 1, "one warning: {warnings:?}");
+    assert!(
+        warnings[0].message.contains("discovery only"),
+        "{warnings:?}"
+    );
+    assert_eq!(warnings[0].field("engine"), "found");
+    assert_eq!(warnings[0].field("owner"), "plugin:vendor");
+
+    // Runtime activation (the same owner, refreshing) makes it live; a
+    // discovery pass after that changes nothing.
+    let refresh = RegisterOptions {
+        allow_same_owner_refresh: true,
+        ..RegisterOptions::default()
+    };
+    let (made, _) = counted_native_with(&host, "vendor", "found", refresh).await;
+    counted_native_with(
+        &host,
+        "vendor",
+        "found",
+        RegisterOptions {
+            allow_same_owner_refresh: true,
+            lifecycle: Lifecycle::Discovery,
+        },
+    )
+    .await;
+    let engine = host.select(Some("found")).await;
+    assert_eq!(engine.serving_id(), "found");
+    assert_eq!(made.load(Ordering::SeqCst), 1);
+}
+
+/// Code that does not name itself registers through the public path, as
+/// `public-sdk`; its engine is selected like any other and is recorded under
+/// that owner when it fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_engine_registered_through_the_public_path_is_selected_and_owned_by_public_sdk() {
+    let (_dir, host) = zoo_host(SandboxConfig::default(), GuardPolicy::default());
+    host.registry()
+        .public()
+        .register(
+            "open-keep-recent",
+            EngineFactory::WasmFile(guests::KEEP_RECENT.into()),
+            RegisterOptions::default(),
+        )
+        .expect("registers");
+    let engine = host.select(Some("open-keep-recent")).await;
+    assert_eq!(engine.serving_id(), "open-keep-recent");
+    assemble_once(engine.as_ref()).await;
+    assert_eq!(engine.calls_served_by_legacy(), 0);
+
+    host.registry()
+        .public()
+        .register(
+            "open-broken",
+            EngineFactory::WasmFile(guests::WRONG_VERSION.into()),
+            RegisterOptions::default(),
+        )
+        .expect("registers");
+    assert_eq!(
+        host.select(Some("open-broken")).await.serving_id(),
+        "legacy"
+    );
+    let record = host.quarantine().get("open-broken").expect("quarantined");
+    assert_eq!(record.owner, "public-sdk");
+}
+
+/// `legacy.registration.ts`: core registers `legacy` with a same-owner
+/// refresh; the refreshed engine is the one every later fallback uses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn core_can_refresh_legacy_and_later_selections_fall_back_to_it() {
+    let (_dir, host) = zoo_host(SandboxConfig::default(), GuardPolicy::default());
+    let before = host.select(Some("never-registered")).await;
+    let refreshed = Arc::new(Marked::new(
+        host.select(None).await,
+        "legacy",
+        "Legacy, refreshed",
+    ));
+    let assembled = refreshed.assembled.clone();
+    host.registry()
+        .register_core(
+            "legacy",
+            EngineFactory::native(refreshed),
+            RegisterOptions {
+                allow_same_owner_refresh: true,
+                ..RegisterOptions::default()
+            },
+        )
+        .expect("core refreshes legacy");
+    // Selections made after the refresh use it: the default slot, and the
+    // fallback of an engine that could not be made.
+    for slot in [None, Some("never-registered")] {
+        let engine = host.select(slot).await;
+        assert_eq!(engine.serving_id(), "legacy", "{slot:?}");
+        let before = assembled.load(Ordering::SeqCst);
+        assemble_once(engine.as_ref()).await;
+        assert_eq!(assembled.load(Ordering::SeqCst), before + 1, "{slot:?}");
+    }
+    // One resolved before it keeps the engine it was made with.
+    let count = assembled.load(Ordering::SeqCst);
+    assemble_once(before.as_ref()).await;
+    assert_eq!(assembled.load(Ordering::SeqCst), count);
+    // A plugin still cannot take it.
+    assert!(
+        host.registry()
+            .plugin("vendor")
+            .register(
+                "legacy",
+                EngineFactory::native(host.select(None).await),
+                RegisterOptions::default(),
+            )
+            .is_err()
+    );
+}
+
+/// `registry.ts`: a factory whose engine fails contract validation has the
+/// engine disposed, is quarantined (`contract-validation`; ctxbox's
+/// operation is `info`) and the default engine serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_engine_whose_info_fails_validation_is_disposed_and_not_served() {
+    let (_dir, host) = zoo_host(SandboxConfig::default(), GuardPolicy::default());
+    let nameless = Arc::new(Marked::new(host.select(None).await, "nameless-native", " "));
+    let (disposed, assembled) = (nameless.disposed.clone(), nameless.assembled.clone());
+    host.registry()
+        .plugin("vendor")
+        .register(
+            "nameless-native",
+            EngineFactory::native(nameless),
+            RegisterOptions::default(),
+        )
+        .expect("registers");
+    let engine = host.select(Some("nameless-native")).await;
+    assert_eq!(engine.serving_id(), "legacy");
+    let failure = engine.resolution_failure().expect("refused");
+    assert_eq!(failure.operation, Operation::Info);
+    assert_eq!(failure.kind, FailureKind::InvalidOutput);
+    assert!(
+        failure.message.contains("empty name"),
+        "{}",
+        failure.message
+    );
+    assert_eq!(disposed.load(Ordering::SeqCst), 1, "disposed once");
+    assemble_once(engine.as_ref()).await;
+    assert_eq!(assembled.load(Ordering::SeqCst), 0, "never served");
+    let record = host.quarantine().get("nameless-native").expect("recorded");
+    assert_eq!(record.operation, "info");
+}
+
+/// The same for a component: its instance gets its `dispose` call before it
+/// is dropped, so the only instance slot is free again for the next engine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_component_whose_info_fails_validation_is_disposed_and_its_slot_freed() {
+    let config = SandboxConfig {
+        max_instances: 1,
+        ..SandboxConfig::default()
+    };
+    let (_dir, host) = zoo_host(config, GuardPolicy::default());
+    let capture = Capture::default();
+    let nameless = capture.run(host.select(Some("blank-name"))).await;
+    assert_eq!(nameless.serving_id(), "legacy");
+    let failure = nameless.resolution_failure().expect("refused");
+    assert_eq!(failure.operation, Operation::Info);
+    let disposed = capture.with_message("disposed");
+    assert_eq!(disposed.len(), 1, "{:?}", capture.events());
+    assert_eq!(disposed[0].target, "ctxbox::engine");
+    assert_eq!(host.sandbox().live_instances(), 0, "its instance is gone");
+    let engine = host.select(Some("keep-recent")).await;
+    assert_eq!(engine.serving_id(), "keep-recent", "the slot is free");
+}
+
+/// `registry.factory-admission.test.ts`: the owner cancelling a resolution
+/// propagates: no fallback, no quarantine, and a later caller resolves
+/// normally.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_a_resolution_propagates_without_fallback_or_record() {
+    let config = SandboxConfig {
+        max_instances: 1,
+        dispose_timeout_ms: 60_000,
+        ..SandboxConfig::default()
+    };
+    let (_dir, host) = zoo_host(config, GuardPolicy::default());
+    // The pool's only slot holds slow-disposer's idle instance: making
+    // keep-recent recycles it, which waits on its hour-long `dispose`.
+    assert_eq!(
+        host.select(Some("slow-disposer")).await.serving_id(),
+        "slow-disposer"
+    );
+    let cancel = CancellationToken::new();
+    let started = std::time::Instant::now();
+    let cancelling = {
+        let cancel = cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            cancel.cancel();
+        })
+    };
+    let failure = match host.select_cancellable(Some("keep-recent"), &cancel).await {
+        Err(failure) => failure,
+        Ok(engine) => panic!("cancelled, yet {} serves", engine.serving_id()),
+    };
+    cancelling.await.expect("cancels");
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "given up when cancelled, not after the dispose deadline"
+    );
+    assert_eq!(failure.kind, FailureKind::Aborted);
+    assert_eq!(failure.engine_id, "keep-recent");
+    assert!(host.quarantine().list().is_empty(), "nothing recorded");
+    let next = tokio::time::timeout(Duration::from_secs(10), host.select(Some("keep-recent")))
+        .await
+        .expect("the next selection does not wait on the given-up one");
+    assert_eq!(next.serving_id(), "keep-recent");
+    // A selection already cancelled never starts.
+    let cancelled = CancellationToken::new();
+    cancelled.cancel();
+    assert!(
+        host.select_cancellable(Some("keep-recent"), &cancelled)
+            .await
+            .is_err()
+    );
+    assert!(host.quarantine().list().is_empty());
+}
+
+/// `registry.ts`: a failure while resolving is logged once, at resolution,
+/// as one error line naming the engine, its owner, the operation and the
+/// reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_resolution_logs_one_error_line_naming_id_owner_operation_and_reason() {
+    let (_dir, host) = zoo_host(SandboxConfig::default(), GuardPolicy::default());
+    let capture = Capture::default();
+    let engine = capture.run(host.select(Some("wrong-version"))).await;
+    let errors = |capture: &Capture| -> Vec<_> {
+        capture
+            .events()
+            .into_iter()
+            .filter(|event| event.level == Level::ERROR)
+            .collect()
+    };
+    let logged = errors(&capture);
+    assert_eq!(logged.len(), 1, "one error line, at resolution: {logged:?}");
+    let line = &logged[0];
+    assert_eq!(line.field("engine"), "wrong-version");
+    assert_eq!(line.field("owner"), "plugin:zoo");
+    assert_eq!(line.field("operation"), "load");
+    assert!(line.field("reason").contains("0.1.0"), "{line:?}");
+    // Serving through legacy and selecting it again adds no error line.
+    capture.run(assemble_once(engine.as_ref())).await;
+    capture.run(host.select(Some("wrong-version"))).await;
+    assert_eq!(errors(&capture).len(), 1, "{:?}", capture.events());
+}
+
+/// A component that imports, beside functions this host has, one it does not
+/// (`host.teleport`): built against a newer contract than this host's.
+const NEEDS_TELEPORT: &str = r#"(component
+  (import "ctxbox:engine/host@0.1.0" (instance
+    (export "report-progress" (func))
+    (export "aborted" (func (result bool)))
+    (export "teleport" (func (param "where" string)))
+  ))
+  (instance $engine)
+  (export "ctxbox:engine/engine@0.1.0" (instance $engine))
+)"#;
+
+/// `host-compat.ts`: an engine's host requirements are checked before it
+/// runs, naming each missing capability. ctxbox derives them from the
+/// component's imports: one needing a function this host lacks is never
+/// made; `legacy` serves and nothing is recorded against the engine (the
+/// host is what falls short), with one error line naming the capability.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_engine_needing_a_capability_this_host_lacks_is_refused_naming_it() {
+    let (_dir, host) = zoo_host(SandboxConfig::default(), GuardPolicy::default());
+    let bytes = wat::parse_str(NEEDS_TELEPORT).expect("valid component text");
+    host.registry()
+        .plugin("future")
+        .register(
+            "teleporter",
+            EngineFactory::WasmBytes {
+                label: "teleporter.wasm".into(),
+                bytes: bytes.into(),
+            },
+            RegisterOptions::default(),
+        )
+        .expect("registers");
+    let capture = Capture::default();
+    let engine = capture.run(host.select(Some("teleporter"))).await;
+    assert_eq!(engine.serving_id(), "legacy");
+    let failure = engine.resolution_failure().expect("refused");
+    assert_eq!(failure.kind, FailureKind::HostFault);
+    assert!(
+        failure.message.contains("host.teleport"),
+        "names the missing capability: {}",
+        failure.message
+    );
+    assert!(
+        !failure.message.contains("report-progress") && !failure.message.contains("aborted"),
+        "names only what is missing: {}",
+        failure.message
+    );
+    assert!(host.quarantine().list().is_empty(), "nothing recorded");
+    let errors: Vec<_> = capture
+        .events()
+        .into_iter()
+        .filter(|event| event.level == Level::ERROR)
+        .collect();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0].field("engine"), "teleporter");
+    assert_eq!(errors[0].field("owner"), "plugin:future");
+    assert!(
+        errors[0].field("reason").contains("host.teleport"),
+        "{errors:?}"
+    );
+    assemble_once(engine.as_ref()).await;
+    assert_eq!(engine.calls_served_by_legacy(), 1);
 }

@@ -1,5 +1,6 @@
 //! Hostile engine: its `info` has an id but a blank name, which the host
-//! refuses at selection.
+//! refuses at selection. Its `dispose` logs `disposed`, so tests see that
+//! the refused instance was disposed.
 
 use ctxbox_guest::prelude::*;
 
@@ -18,6 +19,11 @@ impl Engine for BlankName {
         _: AssembleParams,
     ) -> Result<AssembleResult, EngineError> {
         Ok(AssembleResult::keep_range(0..history.len(), 0))
+    }
+
+    fn dispose(&mut self) -> Result<(), EngineError> {
+        ctxbox_guest::host::log(LogLevel::Info, "disposed");
+        Ok(())
     }
 }
 
