@@ -8,6 +8,7 @@ import { sdkModule } from "./sdk-source.mjs";
 
 const crypto = (await sdkModule("node/crypto")).default;
 const { encode, decode } = await sdkModule("node/encoding");
+const memo = await sdkModule("node/digest-memo");
 
 /** Deterministic bytes of `length`. */
 const bytes = (length) => Uint8Array.from({ length }, (_, i) => (i * 31 + 7) & 0xff);
@@ -40,6 +41,41 @@ test("text is hashed as UTF-8 (or as its encoding says) and digests in every enc
   );
   assert.deepEqual([...crypto.createHash("sha256").update("x").digest()], [...nodeCrypto.createHash("sha256").update("x").digest()]);
   assert.equal(crypto.createHash("SHA-256").update("").digest("hex"), nodeCrypto.createHash("sha256").digest("hex"));
+});
+
+test("a long text hashed again is answered from memory with Node's digest, whatever follows it or is done to the answer", () => {
+  const text = "message ".repeat(500) + "世界";
+  const expected = nodeCrypto.createHash("sha256").update(text).digest("hex");
+  assert.equal(memo.rememberedDigest("sha256", text), undefined);
+  assert.equal(crypto.createHash("sha256").update(text).digest("hex"), expected);
+  assert.equal(encode(memo.rememberedDigest("sha256", text), "hex"), expected, "the digest is remembered");
+  const bytesAnswer = crypto.createHash("sha256").update(text).digest();
+  assert.equal(encode(bytesAnswer, "hex"), expected, "remembered");
+  bytesAnswer.fill(0);
+  assert.equal(crypto.createHash("sha256").update(text).digest("hex"), expected, "the answer is a copy");
+  assert.equal(
+    crypto.createHash("sha256").update(text).update("!").digest("hex"),
+    nodeCrypto.createHash("sha256").update(text).update("!").digest("hex"),
+    "more input after the text",
+  );
+  assert.equal(
+    crypto.createHash("sha1").update(text).digest("base64"),
+    nodeCrypto.createHash("sha1").update(text).digest("base64"),
+    "the algorithm is part of what is remembered",
+  );
+  assert.equal(
+    crypto.createHash("sha256").update(text, "latin1").digest("hex"),
+    nodeCrypto.createHash("sha256").update(text, "latin1").digest("hex"),
+    "another encoding is hashed as that encoding",
+  );
+});
+
+test("the remembered texts stay under two million characters", () => {
+  for (let i = 0; i < 400; i += 1) crypto.createHash("sha256").update(`${i} `.padEnd(20_000, "x")).digest("hex");
+  assert.ok(memo.heldTextCharacters() <= 2_000_000, `${memo.heldTextCharacters()} characters held`);
+  assert.ok(memo.heldTextCharacters() > 1_900_000, "and the memo is used up to its cap");
+  const text = "399 ".padEnd(20_000, "x");
+  assert.equal(crypto.createHash("sha256").update(text).digest("hex"), nodeCrypto.createHash("sha256").update(text).digest("hex"));
 });
 
 test("what is not offered is a clear error; a digest is read once", () => {

@@ -5,6 +5,7 @@
  * offered.
  */
 import { decode, encode } from "./encoding.js";
+import { rememberDigest, rememberedDigest, worthRemembering } from "./digest-memo.js";
 import { Sha1, Sha256, type Hasher } from "./sha.js";
 
 /** WebCrypto as the guest has it (StarlingMonkey's `crypto`). */
@@ -19,17 +20,36 @@ function nodeBytes(bytes: Uint8Array): Uint8Array {
 
 const HASHES: Record<string, () => Hasher> = { sha256: () => new Sha256(), sha1: () => new Sha1() };
 
-/** A hash in progress, like `node:crypto`'s `Hash`. */
+/**
+ * A hash in progress, like `node:crypto`'s `Hash`. A hash of one UTF-8 text
+ * alone (the common `createHash(…).update(text).digest(…)`) is answered from
+ * the digests of recent texts when it can be (see `digest-memo.ts`).
+ */
 export class Hash {
+  #algorithm: string;
   #hasher: Hasher;
+  /** The one text fed so far and not yet hashed, while it is the only input. */
+  #text: string | undefined;
+  #fed = false;
+  #done = false;
 
   /** @internal Made by {@link createHash}. */
-  constructor(hasher: Hasher) {
+  constructor(algorithm: string, hasher: Hasher) {
+    this.#algorithm = algorithm;
     this.#hasher = hasher;
   }
 
   /** Adds `data` (text in `inputEncoding`, UTF-8 by default, or bytes). */
   update(data: string | ArrayBufferView, inputEncoding = "utf8"): this {
+    if (this.#done) throw new Error("Digest already called");
+    const utf8 = inputEncoding === "utf8" || inputEncoding === "utf-8";
+    if (typeof data === "string" && utf8 && !this.#fed && worthRemembering(data)) {
+      this.#fed = true;
+      this.#text = data;
+      return this;
+    }
+    this.#feedText();
+    this.#fed = true;
     if (typeof data === "string") this.#hasher.update(decode(data, inputEncoding));
     else if (ArrayBuffer.isView(data)) this.#hasher.update(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
     else throw invalidData(data);
@@ -40,8 +60,27 @@ export class Hash {
   digest(): Uint8Array;
   digest(encoding: string): string;
   digest(encoding?: string): string | Uint8Array {
-    const bytes = this.#hasher.finish();
+    if (this.#done) throw new Error("Digest already called");
+    const bytes = this.#text === undefined ? this.#hasher.finish() : this.#digestOfText(this.#text);
+    this.#done = true;
     return encoding === undefined || encoding === "buffer" ? nodeBytes(bytes) : encode(bytes, encoding);
+  }
+
+  /** The digest of the one text fed, remembered or hashed now. */
+  #digestOfText(text: string): Uint8Array {
+    const remembered = rememberedDigest(this.#algorithm, text);
+    if (remembered !== undefined) return remembered;
+    this.#feedText();
+    const digest = this.#hasher.finish();
+    rememberDigest(this.#algorithm, text, digest);
+    return digest;
+  }
+
+  /** Hashes the text held back, once more input follows it (or it was not remembered). */
+  #feedText(): void {
+    if (this.#text === undefined) return;
+    this.#hasher.update(decode(this.#text, "utf8"));
+    this.#text = undefined;
   }
 }
 
@@ -55,7 +94,8 @@ function invalidData(data: unknown): TypeError {
 
 /** A hash of `algorithm` (`sha256` or `sha1`; the guest offers no other). */
 export function createHash(algorithm: string): Hash {
-  const make = HASHES[algorithm.toLowerCase().replace("-", "")];
+  const name = algorithm.toLowerCase().replace("-", "");
+  const make = HASHES[name];
   if (!make) {
     const error = new Error(`Digest method not supported: ${algorithm} (the guest's node:crypto offers sha256 and sha1)`) as Error & {
       code: string;
@@ -63,7 +103,7 @@ export function createHash(algorithm: string): Hash {
     error.code = "ERR_CRYPTO_INVALID_DIGEST";
     throw error;
   }
-  return new Hash(make());
+  return new Hash(name, make());
 }
 
 /** A random version 4 UUID. */

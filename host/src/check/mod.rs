@@ -26,6 +26,7 @@ mod powers;
 mod report;
 pub mod verdict;
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -40,7 +41,9 @@ use crate::contract::engine::ContextEngine;
 use crate::contract::failure::{EngineFailure, FailureKind, Operation};
 use crate::contract::history::History;
 use crate::contract::types::{AgentMessage, MessageEntry, SessionRef};
-use crate::sandbox::{Sandbox, SandboxConfig, SqlAccess};
+use crate::sandbox::{
+    EngineIdentity, EngineLimits, LoadedComponent, Sandbox, SandboxConfig, SqlAccess, WasmEngine,
+};
 use crate::services::compaction::{CompactionConfig, Compactor};
 use crate::services::completions::{CompletionLimits, Completions};
 use crate::services::native::NativeServices;
@@ -70,6 +73,11 @@ pub struct CheckOptions {
     /// How long compiling the component may take (`None`: the sandbox's
     /// default, `sandbox.compileTimeoutMs`).
     pub compile_timeout_ms: Option<u64>,
+    /// Engines' `plugins.entries.<id>.config` (as JSON) by id: the engine is
+    /// checked with the settings its id is given, as a host would run it.
+    pub engine_configs: BTreeMap<String, Arc<str>>,
+    /// Engines' `plugins.entries.<id>.limits` by id, likewise.
+    pub engine_limits: BTreeMap<String, EngineLimits>,
 }
 
 /// Checks the component at `path`.
@@ -128,6 +136,12 @@ struct Checker {
     /// The checker's model (offline), to report what the engine asked.
     completions: Arc<Completions>,
     pace: Arc<Pace>,
+    /// Settings and limits by engine id (see [`CheckOptions`]).
+    engine_configs: BTreeMap<String, Arc<str>>,
+    engine_limits: BTreeMap<String, EngineLimits>,
+    /// The limits the engine's calls run under: the sandbox's, with the
+    /// engine's own in place when configuration gives it some.
+    in_force: SandboxConfig,
 }
 
 impl Checker {
@@ -164,6 +178,7 @@ impl Checker {
         .map_err(|error| setup(&error))?
         .with_sql(SqlAccess::Served(Arc::new(sql)));
         let answer_limit_bytes = sandbox.config().max_output_kib.saturating_mul(1024);
+        let sandbox_limits = sandbox.config().clone();
         // The checker's model: offline extractive answers, paced like the
         // summarizer, under the default budgets.
         let completions = Arc::new(Completions::new(
@@ -188,12 +203,15 @@ impl Checker {
             )),
             completions,
             pace,
+            engine_configs: options.engine_configs.clone(),
+            engine_limits: options.engine_limits.clone(),
+            in_force: sandbox_limits,
         })
     }
 
     /// The report, with what the sandbox cannot tell said so.
     fn finish(mut self) -> CheckReport {
-        let config = self.sandbox.config();
+        let config = &self.in_force;
         self.report.limits.not_measured = vec![
             format!(
                 "fuel: the sandbox refuels every call and does not report what a call burned (budgets: {} per call, {} per compaction)",
@@ -205,6 +223,34 @@ impl Checker {
             ),
         ];
         self.report
+    }
+
+    /// `engine` made again as the id its `info` declares is configured, when
+    /// configuration gives that id settings or limits of its own (a host
+    /// would run it with them); otherwise `engine` itself.
+    async fn as_configured(
+        &mut self,
+        component: &LoadedComponent,
+        engine: WasmEngine,
+    ) -> Result<WasmEngine, EngineFailure> {
+        let id = engine.info().id.clone();
+        let config = self.engine_configs.get(&id).cloned();
+        let limits = self.engine_limits.get(&id).cloned().unwrap_or_default();
+        if config.is_none() && limits.is_empty() {
+            return Ok(engine);
+        }
+        // Its first instance goes; its disposal is checked on the one kept.
+        let _ = engine.dispose().await;
+        self.in_force = self.sandbox.config().with_engine_limits(&limits);
+        let identity = EngineIdentity {
+            id,
+            owner: "check".to_owned(),
+            config,
+            limits,
+        };
+        self.sandbox
+            .instantiate_as(component, identity, self.services.clone())
+            .await
     }
 
     fn record(&mut self, name: &str, expected: &str, finding: impl Into<Finding>) {
@@ -228,7 +274,7 @@ impl Checker {
         let started = Instant::now();
         let value = call.await;
         let millis = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        let config = self.sandbox.config();
+        let config = &self.in_force;
         let (slot, limit) = if operation.may_compact() {
             let ceiling = config
                 .compaction_window()
@@ -311,6 +357,10 @@ impl Checker {
             .instantiate(&component, self.services.clone())
             .await
         {
+            Ok(engine) => self.as_configured(&component, engine).await,
+            Err(failure) => Err(failure),
+        };
+        let engine = match engine {
             Ok(engine) => engine,
             Err(failure) => return self.record("info", INFO, Finding::fail(failure_text(failure))),
         };

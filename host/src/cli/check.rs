@@ -34,9 +34,18 @@ async fn run_to(args: Args, out: &mut impl Write) -> anyhow::Result<ExitCode> {
         .cache_dir
         .clone()
         .unwrap_or_else(|| config.data_dir().join("cache"));
+    // The engine runs with the settings and limits its id is configured
+    // with, as a host would run it.
     let options = CheckOptions {
         cache_dir: Some(cache_dir),
         compile_timeout_ms: Some(config.sandbox.compile_timeout_ms),
+        engine_configs: config
+            .engine_configs()
+            .map_err(anyhow::Error::msg)?
+            .into_iter()
+            .map(|(id, json)| (id, json.into()))
+            .collect(),
+        engine_limits: config.engine_limits().map_err(anyhow::Error::msg)?,
     };
     let report = match EngineSource::parse(&args.engine)? {
         EngineSource::Bundled(name, bytes) => {

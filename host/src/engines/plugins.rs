@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::engines::registry::Owner;
+use crate::sandbox::EngineLimits;
 
 /// Which plugin engines may be used, and their settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,6 +25,8 @@ pub struct PluginSettings {
     pub disabled: BTreeSet<String>,
     /// Each engine's `plugins.entries.<id>.config`, as JSON.
     pub configs: BTreeMap<String, Arc<str>>,
+    /// Each sandboxed engine's `plugins.entries.<id>.limits`.
+    pub limits: BTreeMap<String, EngineLimits>,
     /// The agent's directory, handed to native factories.
     pub agent_dir: Option<PathBuf>,
     /// The agent's workspace, handed to native factories.
@@ -37,6 +40,7 @@ impl Default for PluginSettings {
             deny: BTreeSet::new(),
             disabled: BTreeSet::new(),
             configs: BTreeMap::new(),
+            limits: BTreeMap::new(),
             agent_dir: None,
             workspace_dir: None,
         }
@@ -49,6 +53,8 @@ impl Default for PluginSettings {
 pub struct FactoryContext {
     /// The engine's `plugins.entries.<id>.config`, as JSON.
     pub config: Option<Arc<str>>,
+    /// The engine's `plugins.entries.<id>.limits` (sandboxed engines only).
+    pub limits: EngineLimits,
     /// The agent's directory, if configured.
     pub agent_dir: Option<PathBuf>,
     /// The agent's workspace, if configured.
@@ -85,6 +91,7 @@ impl PluginSettings {
     pub fn factory_context(&self, id: &str) -> FactoryContext {
         FactoryContext {
             config: self.configs.get(id).cloned(),
+            limits: self.limits.get(id).cloned().unwrap_or_default(),
             agent_dir: self.agent_dir.clone(),
             workspace_dir: self.workspace_dir.clone(),
         }

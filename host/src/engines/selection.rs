@@ -394,6 +394,7 @@ impl Engines {
             id: id.to_owned(),
             owner: selected.owner.to_string(),
             config: context.config,
+            limits: context.limits,
         };
         let engine = self
             .sandbox

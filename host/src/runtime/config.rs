@@ -65,7 +65,7 @@ use serde::Deserialize;
 
 use crate::provider::ProviderConfig;
 use crate::provider::chat::ChatError;
-use crate::sandbox::SandboxConfig;
+use crate::sandbox::{EngineLimits, SandboxConfig};
 use crate::services::compaction::CompactionConfig;
 use crate::services::sql::SqlConfig;
 use crate::services::state::StateConfig;
@@ -182,6 +182,8 @@ pub struct PluginEntry {
     /// The engine's own settings, handed to it as JSON (at most
     /// [`MAX_ENGINE_CONFIG_BYTES`]).
     pub config: Option<toml::Table>,
+    /// Call limits of this sandboxed engine in place of `sandbox.*`.
+    pub limits: Option<EngineLimits>,
 }
 
 /// `plugins.slots.*`.
@@ -417,6 +419,7 @@ impl Config {
             .validate_agents()
             .map_err(|message| (None, message))?;
         config.engine_configs().map_err(|message| (None, message))?;
+        config.engine_limits().map_err(|message| (None, message))?;
         config.serve.validate().map_err(|message| (None, message))?;
         config.sql.validate().map_err(|message| (None, message))?;
         Ok(config)
@@ -469,6 +472,22 @@ impl Config {
             configs.insert(id.clone(), json);
         }
         Ok(configs)
+    }
+
+    /// Each engine's `plugins.entries.<id>.limits`, refusing an unusable one
+    /// with its key named.
+    pub fn engine_limits(&self) -> Result<BTreeMap<String, EngineLimits>, String> {
+        let mut all = BTreeMap::new();
+        for (id, entry) in &self.plugins.entries {
+            let Some(limits) = &entry.limits else {
+                continue;
+            };
+            limits
+                .validate()
+                .map_err(|problem| format!("`plugins.entries.{id}.limits`: {problem}"))?;
+            all.insert(id.clone(), limits.clone());
+        }
+        Ok(all)
     }
 
     /// The default agent's settings: the `agents.list[]` entry with
@@ -874,5 +893,28 @@ mod tests {
                 .expect_err("too large");
         assert!(message.contains("plugins.entries.big.config"), "{message}");
         assert!(message.contains("65536"), "{message}");
+    }
+
+    #[test]
+    fn an_engines_own_limits_are_read_and_a_zero_is_refused_naming_the_key() {
+        let config = Config::parse(
+            "[plugins.entries.heavy]\nlimits = { fuelPerCall = 40000000000, callTimeoutMs = 30000 }\n",
+        )
+        .expect("valid");
+        let limits = config.engine_limits().expect("usable");
+        assert_eq!(limits["heavy"].fuel_per_call, Some(40_000_000_000));
+        assert_eq!(limits["heavy"].call_timeout_ms, Some(30_000));
+        assert_eq!(limits["heavy"].fuel_per_compaction, None);
+        let (_, zero) =
+            Config::parse("[plugins.entries.heavy]\nlimits = { fuelPerCompaction = 0 }\n")
+                .expect_err("zero fuel");
+        assert!(
+            zero.contains("plugins.entries.heavy.limits") && zero.contains("fuelPerCompaction"),
+            "{zero}"
+        );
+        let (_, unknown) =
+            Config::parse("[plugins.entries.heavy]\nlimits = { memoryLimitMib = 512 }\n")
+                .expect_err("memory is the sandbox's");
+        assert!(unknown.contains("memoryLimitMib"), "{unknown}");
     }
 }

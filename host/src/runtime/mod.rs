@@ -380,6 +380,7 @@ fn plugin_settings(config: &Config) -> Result<PluginSettings, RuntimeError> {
             .into_iter()
             .map(|(id, json)| (id, Arc::from(json)))
             .collect(),
+        limits: config.engine_limits().map_err(RuntimeError::Config)?,
         agent_dir: agent.agent_dir,
         workspace_dir: agent.workspace,
     })

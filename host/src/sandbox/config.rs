@@ -74,6 +74,45 @@ pub struct SandboxConfig {
     pub guards: bool,
 }
 
+/// One engine's own call limits (`plugins.entries.<id>.limits`), in place of
+/// the `sandbox.*` ones for that engine alone: an operator gives an engine
+/// that needs it (an OpenClaw plugin whose JavaScript hashes and scans in the
+/// guest's interpreter) more fuel or time without raising every engine's.
+/// Memory stays the sandbox's: the instance pool reserves it for every slot.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+pub struct EngineLimits {
+    /// Fuel of one plain call, in place of `sandbox.fuelPerCall`.
+    pub fuel_per_call: Option<u64>,
+    /// Fuel of one compaction (or `after-turn`), in place of
+    /// `sandbox.fuelPerCompaction`.
+    pub fuel_per_compaction: Option<u64>,
+    /// Wall-clock deadline of one plain call, ms, in place of
+    /// `sandbox.callTimeoutMs`.
+    pub call_timeout_ms: Option<u64>,
+}
+
+impl EngineLimits {
+    /// Whether every limit is left to the sandbox's.
+    pub fn is_empty(&self) -> bool {
+        self == &Self::default()
+    }
+
+    /// Checks that every limit set is usable; the error names the key under
+    /// `plugins.entries.<id>.limits`.
+    pub fn validate(&self) -> Result<(), String> {
+        let set = [
+            ("fuelPerCall", self.fuel_per_call),
+            ("fuelPerCompaction", self.fuel_per_compaction),
+            ("callTimeoutMs", self.call_timeout_ms),
+        ];
+        match set.iter().find(|(_, value)| *value == Some(0)) {
+            Some((key, _)) => Err(format!("`{key}` must be greater than zero")),
+            None => Ok(()),
+        }
+    }
+}
+
 impl Default for SandboxConfig {
     fn default() -> Self {
         Self {
@@ -156,6 +195,18 @@ impl SandboxConfig {
             });
         }
         Ok(())
+    }
+
+    /// These limits with `engine`'s own in place of the sandbox's.
+    pub fn with_engine_limits(&self, engine: &EngineLimits) -> SandboxConfig {
+        SandboxConfig {
+            fuel_per_call: engine.fuel_per_call.unwrap_or(self.fuel_per_call),
+            fuel_per_compaction: engine
+                .fuel_per_compaction
+                .unwrap_or(self.fuel_per_compaction),
+            call_timeout_ms: engine.call_timeout_ms.unwrap_or(self.call_timeout_ms),
+            ..self.clone()
+        }
     }
 
     /// The instance memory budget in bytes.

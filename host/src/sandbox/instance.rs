@@ -279,6 +279,7 @@ impl Live {
             }
             Ok(Err(error)) => {
                 let (kind, message) = classify(&error, self.store.data().call.interrupted);
+                log_trap_frames(operation, &error);
                 Err(CallError::Poisoned(self.failure(operation, kind, message)))
             }
             Err(kind) => {
@@ -606,4 +607,27 @@ async fn invoke(
             }),
         },
     })
+}
+
+/// Frames of a trap's wasm backtrace logged at `debug`: where in the engine a
+/// call ran out of fuel or trapped, for whoever sizes its budget or fixes it.
+/// The names come from the engine's own name section, so they are escaped.
+fn log_trap_frames(operation: Operation, error: &wasmtime::Error) {
+    const MOST_FRAMES: usize = 24;
+    if !tracing::enabled!(tracing::Level::DEBUG) {
+        return;
+    }
+    let Some(backtrace) = error.downcast_ref::<wasmtime::WasmBacktrace>() else {
+        return;
+    };
+    let frames: Vec<String> = backtrace
+        .frames()
+        .iter()
+        .take(MOST_FRAMES)
+        .map(|frame| match frame.func_name() {
+            Some(name) => untrusted_line(name, 120),
+            None => format!("#{}", frame.func_index()),
+        })
+        .collect();
+    tracing::debug!(operation = %operation, frames = %frames.join(" < "), "engine call trapped");
 }

@@ -42,7 +42,7 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{InstanceAllocationStrategy, PoolingAllocationConfig};
 
-pub use self::config::SandboxConfig;
+pub use self::config::{EngineLimits, SandboxConfig};
 pub use self::error::{LoadError, RefusedImport, SandboxError};
 pub use self::load::{LoadedComponent, WIT_PACKAGE, WIT_VERSION, check_component};
 use self::pool::InstancePool;

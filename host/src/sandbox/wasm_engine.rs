@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use super::Sandbox;
 use super::bindings::EngineExportsPre;
 use super::call::{Request, Response};
+use super::config::{EngineLimits, SandboxConfig};
 use super::instance::{CallError, Live};
 use super::load::LoadedComponent;
 use super::pool::{DisposalFailures, SlotCell, dispose_instance};
@@ -42,6 +43,9 @@ struct Shared {
     services: Arc<dyn HostServices>,
     /// Its `plugins.entries.<id>.config`, handed to every instance.
     engine_config: Option<Arc<str>>,
+    /// The sandbox's limits with its own `plugins.entries.<id>.limits` in
+    /// place, for every instance.
+    limits: Arc<SandboxConfig>,
     sessions: Mutex<HashMap<String, Arc<SlotCell>>>,
     /// The instance for calls that belong to no session (`info`, subagent
     /// hooks).
@@ -65,6 +69,9 @@ pub struct EngineIdentity {
     /// Its `plugins.entries.<id>.config` as JSON: what `host.engine-config`
     /// answers.
     pub config: Option<Arc<str>>,
+    /// Its `plugins.entries.<id>.limits`: call limits in place of the
+    /// sandbox's, for this engine alone.
+    pub limits: EngineLimits,
 }
 
 /// Owner named in the logs of an engine instantiated outside any registry.
@@ -117,9 +124,15 @@ impl Sandbox {
         let engine_config = identity
             .as_ref()
             .and_then(|identity| identity.config.clone());
+        let limits = match &identity {
+            Some(identity) if !identity.limits.is_empty() => {
+                Arc::new(self.inner.config.with_engine_limits(&identity.limits))
+            }
+            _ => self.inner.config.clone(),
+        };
         let state = StoreState::new(
             label.clone(),
-            self.inner.config.clone(),
+            limits.clone(),
             services.clone(),
             disposals.clone(),
         )
@@ -160,6 +173,7 @@ impl Sandbox {
                 info,
                 services,
                 engine_config,
+                limits,
                 sessions: Mutex::new(HashMap::new()),
                 control,
                 disposals,
@@ -299,7 +313,7 @@ impl WasmEngine {
             .ok_or_else(|| self.failure(operation, FailureKind::Overloaded, NO_SLOT))?;
         let state = StoreState::new(
             shared.id.clone(),
-            shared.sandbox.inner.config.clone(),
+            shared.limits.clone(),
             shared.services.clone(),
             shared.disposals.clone(),
         )
@@ -310,7 +324,7 @@ impl WasmEngine {
 
     /// Why a healthy instance should be replaced now, if it should.
     fn recycle_reason(&self, live: &Live) -> Option<&'static str> {
-        let config = self.shared.sandbox.config();
+        let config = &self.shared.limits;
         if live.calls() >= config.recycle_after_calls {
             Some("the instance reached sandbox.recycleAfterCalls")
         } else if live.memory_used() >= config.memory_limit_bytes() / 4 * 3 {

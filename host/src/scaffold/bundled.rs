@@ -132,6 +132,10 @@ pub(super) const TS_SDK: &[File] = &[
         include_str!("../../../guest-sdk-ts/src/node/crypto.ts"),
     ),
     (
+        "src/node/digest-memo.ts",
+        include_str!("../../../guest-sdk-ts/src/node/digest-memo.ts"),
+    ),
+    (
         "src/node/encoding.ts",
         include_str!("../../../guest-sdk-ts/src/node/encoding.ts"),
     ),

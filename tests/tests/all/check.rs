@@ -12,6 +12,7 @@ async fn check(path: &str) -> CheckReport {
     let options = check::CheckOptions {
         cache_dir: Some(cache_dir),
         compile_timeout_ms: Some(ctxbox_tests::LARGE_COMPONENT_COMPILE_TIMEOUT_MS),
+        ..check::CheckOptions::default()
     };
     check::check_file(Path::new(path), &options)
         .await

@@ -2,14 +2,16 @@
 //! refusals and the compiled-engine cache.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ctxbox_host::contract::engine::{CallOptions, ContextEngine};
 use ctxbox_host::contract::failure::{FailureKind, Operation};
 use ctxbox_host::contract::history::History;
+use ctxbox_host::contract::services::NoServices;
 use ctxbox_host::contract::types::AssembleParams;
 use ctxbox_host::sandbox::LoadError;
-use ctxbox_host::sandbox::{Sandbox, SandboxConfig};
+use ctxbox_host::sandbox::{EngineIdentity, EngineLimits, Sandbox, SandboxConfig};
 use ctxbox_tests::{conversation, engine, guests, sandbox, sandbox_with, session};
 use tokio_util::sync::CancellationToken;
 
@@ -70,6 +72,63 @@ async fn a_cpu_hog_runs_out_of_fuel() {
     });
     let failure = assemble_failure(&sandbox, guests::FUEL_BOMB, None).await;
     assert_eq!(failure.kind, FailureKind::OutOfFuel, "{failure}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_engines_own_limits_replace_the_sandboxs_for_that_engine_alone() {
+    let sandbox = sandbox_with(SandboxConfig {
+        fuel_per_call: 50_000_000,
+        call_timeout_ms: 120_000,
+        ..SandboxConfig::default()
+    });
+    let component = sandbox
+        .load_file(Path::new(guests::FUEL_BOMB))
+        .expect("the fuel bomb loads");
+    let registered = |id: &str, limits: EngineLimits| EngineIdentity {
+        id: id.to_owned(),
+        owner: "plugin:limits-test".to_owned(),
+        config: None,
+        limits,
+    };
+    let generous = EngineLimits {
+        fuel_per_call: Some(u64::MAX / 4),
+        call_timeout_ms: Some(300),
+        ..EngineLimits::default()
+    };
+    let params = AssembleParams::default();
+    let history = History::new(conversation(2));
+    let mut failures = Vec::new();
+    for identity in [
+        registered("bomb-own", generous),
+        registered("bomb-plain", EngineLimits::default()),
+    ] {
+        let engine = sandbox
+            .instantiate_as(&component, identity, Arc::new(NoServices))
+            .await
+            .expect("instantiates");
+        let started = Instant::now();
+        let failure = engine
+            .assemble(&CallOptions::default(), &session("s1"), &history, &params)
+            .await
+            .expect_err("the bomb never answers");
+        failures.push((failure, started.elapsed()));
+    }
+    let (own, own_time) = &failures[0];
+    assert_eq!(
+        own.kind,
+        FailureKind::Timeout,
+        "its own fuel outlasts its own deadline: {own}"
+    );
+    assert!(
+        *own_time < Duration::from_millis(300) + SCHEDULING_SLACK,
+        "stopped late: {own_time:?}"
+    );
+    let (plain, _) = &failures[1];
+    assert_eq!(
+        plain.kind,
+        FailureKind::OutOfFuel,
+        "the other keeps the sandbox's fuel: {plain}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

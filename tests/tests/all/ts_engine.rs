@@ -40,6 +40,7 @@ async fn assert_passes_check(component: &Path, id: &str) {
     let options = CheckOptions {
         cache_dir: compile_cache(component),
         compile_timeout_ms: Some(LARGE_COMPONENT_COMPILE_TIMEOUT_MS),
+        ..CheckOptions::default()
     };
     assert_check_passes(component, &options, id).await;
 }
