@@ -854,7 +854,11 @@ async fn cancelling_a_resolution_propagates_without_fallback_or_record() {
     assert_eq!(failure.kind, FailureKind::Aborted);
     assert_eq!(failure.engine_id, "keep-recent");
     assert!(host.quarantine().list().is_empty(), "nothing recorded");
-    let next = tokio::time::timeout(Duration::from_secs(10), host.select(Some("keep-recent")))
+    // Waiting on the given-up one would take slow-disposer's 60 s dispose
+    // deadline; resolving on its own takes about a second, and once over 10 s
+    // in a CI run on two loaded cores (keep-recent compiled with the debug
+    // build's Cranelift while other tests ran).
+    let next = tokio::time::timeout(Duration::from_secs(40), host.select(Some("keep-recent")))
         .await
         .expect("the next selection does not wait on the given-up one");
     assert_eq!(next.serving_id(), "keep-recent");
