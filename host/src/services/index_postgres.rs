@@ -265,7 +265,7 @@ pub(super) async fn search(
                             (row_number() OVER (PARTITION BY level
                                                 ORDER BY class, bytes, session, id) - 1)
                                 / {CANDIDATE_GROUP} AS slot,
-                            substr(text, 1, {SCORED_CHARS}) AS head
+                            lower(substr(text, 1, {SCORED_CHARS})) AS head
                      FROM ({matches}) AS matches
                      OFFSET 0) AS candidates
                ORDER BY score DESC, session, id LIMIT $2 OFFSET $3) AS hits
@@ -362,14 +362,15 @@ impl Matcher {
 /// How well a candidate matches the words bound at `words`: how densely
 /// it holds each ([`index::density_sql`], the term-frequency part of the
 /// embedded store's `bm25`), summed. Occurrences are counted in its
-/// `head`, the first [`SCORED_CHARS`] characters; its length is the
-/// head's characters and the bytes after it, so that no text is read
-/// past the head.
+/// `head`, the first [`SCORED_CHARS`] characters lowercased once for
+/// every word; its length is the head's characters and the bytes after
+/// it, so that no text is read past the head.
 fn score(words: &[String]) -> String {
     words
         .iter()
         .map(|word| {
             index::density_sql(
+                "head",
                 "head",
                 "char_length(head) + greatest(bytes - octet_length(head), 0)",
                 word,
