@@ -18,7 +18,7 @@
 
 use std::collections::HashMap;
 
-use deadpool_postgres::Transaction;
+use deadpool_postgres::{GenericClient, Transaction};
 use tokio_postgres::types::ToSql;
 
 use super::index::{self, Found, Words, scope_key};
@@ -159,7 +159,8 @@ pub(super) async fn footprint(
 
 /// One page of `engine`'s documents matching `words`, in `session`'s scope
 /// or all of them, best first; each hit carries the passage of its text
-/// around the first match that its snippet is cut from.
+/// around the first match that its snippet is cut from. `client` is a
+/// connection or a transaction.
 ///
 /// The work is bounded by the page asked for, not by how common the words
 /// are: every word is matched as cheaply as its case allows ([`Matcher`];
@@ -180,7 +181,7 @@ pub(super) async fn footprint(
 /// once per use.) The statement is prepared once per connection for each
 /// shape of query.
 pub(super) async fn search(
-    transaction: &deadpool_postgres::Transaction<'_>,
+    client: &impl GenericClient,
     engine: &str,
     session: Option<&str>,
     words: &Words,
@@ -277,8 +278,8 @@ pub(super) async fn search(
         // the next one's.
         groups_apart = words.all.len(),
     );
-    let statement = transaction.prepare_cached(&sql).await?;
-    let found = transaction
+    let statement = client.prepare_cached(&sql).await?;
+    let found = client
         .query(&statement, &params)
         .await?
         .into_iter()
