@@ -238,16 +238,23 @@ pub(crate) fn like_pattern(word: &str) -> String {
 }
 
 /// SQL for how densely `text` holds the (lowercased) word bound at `word`,
-/// between 0 and 1: its occurrences in `lower(text)`, saturating and
-/// normalized by the text's length in characters, `chars` (SQL), as `bm25`
-/// does a term's frequency (k1 = 1.2, b = 0.75, against an average of
-/// 1,000 characters). `length` is the database's function counting
-/// characters. Part of both stores' ranking where the full-text index
-/// gives none.
-pub(crate) fn density_sql(text: &str, chars: &str, word: &str, length: &str) -> String {
+/// between 0 and 1: its occurrences in `lowered` (SQL for `text`
+/// lowercased, which a caller may have computed once for every word),
+/// saturating and normalized by the text's length in characters, `chars`
+/// (SQL), as `bm25` does a term's frequency (k1 = 1.2, b = 0.75, against an
+/// average of 1,000 characters). `length` is the database's function
+/// counting characters. Part of both stores' ranking where the full-text
+/// index gives none.
+pub(crate) fn density_sql(
+    text: &str,
+    lowered: &str,
+    chars: &str,
+    word: &str,
+    length: &str,
+) -> String {
     format!(
         "(SELECT tf / (tf + 1.2 * (0.25 + 0.75 * ({chars}) / 1000.0)) FROM (SELECT \
-         CAST({length}({text}) - {length}(replace(lower({text}), {word}, '')) AS DOUBLE PRECISION) \
+         CAST({length}({text}) - {length}(replace({lowered}, {word}, '')) AS DOUBLE PRECISION) \
          / {length}({word}) AS tf) AS counted)"
     )
 }

@@ -18,7 +18,7 @@
 
 use std::collections::HashMap;
 
-use deadpool_postgres::Transaction;
+use deadpool_postgres::{GenericClient, Transaction};
 use tokio_postgres::types::ToSql;
 
 use super::index::{self, Found, Words, scope_key};
@@ -36,6 +36,13 @@ const PASSAGE_CHARS: usize = SNIPPET_CHARS + 2;
 /// groups of this many and ranks each group by [`score`], so that a page
 /// scores a bounded number of texts however many contain the words.
 const CANDIDATE_GROUP: i64 = 100;
+/// The first of [`SIZE_CLASSES`] searched only on demand (texts over
+/// 2 KB): it and each longer class is searched only when the shorter
+/// classes hold fewer matches than the page needs, and its matches rank
+/// after theirs. Reading long texts that the trigram index names but that
+/// do not hold the words (it ignores punctuation and order) was most of a
+/// search's time, and a match of a long text seldom outranks a short one.
+const GATED_FROM: usize = 2;
 /// Characters of a candidate's text its score counts occurrences in: a
 /// text longer than this scores low for its length anyway.
 const SCORED_CHARS: usize = 4_000;
@@ -152,24 +159,29 @@ pub(super) async fn footprint(
 
 /// One page of `engine`'s documents matching `words`, in `session`'s scope
 /// or all of them, best first; each hit carries the passage of its text
-/// around the first match that its snippet is cut from.
+/// around the first match that its snippet is cut from. `client` is a
+/// connection or a transaction.
 ///
 /// The work is bounded by the page asked for, not by how common the words
 /// are: every word is matched as cheaply as its case allows ([`Matcher`];
 /// the trigram index serves words of 3 or more characters), and the
 /// matches are taken shortest first (their length is read from the row,
-/// not the text) in groups of [`CANDIDATE_GROUP`], class by class of
-/// [`SIZE_CLASSES`]: a class is searched only when the shorter ones held
-/// too few matches, so a common word does not read every long text that
-/// holds it. Only the groups the page reaches are scored ([`score`]) and
-/// ranked, group by group: a hit's score is lowered by its group's number
-/// times the words' count, so that scores still fall down the pages. A
-/// page deeper in the results scores more groups; pages never overlap or
-/// skip a hit. (`OFFSET 0` keeps the planner from inlining each use of a
-/// candidate's head, which would read its text back once per use.) The
-/// statement is prepared once per connection for each shape of query.
+/// not the text), at most [`candidates`] of them from each level of
+/// [`SIZE_CLASSES`]: the texts up to 2 KB are one level, and each longer
+/// class ([`GATED_FROM`]) a level of its own, searched only when the
+/// shorter levels hold fewer matches than the page needs, so that a long
+/// text is read only when the short ones cannot fill the page. Each level's
+/// matches are ranked in groups of [`CANDIDATE_GROUP`] by [`score`], the
+/// groups one after the other, level by level: a hit's score is lowered
+/// by its group's number times the words' count, so that scores fall down
+/// the pages. A page deeper in the results scores more groups; pages never
+/// overlap or skip a hit (a level searched for a deeper page ranks after
+/// every group a shallower page saw). (`OFFSET 0` keeps the planner from
+/// inlining each use of a candidate's head, which would read its text back
+/// once per use.) The statement is prepared once per connection for each
+/// shape of query.
 pub(super) async fn search(
-    transaction: &deadpool_postgres::Transaction<'_>,
+    client: &impl GenericClient,
     engine: &str,
     session: Option<&str>,
     words: &Words,
@@ -178,8 +190,9 @@ pub(super) async fn search(
     let rows = i64::from(query.limit) + 1;
     let offset = i64::from(query.offset);
     let candidates = candidates(offset, rows);
+    let needed = offset.saturating_add(rows);
     let matchers: Vec<Matcher> = words.all.iter().map(|word| Matcher::of(word)).collect();
-    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&engine, &rows, &offset, &candidates];
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&engine, &rows, &offset, &candidates, &needed];
     let mut filters = String::new();
     if let Some(session) = &session {
         params.push(session);
@@ -207,40 +220,66 @@ pub(super) async fn search(
         .max()
         .unwrap_or(0);
     let first = firsts.join(", ");
-    let classes = SIZE_CLASSES
-        .iter()
-        .enumerate()
-        .map(|(class, size)| {
-            format!(
-                "(SELECT {class} AS class, session, id, metadata, text, octet_length(text) AS bytes
-                  FROM ctxbox_index_documents
-                  WHERE engine = $1 AND {size}{filters}
-                  ORDER BY bytes, session, id LIMIT $4)"
-            )
-        })
+    let class = |class: usize, size: &str, gate: &str| {
+        format!(
+            "(SELECT {class} AS class, session, id, metadata, text, octet_length(text) AS bytes
+              FROM ctxbox_index_documents
+              WHERE engine = $1 AND {size}{filters}{gate}
+              ORDER BY bytes, session, id LIMIT $4)"
+        )
+    };
+    let (together, gated) = SIZE_CLASSES.split_at(GATED_FROM);
+    let mut levels = vec![format!(
+        "level0 AS MATERIALIZED (SELECT * FROM ({} LIMIT $4) AS matches)",
+        together
+            .iter()
+            .enumerate()
+            .map(|(number, size)| class(number, size, ""))
+            .collect::<Vec<_>>()
+            .join(" UNION ALL ")
+    )];
+    for (number, size) in gated.iter().enumerate() {
+        let shorter = (0..levels.len())
+            .map(|level| format!("(SELECT count(*) FROM level{level})"))
+            .collect::<Vec<_>>()
+            .join(" + ");
+        let gate = format!(" AND {shorter} < $5");
+        levels.push(format!(
+            "level{} AS MATERIALIZED {}",
+            levels.len(),
+            class(GATED_FROM + number, size, &gate)
+        ));
+    }
+    let matches = (0..levels.len())
+        .map(|level| format!("SELECT {level} AS level, * FROM level{level}"))
         .collect::<Vec<_>>()
         .join(" UNION ALL ");
     let sql = format!(
-        "SELECT session, id, metadata, score,
+        "WITH {levels}
+         SELECT session, id, metadata, score,
                 substr(text, greatest(coalesce(least({first}), 1) - {PASSAGE_BEFORE}, 1),
                        {passage})
          FROM (SELECT session, id, metadata, text,
-                      {score} - (row_number() OVER (ORDER BY class, bytes, session, id) - 1)
-                          / {CANDIDATE_GROUP} * {groups_apart} AS score
-               FROM (SELECT session, id, metadata, text, bytes, class,
-                            substr(text, 1, {SCORED_CHARS}) AS head
-                     FROM ({classes} LIMIT $4) AS matches
+                      {score} - (dense_rank() OVER (ORDER BY level, slot) - 1)
+                          * {groups_apart} AS score
+               FROM (SELECT session, id, metadata, text, bytes, level,
+                            (row_number() OVER (PARTITION BY level
+                                                ORDER BY class, bytes, session, id) - 1)
+                                / {CANDIDATE_GROUP} AS slot,
+                            lower(substr(text, 1, {SCORED_CHARS})) AS head
+                     FROM ({matches}) AS matches
                      OFFSET 0) AS candidates
                ORDER BY score DESC, session, id LIMIT $2 OFFSET $3) AS hits
          ORDER BY score DESC, session, id",
+        levels = levels.join(", "),
         passage = PASSAGE_CHARS + longest,
         score = score(&word_params),
         // Each word's density is below 1: a group's scores are all above
         // the next one's.
         groups_apart = words.all.len(),
     );
-    let statement = transaction.prepare_cached(&sql).await?;
-    let found = transaction
+    let statement = client.prepare_cached(&sql).await?;
+    let found = client
         .query(&statement, &params)
         .await?
         .into_iter()
@@ -255,8 +294,8 @@ pub(super) async fn search(
     Ok(index::page(found, words, query.limit))
 }
 
-/// Matches taken (shortest first) for a page of `rows` hits from
-/// `offset`: every group of [`CANDIDATE_GROUP`] the page reaches.
+/// Matches taken (shortest first) from each level for a page of `rows`
+/// hits from `offset`: every group of [`CANDIDATE_GROUP`] the page reaches.
 fn candidates(offset: i64, rows: i64) -> i64 {
     let last = offset.saturating_add(rows).saturating_sub(1).max(0);
     (last / CANDIDATE_GROUP + 1).saturating_mul(CANDIDATE_GROUP)
@@ -324,14 +363,15 @@ impl Matcher {
 /// How well a candidate matches the words bound at `words`: how densely
 /// it holds each ([`index::density_sql`], the term-frequency part of the
 /// embedded store's `bm25`), summed. Occurrences are counted in its
-/// `head`, the first [`SCORED_CHARS`] characters; its length is the
-/// head's characters and the bytes after it, so that no text is read
-/// past the head.
+/// `head`, the first [`SCORED_CHARS`] characters lowercased once for
+/// every word; its length is the head's characters and the bytes after
+/// it, so that no text is read past the head.
 fn score(words: &[String]) -> String {
     words
         .iter()
         .map(|word| {
             index::density_sql(
+                "head",
                 "head",
                 "char_length(head) + greatest(bytes - octet_length(head), 0)",
                 word,

@@ -154,6 +154,7 @@ pub(super) fn search(
             let at = bind(&mut values, word.clone());
             score.push(index::density_sql(
                 "d.text",
+                "lower(d.text)",
                 "length(d.text)",
                 &format!("?{at}"),
                 "length",

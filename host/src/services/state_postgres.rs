@@ -359,13 +359,19 @@ impl EngineState for PostgresState {
             let fail = |error: tokio_postgres::Error| -> StateError {
                 failure(&postgres, &engine, "search the engine's index", &error)
             };
+            let session = session.as_deref();
+            if deadline.is_none() {
+                // One statement, without a transaction's two round trips.
+                return index_postgres::search(&client, &engine, session, &words, &query)
+                    .await
+                    .map_err(fail);
+            }
             // A transaction of its own, for the timeout to end with it.
             let transaction = client.transaction().await.map_err(fail)?;
             limit_time(&transaction, deadline).await.map_err(fail)?;
-            let page =
-                index_postgres::search(&transaction, &engine, session.as_deref(), &words, &query)
-                    .await
-                    .map_err(fail)?;
+            let page = index_postgres::search(&transaction, &engine, session, &words, &query)
+                .await
+                .map_err(fail)?;
             transaction.commit().await.map_err(fail)?;
             Ok(page)
         })
