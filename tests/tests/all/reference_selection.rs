@@ -6,6 +6,7 @@
 //! each engine is made with.
 
 use std::collections::BTreeSet;
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -24,7 +25,7 @@ use ctxbox_host::engines::plugins::{FactoryContext, PluginSettings};
 use ctxbox_host::engines::registry::{EngineFactory, Lifecycle, RegisterOptions};
 use ctxbox_host::engines::selection::Engines;
 use ctxbox_host::runtime::{Config, Runtime};
-use ctxbox_host::sandbox::SandboxConfig;
+use ctxbox_host::sandbox::{Sandbox, SandboxConfig};
 use ctxbox_tests::traces::Capture;
 use ctxbox_tests::{conversation, guests, session, zoo_host};
 use tokio_util::sync::CancellationToken;
@@ -821,11 +822,22 @@ async fn a_component_whose_info_fails_validation_is_disposed_and_its_slot_freed(
 /// normally.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelling_a_resolution_propagates_without_fallback_or_record() {
+    let cache = tempfile::tempdir().expect("cache dir");
     let config = SandboxConfig {
         max_instances: 1,
         dispose_timeout_ms: 60_000,
+        cache_dir: Some(cache.path().to_owned()),
         ..SandboxConfig::default()
     };
+    // keep-recent compiled into the cache first: its selection below then
+    // reaches the pool (and slow-disposer's dispose) within milliseconds.
+    // Compiling it there instead took longer than the cancellation's delay
+    // on a loaded machine, so the cancellation landed before the recycle
+    // and the next selection waited out the 60 s dispose.
+    Sandbox::new(config.clone())
+        .expect("sandbox")
+        .load_file(Path::new(guests::KEEP_RECENT))
+        .expect("keep-recent compiles into the cache");
     let (_dir, host) = zoo_host(config, GuardPolicy::default());
     // The pool's only slot holds slow-disposer's idle instance: making
     // keep-recent recycles it, which waits on its hour-long `dispose`.
@@ -838,7 +850,7 @@ async fn cancelling_a_resolution_propagates_without_fallback_or_record() {
     let cancelling = {
         let cancel = cancel.clone();
         tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(300)).await;
+            tokio::time::sleep(Duration::from_secs(2)).await;
             cancel.cancel();
         })
     };
@@ -855,10 +867,8 @@ async fn cancelling_a_resolution_propagates_without_fallback_or_record() {
     assert_eq!(failure.engine_id, "keep-recent");
     assert!(host.quarantine().list().is_empty(), "nothing recorded");
     // Waiting on the given-up one would take slow-disposer's 60 s dispose
-    // deadline; resolving on its own takes about a second, and once over 10 s
-    // in a CI run on two loaded cores (keep-recent compiled with the debug
-    // build's Cranelift while other tests ran).
-    let next = tokio::time::timeout(Duration::from_secs(40), host.select(Some("keep-recent")))
+    // deadline; resolving on its own is a cached load.
+    let next = tokio::time::timeout(Duration::from_secs(20), host.select(Some("keep-recent")))
         .await
         .expect("the next selection does not wait on the given-up one");
     assert_eq!(next.serving_id(), "keep-recent");
