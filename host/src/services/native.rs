@@ -284,6 +284,11 @@ impl HostServices for NativeServices {
         };
         let store = self.compactor.transcripts().clone();
         let path = PathBuf::from(&session.session_file);
+        let session_id = session.session_id.clone();
+        // Without a transcript file (a runtime that keeps its sessions in
+        // its own store and sent them to `ctxbox serve`), the session is the
+        // history the call was given.
+        let history = call.history.filter(|history| !history.is_empty()).cloned();
         let cursor = cursor.map(str::to_owned);
         let fence = call.transcript_fence.map(str::to_owned);
         // Reading must not lock the file or cut a line the agent is writing.
@@ -295,7 +300,18 @@ impl HostServices for NativeServices {
                 oversized,
                 fence.as_deref(),
             )),
-            Err(TranscriptError::NotFound { .. }) => Ok(TranscriptDelta::Missing),
+            Err(TranscriptError::NotFound { .. }) => Ok(match history {
+                Some(history) => crate::transcript::read_history_delta(
+                    &session_id,
+                    &history,
+                    cursor.as_deref(),
+                    max_messages,
+                    max_bytes,
+                    oversized,
+                    fence.as_deref(),
+                ),
+                None => TranscriptDelta::Missing,
+            }),
             // The host's disk or shared store failed: the transcript is
             // there, this host cannot read it now.
             Err(error @ (TranscriptError::Io { .. } | TranscriptError::Store { .. })) => {
