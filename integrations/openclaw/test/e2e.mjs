@@ -15,12 +15,12 @@
 
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { basename, join } from "node:path";
 import { test } from "node:test";
 
 import { startFakeModel } from "./fake-model.mjs";
-import { CTXBOX_BIN, ENGINE_DEADLINE_MS, OpenClaw, PLUGIN_DIR, need, root, run, sidecarsUnder, started, texts } from "./harness.mjs";
+import { CTXBOX_BIN, ENGINE_DEADLINE_MS, OpenClaw, need, pluginDeclaring, root, run, sidecarsUnder, started, texts } from "./harness.mjs";
 
 const SPIN_WASM = need("CTXBOX_SPIN_WASM");
 const PANICKER_WASM = need("CTXBOX_PANICKER_WASM");
@@ -88,17 +88,6 @@ async function engineTools(wasm) {
     .find((line) => line.id === 2);
   assert.ok(Array.isArray(answer?.result?.tools), `tools of ${wasm}: ${stdout}`);
   return answer.result.tools;
-}
-
-/** A copy of this plugin whose manifest also declares `names`, as an operator adds another engine's tools. */
-function pluginDeclaring(names) {
-  const dir = join(root, "plugin-with-more-tools");
-  cpSync(join(PLUGIN_DIR, "dist", "src"), join(dir, "dist", "src"), { recursive: true });
-  cpSync(join(PLUGIN_DIR, "package.json"), join(dir, "package.json"));
-  const manifest = JSON.parse(readFileSync(join(PLUGIN_DIR, "openclaw.plugin.json"), "utf8"));
-  manifest.contracts.tools = [...new Set([...manifest.contracts.tools, ...names])];
-  writeFileSync(join(dir, "openclaw.plugin.json"), JSON.stringify(manifest, null, 2));
-  return dir;
 }
 
 /** Answers that grow the session quickly, so a budget is reached in a few turns. */

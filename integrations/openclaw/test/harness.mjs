@@ -8,7 +8,7 @@
 
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -120,6 +120,17 @@ export const portFree = (port) =>
     socket.on("error", () => done(true));
   });
 
+/** A copy of this plugin whose manifest also declares `names`, as an operator adds another engine's tools. */
+export function pluginDeclaring(names, name = "plugin-with-more-tools") {
+  const dir = join(root, name);
+  cpSync(join(PLUGIN_DIR, "dist", "src"), join(dir, "dist", "src"), { recursive: true });
+  cpSync(join(PLUGIN_DIR, "package.json"), join(dir, "package.json"));
+  const manifest = JSON.parse(readFileSync(join(PLUGIN_DIR, "openclaw.plugin.json"), "utf8"));
+  manifest.contracts.tools = [...new Set([...manifest.contracts.tools, ...names])];
+  writeFileSync(join(dir, "openclaw.plugin.json"), JSON.stringify(manifest, null, 2));
+  return dir;
+}
+
 /** One OpenClaw home with the plugin installed, configured for `engine`. */
 export class OpenClaw {
   /**
@@ -130,7 +141,8 @@ export class OpenClaw {
    * `contextWindow` (the fake model's, instead of CONTEXT_WINDOW),
    * `pluginDir` (install that copy of this plugin), `plugin` (another
    * context-engine plugin instead: `{ dir, id, config, timeoutSeconds }`,
-   * OpenClaw's run timeout).
+   * OpenClaw's run timeout; `archive` instead of `dir` installs a packed
+   * plugin as one from the registry is, not linked).
    */
   constructor(name, engine, model, options = {}) {
     this.options = options;
@@ -161,8 +173,8 @@ export class OpenClaw {
     mkdirSync(this.dataDir, { recursive: true });
     const configPath = join(this.home, ".openclaw", "openclaw.json");
     writeFileSync(configPath, JSON.stringify(this.baseConfig(), null, 2));
-    const dir = this.plugin?.dir ?? this.options.pluginDir ?? PLUGIN_DIR;
-    const installed = await this.openclaw(["plugins", "install", "-l", "--force", "--accept-capabilities", dir]);
+    const source = this.plugin?.archive ? [this.plugin.archive] : ["-l", this.plugin?.dir ?? this.options.pluginDir ?? PLUGIN_DIR];
+    const installed = await this.openclaw(["plugins", "install", "--force", "--accept-capabilities", ...source], { timeoutMs: 300_000 });
     assert.equal(installed.status, 0, `plugins install failed:\n${installed.stdout}\n${installed.stderr}`);
     const ctxboxToml = join(this.home, "ctxbox.toml");
     const deadline = this.options.engineDeadlineMs ?? ENGINE_DEADLINE_MS;
