@@ -1,13 +1,15 @@
 //! `compact`: a truthful result; progress reported while a slow compaction
 //! runs; an abort honoured in the middle of one; and the edge cases (zero
 //! and huge budgets, CJK text, an empty history, a session never seen).
+//! Every compaction runs under the check's watchdog window, and the slow
+//! ones at its pace ([`CheckClock`](super::clock::CheckClock)).
 
 use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
 use super::judge::{self, Finding};
-use super::{Checker, PACE, cases, entries_to_messages, failure_text};
+use super::{Checker, cases, entries_to_messages, failure_text};
 use crate::contract::engine::{CallOptions, ContextEngine, EngineResult};
 use crate::contract::failure::{EngineFailure, FailureKind, Operation};
 use crate::contract::history::History;
@@ -163,16 +165,12 @@ impl Checker {
             Ok(prepared) => prepared,
             Err(error) => return self.record(name, TRUTHFUL, Finding::fail(error)),
         };
+        let call = self.compacting();
         let answer = self
             .timed(
                 name,
                 Operation::Compact,
-                engine.compact(
-                    &CallOptions::default(),
-                    &prepared.session,
-                    &prepared.history,
-                    &params,
-                ),
+                engine.compact(&call, &prepared.session, &prepared.history, &params),
             )
             .await;
         let finding = match &answer {
@@ -189,22 +187,27 @@ impl Checker {
         engine.close_session(&prepared.session.session_id).await;
     }
 
-    /// A failed compaction in words; a timeout says how the watchdog works.
-    fn compaction_failure(&self, failure: EngineFailure) -> String {
-        let timeout = failure.kind == FailureKind::Timeout;
+    /// A failed compaction (or `after-turn`) in words; one stopped by the
+    /// watchdog, or by itself as its window ran out, says how the watchdog
+    /// works.
+    pub(super) fn compaction_failure(&self, failure: EngineFailure) -> String {
+        let watchdog = matches!(
+            failure.kind,
+            FailureKind::Timeout | FailureKind::StoppedAtDeadline
+        );
         let text = failure_text(failure);
-        if !timeout {
+        if !watchdog {
             return text;
         }
         format!(
-            "{text}: a compaction gets one watchdog window ({} ms in this check, 180 s by default) and another with each progress report",
-            self.sandbox.config().compaction_window().as_millis()
+            "{text}: a compaction gets one watchdog window ({}) and another with each progress report",
+            self.clock.window_words()
         )
     }
 
-    /// A compaction whose every summary takes [`PACE`]: it must report
-    /// progress (itself, or through the host's delegated compaction) often
-    /// enough that the watchdog never sees a whole window without it.
+    /// A compaction whose every summary takes the check's pace: it must
+    /// report progress (itself, or through the host's delegated compaction)
+    /// often enough that the watchdog never sees a whole window without it.
     async fn progress_case(
         &mut self,
         engine: &WasmEngine,
@@ -212,29 +215,25 @@ impl Checker {
         params: CompactParams,
     ) {
         const NAME: &str = "compact: progress";
-        let window = self.sandbox.config().compaction_window();
+        let clock = self.clock.clone();
         let expected = format!(
-            "progress reported at least once per {} ms watchdog window while a slow compaction runs (each summary takes {} ms here)",
-            window.as_millis(),
-            PACE.as_millis()
+            "progress reported at least once per watchdog window ({}) while a slow compaction runs (each summary takes {} ms here)",
+            clock.window_words(),
+            clock.pace.as_millis()
         );
         let prepared = match self.prepare(engine, NAME, messages, true).await {
             Ok(prepared) => prepared,
             Err(error) => return self.record(NAME, &expected, Finding::fail(error)),
         };
         self.services.take_progress();
-        self.pace.set(PACE);
+        self.pace.set(clock.pace);
+        let call = self.compacting();
         let started = Instant::now();
         let answer = self
             .timed(
                 NAME,
                 Operation::Compact,
-                engine.compact(
-                    &CallOptions::default(),
-                    &prepared.session,
-                    &prepared.history,
-                    &params,
-                ),
+                engine.compact(&call, &prepared.session, &prepared.history, &params),
             )
             .await;
         let ended = Instant::now();
@@ -242,19 +241,20 @@ impl Checker {
         let reports = self.services.take_progress();
         let finding = match &answer {
             Ok(result) => match rules(&prepared.history, result) {
-                Ok(()) => judge::progress(&answer, started, &reports, ended, window),
+                Ok(()) => judge::progress(&answer, started, &reports, ended, &clock),
                 Err(violation) => {
                     Finding::fail(format!("the answer breaks the rules: {violation}"))
                 }
             },
-            Err(_) => judge::progress(&answer, started, &reports, ended, window),
+            Err(_) => judge::progress(&answer, started, &reports, ended, &clock),
         };
         self.record(NAME, &expected, finding);
         engine.close_session(&prepared.session.session_id).await;
     }
 
-    /// A slow compaction (every summary takes [`PACE`]) that the caller
-    /// aborts [`ABORT_AFTER`] in: the engine must return by itself, soon.
+    /// A slow compaction (every summary takes the check's pace) that the
+    /// caller aborts [`ABORT_AFTER`] in: the engine must return by itself,
+    /// soon.
     async fn abort_case(
         &mut self,
         engine: &WasmEngine,
@@ -277,7 +277,7 @@ impl Checker {
             self.record(NAME, &expected, Finding::fail(failure_text(failure)));
             return engine.close_session(&prepared.session.session_id).await;
         }
-        self.pace.set(PACE);
+        self.pace.set(self.clock.pace);
         let abort = CancellationToken::new();
         let trigger = abort.clone();
         let timer = tokio::spawn(async move {
@@ -286,17 +286,16 @@ impl Checker {
             trigger.cancel();
             at
         });
+        let call = CallOptions {
+            abort: abort.clone(),
+            ..self.compacting()
+        };
         let started = Instant::now();
         let answer: EngineResult<CompactResult> = self
             .timed(
                 NAME,
                 Operation::Compact,
-                engine.compact(
-                    &CallOptions::with_abort(abort.clone()),
-                    &prepared.session,
-                    &prepared.history,
-                    &params,
-                ),
+                engine.compact(&call, &prepared.session, &prepared.history, &params),
             )
             .await;
         let ended = Instant::now();

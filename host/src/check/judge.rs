@@ -5,6 +5,7 @@
 
 use std::time::{Duration, Instant};
 
+use super::clock::CheckClock;
 use super::report::Outcome;
 use crate::contract::engine::EngineResult;
 use crate::contract::failure::FailureKind;
@@ -77,28 +78,29 @@ pub(crate) fn budget(
     }
 }
 
-/// A compaction against the progress watchdog: `window` is one watchdog
-/// window of the check's sandbox (every progress report re-arms it), and
-/// `reports` the moments progress was reported between `started` and
-/// `ended`.
+/// A compaction against the progress watchdog: `clock` gives one watchdog
+/// window of the check (every progress report re-arms it), and `reports`
+/// the moments progress was reported between `started` and `ended`.
 pub(crate) fn progress(
     result: &EngineResult<CompactResult>,
     started: Instant,
     reports: &[Instant],
     ended: Instant,
-    window: Duration,
+    clock: &CheckClock,
 ) -> Finding {
+    let window = clock.window;
     let took = ended.saturating_duration_since(started);
     let silence = longest_silence(started, reports, ended);
-    let (took_ms, silence_ms, window_ms) = (millis(took), millis(silence), millis(window));
+    let (took_ms, silence_ms) = (millis(took), millis(silence));
+    let window_words = clock.window_words();
     let count = reports.len();
     match result {
         Err(failure) if failure.kind == FailureKind::Timeout => Finding::fail(match count {
             0 => format!(
-                "no progress report in {took_ms} ms: the watchdog stopped the compaction (its window is {window_ms} ms in this check, 180 s by default, and each host.report-progress re-arms it)"
+                "no progress report in {took_ms} ms: the watchdog stopped the compaction (its window is {window_words}, and each host.report-progress re-arms it)"
             ),
             _ => format!(
-                "the watchdog stopped the compaction after {took_ms} ms: {count} progress reports, but {silence_ms} ms without one (the window is {window_ms} ms in this check, 180 s by default)"
+                "the watchdog stopped the compaction after {took_ms} ms: {count} progress reports, but {silence_ms} ms without one (the window is {window_words})"
             ),
         }),
         Err(_) => Finding::fail(format!(
@@ -107,7 +109,7 @@ pub(crate) fn progress(
         // Stopped by itself, typically when `host.aborted()` said the
         // watchdog's window was nearly over: it never gets to finish.
         Ok(result) if !result.ok => Finding::fail(format!(
-            "{} in {took_ms} ms, so the compaction gave up (\"{}\") as the watchdog's window neared its end (the window is {window_ms} ms in this check, 180 s by default, and each host.report-progress re-arms it)",
+            "{} in {took_ms} ms, so the compaction gave up (\"{}\") as the watchdog's window neared its end (the window is {window_words}, and each host.report-progress re-arms it)",
             match count {
                 0 => "no progress report".to_owned(),
                 _ => format!("{count} progress reports but {silence_ms} ms without one"),
@@ -115,13 +117,13 @@ pub(crate) fn progress(
             untrusted_line(result.reason.as_deref().unwrap_or("no reason"), 200),
         )),
         Ok(_) if silence > window => Finding::fail(format!(
-            "{silence_ms} ms without a progress report, over the {window_ms} ms watchdog window (it answered before the watchdog caught it)"
+            "{silence_ms} ms without a progress report, over the watchdog window ({window_words}; it answered before the watchdog caught it)"
         )),
         Ok(_) if took > window => Finding::pass(format!(
-            "{took_ms} ms, longer than one {window_ms} ms window, kept alive by {count} progress reports (longest stretch without one: {silence_ms} ms)"
+            "{took_ms} ms, longer than one watchdog window ({window_words}), kept alive by {count} progress reports (longest stretch without one: {silence_ms} ms)"
         )),
         Ok(_) => Finding::pass(format!(
-            "finished in {took_ms} ms, within one {window_ms} ms watchdog window ({count} progress reports)"
+            "finished in {took_ms} ms, within one watchdog window ({window_words}; {count} progress reports)"
         )),
     }
 }
@@ -241,17 +243,17 @@ mod tests {
     #[test]
     fn progress_is_judged_by_the_longest_silence() {
         let start = Instant::now();
-        let window = 1_000 * MS;
+        let clock = &CheckClock::default();
         let steady: Vec<Instant> = (1..=5).map(|i| start + i * 250 * MS).collect();
-        let kept = progress(&compacted(), start, &steady, start + 1_400 * MS, window);
+        let kept = progress(&compacted(), start, &steady, start + 1_400 * MS, clock);
         assert_eq!(kept.outcome, Outcome::Pass, "{}", kept.text);
         assert!(kept.text.contains("kept alive by 5"), "{}", kept.text);
 
-        let quick = progress(&compacted(), start, &[], start + 30 * MS, window);
+        let quick = progress(&compacted(), start, &[], start + 30 * MS, clock);
         assert_eq!(quick.outcome, Outcome::Pass, "{}", quick.text);
 
         let killed = failed(FailureKind::Timeout, "deadline");
-        let silent = progress(&killed, start, &[], start + 1_010 * MS, window);
+        let silent = progress(&killed, start, &[], start + 1_010 * MS, clock);
         assert_eq!(silent.outcome, Outcome::Fail);
         assert!(
             silent.text.contains("no progress report"),
@@ -266,7 +268,7 @@ mod tests {
             reason: Some("stopped: time is nearly up".into()),
             ..CompactResult::default()
         });
-        let stopped = progress(&gave_up, start, &[], start + 760 * MS, window);
+        let stopped = progress(&gave_up, start, &[], start + 760 * MS, clock);
         assert_eq!(stopped.outcome, Outcome::Fail);
         assert!(
             stopped.text.contains("no progress report"),
@@ -284,7 +286,7 @@ mod tests {
             start,
             &[start + 10 * MS],
             start + 1_200 * MS,
-            window,
+            clock,
         );
         assert_eq!(lapsed.outcome, Outcome::Fail);
         assert!(
@@ -292,6 +294,45 @@ mod tests {
             "{}",
             lapsed.text
         );
+    }
+
+    #[test]
+    fn a_stretched_window_judges_by_the_engines_own_deadline_and_says_so() {
+        let start = Instant::now();
+        let clock = &CheckClock::for_deadline(60_000 * MS, 10_000 * MS);
+        // Silent for 3 s: over the default window, within the stretched one.
+        let slow = progress(&compacted(), start, &[], start + 3_000 * MS, clock);
+        assert_eq!(slow.outcome, Outcome::Pass, "{}", slow.text);
+        assert!(
+            slow.text.contains("callTimeoutMs 60000 ms"),
+            "{}",
+            slow.text
+        );
+        let default = progress(
+            &compacted(),
+            start,
+            &[],
+            start + 3_000 * MS,
+            &CheckClock::default(),
+        );
+        assert_eq!(default.outcome, Outcome::Fail, "{}", default.text);
+
+        // Silent past the stretched window: still stopped, still failed.
+        let killed = failed(FailureKind::Timeout, "deadline");
+        let silent = progress(&killed, start, &[], start + 6_010 * MS, clock);
+        assert_eq!(silent.outcome, Outcome::Fail);
+        assert!(
+            silent.text.contains("no progress report"),
+            "{}",
+            silent.text
+        );
+        assert!(
+            silent.text.contains("6000 ms in this check"),
+            "{}",
+            silent.text
+        );
+        let lapsed = progress(&compacted(), start, &[], start + 6_500 * MS, clock);
+        assert_eq!(lapsed.outcome, Outcome::Fail, "{}", lapsed.text);
     }
 
     #[test]

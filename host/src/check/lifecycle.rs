@@ -146,7 +146,7 @@ impl Checker {
             history,
             ..
         } = round;
-        let call = CallOptions::default();
+        let call = self.compacting();
         if round.bootstrap_first {
             self.bootstrap(engine, label, session, history).await;
         }
@@ -231,11 +231,10 @@ impl Checker {
                 engine.after_turn(&call, session, history, &after),
             )
             .await;
-        self.record(
-            &name,
-            "the turn's end handled",
-            after_turn.map(|()| "ok".to_owned()).map_err(failure_text),
-        );
+        let after_turn = after_turn
+            .map(|()| "ok".to_owned())
+            .map_err(|failure| self.compaction_failure(failure));
+        self.record(&name, "the turn's end handled", after_turn);
 
         for &reason in round.maintain {
             let name = format!("{label}maintain: {reason:?}").to_lowercase();

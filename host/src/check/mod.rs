@@ -11,13 +11,17 @@
 //!
 //! The checker's host differs from a production one in three ways, each so
 //! that a check can see what it looks for: one compaction watchdog window
-//! is [`WATCHDOG_WINDOW_SECONDS`] instead of 180 s; during the progress and
-//! abort checks every summary takes [`PACE`], so compactions last long
-//! enough to need progress and an abort lands mid-compaction; and the
-//! `summarize` service returns at once when the caller aborts.
+//! is [`WATCHDOG_WINDOW`] instead of 180 s; during the progress and abort
+//! checks every summary takes [`PACE`], so compactions last long enough to
+//! need progress and an abort lands mid-compaction; and the `summarize`
+//! service returns at once when the caller aborts. An engine configured
+//! with a longer call deadline of its own (`plugins.entries.<id>.limits`)
+//! gets the window and the pace stretched alike, as much as its deadline
+//! exceeds the sandbox's: it is judged on its own time scale.
 
 mod assemble;
 pub mod cases;
+mod clock;
 mod compaction;
 mod host;
 mod judge;
@@ -30,14 +34,16 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde::Serialize;
 
+use self::clock::CheckClock;
+pub use self::clock::{PACE, WATCHDOG_WINDOW};
 use self::host::{CheckServices, Pace, PacedCompletions, PacedSummarizer};
 use self::judge::Finding;
 pub use self::report::{CallTime, CheckReport, CheckResult, LimitsProbe, Outcome, Tally};
-use crate::contract::engine::ContextEngine;
+use crate::contract::engine::{CallOptions, ContextEngine};
 use crate::contract::failure::{EngineFailure, FailureKind, Operation};
 use crate::contract::history::History;
 use crate::contract::types::{AgentMessage, MessageEntry, SessionRef};
@@ -50,14 +56,6 @@ use crate::services::native::NativeServices;
 use crate::services::sql::{SqlConfig, SqlService};
 use crate::services::state::{StateConfig, StateStore};
 use crate::transcript::{NewSession, Transcript, TranscriptStore};
-
-/// One compaction watchdog window in the checker's sandbox, seconds (180 in
-/// production): a compaction that reports no progress for this long is
-/// stopped, as it would be after 180 s in production.
-pub const WATCHDOG_WINDOW_SECONDS: u64 = 1;
-
-/// How long each summary takes during the progress and abort checks.
-pub const PACE: Duration = Duration::from_millis(200);
 
 /// Why the checker itself could not run (not the engine's fault).
 #[derive(Debug, thiserror::Error)]
@@ -142,6 +140,9 @@ struct Checker {
     /// The limits the engine's calls run under: the sandbox's, with the
     /// engine's own in place when configuration gives it some.
     in_force: SandboxConfig,
+    /// The check's time scale for the engine, stretched when its own call
+    /// deadline is longer than the sandbox's.
+    clock: CheckClock,
 }
 
 impl Checker {
@@ -169,7 +170,7 @@ impl Checker {
         let sandbox = Sandbox::new(SandboxConfig {
             max_instances: 16,
             cache_dir: options.cache_dir.clone(),
-            compaction_timeout_seconds: WATCHDOG_WINDOW_SECONDS,
+            compaction_timeout_seconds: WATCHDOG_WINDOW.as_secs(),
             compile_timeout_ms: options
                 .compile_timeout_ms
                 .unwrap_or(SandboxConfig::default().compile_timeout_ms),
@@ -206,11 +207,13 @@ impl Checker {
             engine_configs: options.engine_configs.clone(),
             engine_limits: options.engine_limits.clone(),
             in_force: sandbox_limits,
+            clock: CheckClock::default(),
         })
     }
 
     /// The report, with what the sandbox cannot tell said so.
     fn finish(mut self) -> CheckReport {
+        self.report.limits.watchdog_window = Some(self.clock.window_words());
         let config = &self.in_force;
         self.report.limits.not_measured = vec![
             format!(
@@ -242,6 +245,10 @@ impl Checker {
         // Its first instance goes; its disposal is checked on the one kept.
         let _ = engine.dispose().await;
         self.in_force = self.sandbox.config().with_engine_limits(&limits);
+        self.clock = CheckClock::for_deadline(
+            self.in_force.call_timeout(),
+            self.sandbox.config().call_timeout(),
+        );
         let identity = EngineIdentity {
             id,
             owner: "check".to_owned(),
@@ -251,6 +258,12 @@ impl Checker {
         self.sandbox
             .instantiate_as(component, identity, self.services.clone())
             .await
+    }
+
+    /// Options for a call that may compact (`compact`, `after-turn`): the
+    /// check's watchdog window ([`CheckClock::window`]) is its window.
+    fn compacting(&self) -> CallOptions {
+        CallOptions::default().compacting_within(Some(self.clock.window))
     }
 
     fn record(&mut self, name: &str, expected: &str, finding: impl Into<Finding>) {
@@ -276,8 +289,9 @@ impl Checker {
         let millis = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let config = &self.in_force;
         let (slot, limit) = if operation.may_compact() {
-            let ceiling = config
-                .compaction_window()
+            let ceiling = self
+                .clock
+                .window
                 .saturating_mul(config.compaction_max_windows);
             (&mut self.report.limits.slowest_compaction, ceiling)
         } else {

@@ -72,6 +72,9 @@ pub struct LimitsProbe {
     /// The slowest call under the compaction watchdog (`compact`,
     /// `after-turn`); its limit is the watchdog's ceiling.
     pub slowest_compaction: Option<CallTime>,
+    /// The compaction watchdog window the checks ran under, in words: the
+    /// check's own, or stretched by the engine's configured call deadline.
+    pub watchdog_window: Option<String>,
     /// The largest answer (`assemble` or `compact`), bytes as JSON.
     pub largest_answer_bytes: u64,
     /// The sandbox's cap on an answer, bytes.

@@ -103,6 +103,10 @@ fn limits(out: &mut String, report: &CheckReport) {
             ),
         ),
         (
+            "watchdog window",
+            limits.watchdog_window.clone().unwrap_or_default(),
+        ),
+        (
             "largest answer",
             format!(
                 "{} bytes as JSON (cap {} bytes)",

@@ -4,19 +4,38 @@
 use std::path::Path;
 
 use ctxbox_host::check::{self, CheckReport, Outcome, verdict};
+use ctxbox_host::sandbox::EngineLimits;
 use ctxbox_tests::guests;
 
 async fn check(path: &str) -> CheckReport {
+    check_with(path, check::CheckOptions::default()).await
+}
+
+/// Checks `path` with `options`, its compile cache and timeout set.
+async fn check_with(path: &str, options: check::CheckOptions) -> CheckReport {
     // Cached next to the component: big components compile slowly in debug.
     let cache_dir = Path::new(path).with_extension("check-cache");
     let options = check::CheckOptions {
         cache_dir: Some(cache_dir),
         compile_timeout_ms: Some(ctxbox_tests::LARGE_COMPONENT_COMPILE_TIMEOUT_MS),
-        ..check::CheckOptions::default()
+        ..options
     };
     check::check_file(Path::new(path), &options)
         .await
         .expect("the checker runs")
+}
+
+/// Options that give engine `id` a call deadline of its own, as
+/// `plugins.entries.<id>.limits.callTimeoutMs` does.
+fn with_call_deadline(id: &str, call_timeout_ms: u64) -> check::CheckOptions {
+    let limits = EngineLimits {
+        call_timeout_ms: Some(call_timeout_ms),
+        ..EngineLimits::default()
+    };
+    check::CheckOptions {
+        engine_limits: [(id.to_owned(), limits)].into(),
+        ..check::CheckOptions::default()
+    }
 }
 
 fn assert_passes(report: &CheckReport) {
@@ -249,6 +268,59 @@ async fn a_slow_compaction_without_progress_fails_the_progress_check() {
             verdict::text(&report)
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_configured_engine_is_judged_on_its_own_time_scale_and_told_so() {
+    // Twice the sandbox's call deadline: a 2 s window, 400 ms summaries.
+    let options = with_call_deadline("delegating", 20_000);
+    let report = check_with(guests::DELEGATING, options).await;
+    assert_passes(&report);
+    let window = report.limits.watchdog_window.as_deref().unwrap_or_default();
+    assert!(window.starts_with("2000 ms in this check"), "{window}");
+    assert!(window.contains("callTimeoutMs 20000 ms"), "{window}");
+    // The slow compaction still outlasts the stretched window: progress
+    // was needed, and reported.
+    let progress = report.get("compact: progress").expect("the check ran");
+    assert!(progress.got.contains("kept alive by"), "{}", progress.got);
+    assert!(
+        progress.expected.contains("each summary takes 400 ms"),
+        "{}",
+        progress.expected
+    );
+    let text = verdict::text(&report);
+    assert!(
+        text.contains("    watchdog window     2000 ms in this check"),
+        "{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_configured_engine_silent_past_its_stretched_window_still_fails() {
+    let options = with_call_deadline("check-silent-compactor", 20_000);
+    let report = check_with(guests::CHECK_SILENT_COMPACTOR, options).await;
+    let progress = failed(&report, "compact: progress");
+    assert!(
+        progress.got.contains("no progress report"),
+        "{}",
+        progress.got
+    );
+    assert!(
+        progress.got.contains("2000 ms in this check"),
+        "{}",
+        progress.got
+    );
+    assert!(
+        progress.got.contains("callTimeoutMs 20000 ms"),
+        "{}",
+        progress.got
+    );
+    assert_eq!(
+        outcome(&report, "compact"),
+        Outcome::Pass,
+        "{}",
+        verdict::text(&report)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
