@@ -283,6 +283,24 @@ async fn deltas_page_through_appends_and_reset_after_rotation() -> Result<()> {
     Ok(())
 }
 
+/// A runtime that keeps its sessions in its own store (OpenClaw 2026.9's
+/// SQLite) names no file the host can read; under `ctxbox serve` the session
+/// is the history the runtime sent, and the engine reads that as its
+/// transcript. With no history either, the transcript is missing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_without_a_transcript_file_is_read_from_the_history_it_was_given() -> Result<()> {
+    let host = host(1 << 20, CompactionConfig::default()).await?;
+    let transcript = host.session("given.jsonl")?;
+    let elsewhere = SessionRef::new(
+        transcript.session_ref().session_id,
+        "agent:main:explicit:kept-in-the-runtimes-store",
+    );
+    let report = host.probe("delta", &elsewhere, Some(&transcript)).await?;
+    ensure!(paged_ids(&report) == ids(&transcript, 0), "{report}");
+    ensure!(host.probe("delta", &elsewhere, None).await? == "missing");
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_delta_follows_the_active_branch_and_stops_at_the_current_turn() -> Result<()> {
     let host = host(1 << 20, CompactionConfig::default()).await?;
