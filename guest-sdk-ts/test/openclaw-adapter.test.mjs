@@ -189,6 +189,44 @@ test("bootstrap, ingestBatch and afterTurn hand the engine OpenClaw messages", a
   );
 });
 
+/**
+ * A plugin that, as lossless-claw does, schedules background work with
+ * `setImmediate` (the SDK's, as the build gives it) for after its calls
+ * answer; `seen` records what ran.
+ */
+function backgroundPlugin(timers, seen) {
+  const engine = {
+    info: { id: "echo-claw", name: "Background engine", version: "1", ownsCompaction: true },
+    async assemble(params) {
+      timers.setImmediate(() => seen.push("what assemble scheduled"));
+      return { messages: params.messages, estimatedTokens: 1 };
+    },
+    async afterTurn() {
+      timers.setImmediate(() => {
+        seen.push("what afterTurn scheduled");
+        timers.setImmediate(() => seen.push("what that scheduled"));
+      });
+      timers.clearImmediate(timers.setImmediate(() => seen.push("a cleared immediate")));
+    },
+    async compact() {
+      return { ok: true, compacted: false };
+    },
+  };
+  return { default: { id: "echo-claw", register: (api) => api.registerContextEngine("echo-claw", () => engine) } };
+}
+
+test("a call but assemble ends once the background work it scheduled with setImmediate has run, as Node runs it right after", async () => {
+  const timers = await sdkModule("node/timers");
+  const seen = [];
+  const { engine } = openClawEngine(backgroundPlugin(timers, seen), { manifest, packageJson });
+  const history = new History(conversation(user("hello"), assistant("hi")));
+  await engine.assemble(session, history, { tokenBudget: 1000n, availableTools: [], prompt: "next" });
+  assert.deepEqual(seen, [], "assemble answers without waiting for its background work");
+  await engine.afterTurn(session, history, { prePromptMessageCount: 0, isHeartbeat: false, tokenBudget: 500n });
+  assert.deepEqual(seen, ["what assemble scheduled", "what afterTurn scheduled", "what that scheduled"]);
+  assert.equal(timers.immediatesPending(), false);
+});
+
 test("a history entry is the same message object in every call of its session, as in OpenClaw's live session", async () => {
   const { module, seen } = echoPlugin();
   const { engine } = openClawEngine(module, { manifest, packageJson });

@@ -108,6 +108,13 @@ test("lossless-claw's own source runs as a ctxbox engine: turns, summaries by th
   process.env.OPENCLAW_STATE_DIR = stateDir;
   const module = await loadPlugin(dir, path.join(dir, "index.ts"), pluginDependencies(dir));
   const { openClawEngine } = await sdkModule("openclaw/index");
+  // Its background work (`setImmediate`) on the SDK's immediates, as in the
+  // sandbox, where the globals the build installs give it those: Node's own
+  // would run it after the calls, where no host call is allowed.
+  const timers = await sdkModule("node/timers");
+  const nodeImmediates = [globalThis.setImmediate, globalThis.clearImmediate];
+  [globalThis.setImmediate, globalThis.clearImmediate] = [timers.setImmediate, timers.clearImmediate];
+  after(() => ([globalThis.setImmediate, globalThis.clearImmediate] = nodeImmediates));
   const manifest = JSON.parse(readFileSync(path.join(dir, "openclaw.plugin.json"), "utf8"));
   const packageJson = JSON.parse(readFileSync(path.join(dir, "package.json"), "utf8"));
   fake.config = JSON.stringify({ freshTailCount: 4, leafChunkTokens: 800, leafMinFanout: 2, contextThreshold: 0.5 });
@@ -145,6 +152,11 @@ test("lossless-claw's own source runs as a ctxbox engine: turns, summaries by th
 
   // Its background maintenance summarized the oldest turns through the host's model.
   assert.ok(fake.completions.length > 0, "summaries were asked of the host's model");
+  assert.deepEqual(
+    fake.logs.filter(({ message }) => /only during a call/.test(message)),
+    [],
+    "its background work ran within the calls that scheduled it",
+  );
   for (const request of fake.completions) {
     assert.equal(request.purpose, "lossless-claw compaction summarization");
     assert.match(request.system, /summar/i);

@@ -6,6 +6,7 @@
  */
 import { isThenable } from "../console.js";
 import type { Awaitable } from "../engine.js";
+import { immediatesPending, settleImmediates } from "../node/timers.js";
 import type { SessionRef } from "../wit.js";
 
 /** The current call's session and what the adapter knows of it. */
@@ -18,9 +19,18 @@ export interface CallSession {
 let current: CallSession | undefined;
 
 /**
+ * The calls after which the background work a plugin scheduled with
+ * `setImmediate` runs before the call ends, as Node would run it right
+ * after: all but `assemble`, which builds the prompt the turn waits on (what
+ * it schedules runs during the next call that waits).
+ */
+const SETTLING = new Set(["afterTurn", "compact", "maintain", "bootstrap", "ingest", "ingestBatch", "callTool"]);
+
+/**
  * Runs `run` as the call about `session` (`operation` names the export);
  * when it answers a Promise, the call lasts until that settles (export calls
- * never interleave: the host waits for each).
+ * never interleave: the host waits for each), and, but for `assemble`, until
+ * the background work it scheduled has run ({@link SETTLING}).
  */
 export function duringSessionCall<T>(session: SessionRef, operation: string, run: () => Awaitable<T>): Awaitable<T> {
   const outer = current;
@@ -32,11 +42,21 @@ export function duringSessionCall<T>(session: SessionRef, operation: string, run
     current = outer;
     throw thrown;
   }
-  if (!isThenable(answer)) {
+  const settles = SETTLING.has(operation);
+  if (!isThenable(answer) && !(settles && immediatesPending())) {
     current = outer;
     return answer;
   }
-  return (answer as Promise<T>).finally(() => {
+  const settled = settles
+    ? Promise.resolve(answer).then(
+        (value) => settleImmediates().then(() => value),
+        (error: unknown) =>
+          settleImmediates().then(() => {
+            throw error;
+          }),
+      )
+    : (answer as Promise<T>);
+  return settled.finally(() => {
     current = outer;
   });
 }
