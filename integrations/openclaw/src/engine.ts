@@ -35,6 +35,8 @@ export interface EngineOptions {
   compactTimeoutMs?: number;
   /** Whether the serving ctxbox engine owns compaction (its `info`). */
   ownsCompaction: boolean;
+  /** The serving engine's turn maintenance mode (its `info`; `foreground` when it names none). */
+  turnMaintenanceMode?: "foreground" | "background";
   /** OpenClaw's built-in compaction, when the plugin runs inside OpenClaw. */
   runtimeCompaction?: RuntimeCompaction;
   /** Where warnings go. */
@@ -162,7 +164,7 @@ export function createEngine(sidecar: Sidecar, tracker: SessionTracker, options:
     name: `ctxbox (${options.engine})`,
     version: "0.1.0",
     ownsCompaction: options.ownsCompaction,
-    turnMaintenanceMode: "foreground",
+    turnMaintenanceMode: options.turnMaintenanceMode ?? "foreground",
     transcriptSemantics: {
       currentTurnFence: "before-current-turn-entry-v1",
       turnAdvancementIdempotency: "atomic-idempotent-v1",

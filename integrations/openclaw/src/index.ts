@@ -22,8 +22,19 @@ interface Shared {
   sidecar: Sidecar;
   tracker: SessionTracker;
   tools: ToolCatalog;
-  /** The serving engine's `ownsCompaction`, once the sidecar has said. */
-  ownsCompaction?: boolean;
+  /** What the serving engine's `info` says of it, once the sidecar has said. */
+  traits?: EngineTraits;
+}
+
+/** What OpenClaw is told of the serving engine, from its `info`. */
+export interface EngineTraits {
+  /** Whether it owns compaction. */
+  ownsCompaction: boolean;
+  /**
+   * When OpenClaw runs its turn maintenance: `background` also defers a
+   * budget compaction to `maintain` when the engine owns compaction.
+   */
+  turnMaintenanceMode: "foreground" | "background";
 }
 
 /**
@@ -59,20 +70,26 @@ export function sharedSidecar(
   return entry;
 }
 
-/** Whether the serving engine owns compaction: asked once, then refreshed in the background. */
-async function ownsCompaction(entry: Shared, config: PluginConfig): Promise<boolean> {
+/** What the serving engine's `info` says of it: asked once, then refreshed in the background. */
+async function engineTraits(entry: Shared, config: PluginConfig): Promise<EngineTraits> {
   const ask = entry.sidecar
     .call("info", { engine: config.engine }, Math.min(config.callTimeoutMs, 10_000))
     .then((answer) => {
-      entry.ownsCompaction = ownsCompactionOf((answer as { info?: unknown }).info);
-      return entry.ownsCompaction;
+      entry.traits = traitsOf((answer as { info?: unknown }).info);
+      return entry.traits;
     })
-    .catch(() => entry.ownsCompaction ?? false);
-  if (entry.ownsCompaction !== undefined) {
+    .catch(() => entry.traits ?? traitsOf(undefined));
+  if (entry.traits !== undefined) {
     void ask;
-    return entry.ownsCompaction;
+    return entry.traits;
   }
   return ask;
+}
+
+/** What an `info` answer's engine info says: {@link ownsCompactionOf}, and its turn maintenance mode (`foreground` unless it says `background`). */
+export function traitsOf(info: unknown): EngineTraits {
+  const mode = typeof info === "object" && info !== null ? (info as { turnMaintenanceMode?: unknown }).turnMaintenanceMode : undefined;
+  return { ownsCompaction: ownsCompactionOf(info), turnMaintenanceMode: mode === "background" ? "background" : "foreground" };
 }
 
 /**
@@ -117,12 +134,12 @@ export default function register(api: PluginApi): void {
   const runtimeCompaction = loadRuntimeCompaction();
   const trace = traceTo(config.traceFile);
   api.registerContextEngine(ENGINE_ID, async () => {
-    const [owns] = await Promise.all([ownsCompaction(entry, config), refreshTools(entry)]);
+    const [traits] = await Promise.all([engineTraits(entry, config), refreshTools(entry)]);
     return createEngine(entry.sidecar, entry.tracker, {
       engine: config.engine,
       callTimeoutMs: config.callTimeoutMs,
       compactTimeoutMs: config.compactTimeoutMs,
-      ownsCompaction: owns,
+      ...traits,
       runtimeCompaction: await runtimeCompaction,
       warn,
       trace,

@@ -14,7 +14,7 @@ import { reverseOptions } from "../src/complete.js";
 import { DEFAULT_COMPACT_TIMEOUT_MS, readConfig, serveArgs } from "../src/config.js";
 import { createEngine, requiredCompaction, turnBudget, type EngineOptions, type RuntimeCompaction } from "../src/engine.js";
 import { SessionTracker } from "../src/tracker.js";
-import register, { ownsCompactionOf, sharedSidecar } from "../src/index.js";
+import register, { ownsCompactionOf, sharedSidecar, traitsOf } from "../src/index.js";
 import { Sidecar } from "../src/sidecar.js";
 import { closedAtEnd } from "./closed-at-end.js";
 import { fakeSidecar } from "./fake-sidecar-bin.js";
@@ -277,6 +277,20 @@ test("whether the engine owns compaction is read from its info, as PROTOCOL.md n
   assert.equal(ownsCompactionOf({ id: "keep-recent", owns_compaction: false }), false);
   assert.equal(ownsCompactionOf({ id: "x", ownsCompaction: false, owns_compaction: true }), false, "the documented field wins");
   for (const none of [undefined, null, "lossless", {}, { ownsCompaction: "yes" }]) assert.equal(ownsCompactionOf(none), false);
+});
+
+test("the engine's turn maintenance mode reaches OpenClaw's info, foreground unless it says background", () => {
+  assert.deepEqual(traitsOf({ id: "lossless-claw", ownsCompaction: true, turnMaintenanceMode: "background" }), {
+    ownsCompaction: true,
+    turnMaintenanceMode: "background",
+  });
+  for (const info of [{ turnMaintenanceMode: "foreground" }, { turnMaintenanceMode: "later" }, {}, undefined]) {
+    assert.equal(traitsOf(info).turnMaintenanceMode, "foreground", JSON.stringify(info));
+  }
+  const tracker = new SessionTracker();
+  const base = { engine: "lossless-claw", callTimeoutMs: 1_000, ownsCompaction: true, warn: () => undefined };
+  assert.equal(createEngine(new Sidecar({ bin: "unused", args: [] }), tracker, { ...base, turnMaintenanceMode: "background" }).info.turnMaintenanceMode, "background");
+  assert.equal(createEngine(new Sidecar({ bin: "unused", args: [] }), tracker, base).info.turnMaintenanceMode, "foreground");
 });
 
 test("with the real sidecar, OpenClaw's engine for lossless owns compaction, and keep-recent's does not", { skip: !CTXBOX_BIN && "set CTXBOX_BIN to a built ctxbox" }, async () => {
