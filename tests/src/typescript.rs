@@ -139,6 +139,12 @@ fn cached_build(project: &Path, name: &str, args: &[&str]) -> Result<PathBuf, St
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
     if out.exists() {
+        // Marked as the newest build of `name`: CI's OpenClaw stage takes
+        // the newest as the one this run used.
+        let _ = std::fs::File::options()
+            .append(true)
+            .open(&out)
+            .and_then(|file| file.set_modified(std::time::SystemTime::now()));
         return Ok(out);
     }
     let output = Command::new("node")
