@@ -16,21 +16,23 @@
 // lossless-claw's `lcm_grep`. Compared: what the model is sent each turn,
 // the summaries lossless-claw wrote into its own database, and the tool's
 // answer. docs/COMPAT.md ("Side by side") explains every difference this
-// test allows. Run by ci.sh with, besides CTXBOX_BIN and OPENCLAW_MJS:
+// test allows. A second test builds a plugin whose compaction loops forever
+// the same way and runs it through the plugin: the compaction is cut at the
+// engine's limits and quarantined while the turns go on. Run by ci.sh with, besides CTXBOX_BIN and OPENCLAW_MJS:
 //   CTXBOX_LOSSLESS_CLAW_SUBJECT  the subject's folder (read-only; never written)
 //   CTXBOX_LOSSLESS_CLAW_WASM     its build (`ctxbox-ts-build --openclaw-plugin`)
 //   CTXBOX_LOSSLESS_CLAW_CACHE    optional: a compile cache for the sidecar
 //                                 (the one the Rust tests filled)
 
 import assert from "node:assert/strict";
-import { cpSync, globSync, readdirSync, writeFileSync } from "node:fs";
+import { cpSync, globSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { test } from "node:test";
 
 import { startFakeModel } from "./fake-model.mjs";
-import { OpenClaw, need, pluginDeclaring, root, run } from "./harness.mjs";
+import { CTXBOX_BIN, OpenClaw, PLUGIN_DIR, need, pluginDeclaring, root, run } from "./harness.mjs";
 
 const SUBJECT = need("CTXBOX_LOSSLESS_CLAW_SUBJECT");
 const WASM = need("CTXBOX_LOSSLESS_CLAW_WASM");
@@ -276,3 +278,64 @@ test(
     }
   },
 );
+
+/** The TypeScript SDK's build tool, in this clone. */
+const TS_BUILD = join(PLUGIN_DIR, "..", "..", "guest-sdk-ts", "bin", "ctxbox-ts-build.mjs");
+
+/**
+ * An OpenClaw context-engine plugin, written here, whose engine owns
+ * compaction and whose `compact` never returns.
+ */
+function loopingPlugin(dir) {
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, "package.json"), JSON.stringify({ name: "loop-claw", version: "1.0.0", type: "module", openclaw: { extensions: ["./index.js"] } }));
+  writeFileSync(join(dir, "openclaw.plugin.json"), JSON.stringify({ id: "loop-claw", name: "Loop Claw", kind: "context-engine", configSchema: { type: "object" } }));
+  writeFileSync(
+    join(dir, "index.js"),
+    `export default {
+  id: "loop-claw",
+  register(api) {
+    api.registerContextEngine("loop-claw", () => ({
+      info: { id: "loop-claw", name: "Loop Claw", version: "1.0.0", ownsCompaction: true },
+      async ingest() { return { ingested: true }; },
+      async assemble(params) { return { messages: params.messages, estimatedTokens: 0 }; },
+      async afterTurn() {},
+      async compact() { for (;;) {} },
+    }));
+  },
+};
+`,
+  );
+}
+
+test("an OpenClaw plugin's compaction that loops forever is cut at the engine's limits and quarantined, and the turns go on", { timeout: 1_200_000 }, async () => {
+  const source = join(root, "loop-claw");
+  loopingPlugin(source);
+  const wasm = join(root, "loop-claw.wasm");
+  const built = await run(process.execPath, [TS_BUILD, "--openclaw-plugin", source, "-o", wasm], { timeoutMs: 600_000 });
+  assert.equal(built.status, 0, `ctxbox-ts-build failed:\n${built.stdout}\n${built.stderr}`);
+  // The conversation above, which OpenClaw asks the engine to compact about halfway.
+  const model = await startFakeModel({ reply: (body) => (isMemoryFlush(body) ? "noted" : `answer: ${"the quick brown fox jumps over the lazy dog ".repeat(REPLY_REPEATS)}`) });
+  const openclaw = new OpenClaw("loop-claw", wasm, model, {
+    contextWindow: WINDOW,
+    ctxboxToml: `${COMPILE_CACHE ? `cacheDir = ${JSON.stringify(COMPILE_CACHE)}\n` : ""}[quarantine]\nretryAfterSeconds = 600\n`,
+  });
+  try {
+    await openclaw.setUp();
+    await openclaw.startGateway();
+    const turns = 14;
+    for (let turn = 1; turn <= turns; turn++) await openclaw.turn("loop", `ordinary question number ${turn}`);
+    const compactions = openclaw.trace().filter((entry) => entry.method === "compact");
+    assert.ok(compactions.length > 0, "OpenClaw asked the engine to compact during ordinary turns");
+    const health = await openclaw.health();
+    const record = health.records.find((entry) => entry.engineId === "loop-claw");
+    assert.ok(record, `the engine is quarantined: ${JSON.stringify(health.records)}`);
+    const shown = await run(CTXBOX_BIN, ["health", "--data-dir", openclaw.dataDir]);
+    assert.match(shown.stdout, /loop-claw \(plugin:serve\)[\s\S]*failed in +compact/, shown.stdout);
+    assert.equal(openclaw.commits("loop").length, turns, "every turn was committed");
+    console.log(`# loop-claw: ${compactions.length} compactions asked; ${shown.stdout.split("\n").slice(0, 4).join(" | ")}`);
+  } finally {
+    openclaw.stop();
+    await model.close();
+  }
+});
