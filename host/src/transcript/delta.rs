@@ -91,6 +91,19 @@ pub(crate) struct PageLimits {
     pub oversized: OversizedEntry,
 }
 
+impl PageLimits {
+    /// The limits an engine asked for, clamped: at least one message and
+    /// one byte, at most [`MAX_PAGE_BYTES`].
+    pub(crate) fn asked(max_messages: u32, max_bytes: u64, oversized: OversizedEntry) -> Self {
+        Self {
+            max_messages: max_messages.max(1),
+            max_bytes: max_bytes.clamp(1, MAX_PAGE_BYTES),
+            cap_bytes: MAX_PAGE_BYTES,
+            oversized,
+        }
+    }
+}
+
 /// The generation of a file: a digest of its header line and, where the
 /// platform has them, its device and inode numbers.
 pub(crate) fn generation(header_line: &str, file_identity: Option<(u64, u64)>) -> u64 {
@@ -322,7 +335,7 @@ fn message_of(record: &Record) -> Option<MessageEntry> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::transcript::record;
 
@@ -362,7 +375,8 @@ mod tests {
         )
     }
 
-    fn page(delta: TranscriptDelta) -> (String, Vec<String>, bool) {
+    /// A page's cursor, entry ids and `has_more`; panics on anything else.
+    pub(crate) fn page(delta: TranscriptDelta) -> (String, Vec<String>, bool) {
         match delta {
             TranscriptDelta::Page {
                 cursor,

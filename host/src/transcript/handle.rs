@@ -588,12 +588,7 @@ impl Transcript {
         delta::read(
             &source,
             cursor,
-            PageLimits {
-                max_messages: max_messages.max(1),
-                max_bytes: max_bytes.clamp(1, delta::MAX_PAGE_BYTES),
-                cap_bytes: delta::MAX_PAGE_BYTES,
-                oversized,
-            },
+            PageLimits::asked(max_messages, max_bytes, oversized),
             fence,
         )
     }

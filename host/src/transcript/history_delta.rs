@@ -40,12 +40,7 @@ pub(crate) fn read(
     delta::read(
         &source,
         cursor,
-        PageLimits {
-            max_messages: max_messages.max(1),
-            max_bytes: max_bytes.clamp(1, delta::MAX_PAGE_BYTES),
-            cap_bytes: delta::MAX_PAGE_BYTES,
-            oversized,
-        },
+        PageLimits::asked(max_messages, max_bytes, oversized),
         fence,
     )
 }
@@ -73,6 +68,7 @@ fn record_of(entry: &crate::contract::types::MessageEntry) -> Record {
 mod tests {
     use super::*;
     use crate::contract::types::{AgentMessage, MessageEntry};
+    use crate::transcript::delta::tests::page;
 
     fn history(texts: &[&str]) -> History {
         let mut parent = None;
@@ -93,19 +89,11 @@ mod tests {
         )
     }
 
-    fn page(delta: TranscriptDelta) -> (String, Vec<String>, bool) {
+    /// The reason of a reset; panics on anything else.
+    fn reset_reason(delta: TranscriptDelta) -> String {
         match delta {
-            TranscriptDelta::Page {
-                cursor,
-                entries,
-                has_more,
-                ..
-            } => (
-                cursor,
-                entries.into_iter().map(|entry| entry.id).collect(),
-                has_more,
-            ),
-            other => panic!("not a page: {other:?}"),
+            TranscriptDelta::Reset { reason, .. } => reason,
+            other => panic!("not a reset: {other:?}"),
         }
     }
 
@@ -152,7 +140,7 @@ mod tests {
             "s", &held, None, options.0, options.1, options.2, None,
         ));
         let rewritten = history(&["a", "B"]);
-        match read(
+        let reason = reset_reason(read(
             "s",
             &rewritten,
             Some(&cursor),
@@ -160,13 +148,9 @@ mod tests {
             options.1,
             options.2,
             None,
-        ) {
-            TranscriptDelta::Reset { reason, .. } => {
-                assert!(reason.starts_with("generation_mismatch:"), "{reason}")
-            }
-            other => panic!("not a reset: {other:?}"),
-        }
-        match read(
+        ));
+        assert!(reason.starts_with("generation_mismatch:"), "{reason}");
+        let reason = reset_reason(read(
             "t",
             &held,
             Some(&cursor),
@@ -174,12 +158,8 @@ mod tests {
             options.1,
             options.2,
             None,
-        ) {
-            TranscriptDelta::Reset { reason, .. } => {
-                assert!(reason.starts_with("scope_mismatch:"), "{reason}")
-            }
-            other => panic!("not a reset: {other:?}"),
-        }
+        ));
+        assert!(reason.starts_with("scope_mismatch:"), "{reason}");
     }
 
     #[test]
