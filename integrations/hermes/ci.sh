@@ -14,6 +14,9 @@
 #   CTXBOX_PANICKER_WASM  the `panicker` test engine
 #   CTXBOX_SLEEPER_WASM   optional: the `sleeper` test engine
 #   CTXBOX_TOOL_SPINNER_WASM optional: the `tool_spinner` test engine (engine tools)
+#   CTXBOX_LOSSLESS_CLAW_WASM optional: lossless-claw built into an engine (its
+#                         recall tools), with CTXBOX_LOSSLESS_CLAW_CACHE its
+#                         compile cache (.ci/lossless-claw-env.sh)
 # The venv is made with $CTXBOX_HERMES_PYTHON, else the first python3.13,
 # python3.12, python3.11 or python3 on PATH that Hermes supports (3.11-3.13).
 set -euo pipefail
@@ -38,6 +41,8 @@ if [[ -z "${CTXBOX_BIN:-}" ]]; then
   CTXBOX_SLEEPER_WASM="$(find_engine sleeper)"
   CTXBOX_TOOL_SPINNER_WASM="$(find_engine tool_spinner)"
   export CTXBOX_SLEEPER_WASM CTXBOX_TOOL_SPINNER_WASM
+  # lossless-claw (an OpenClaw plugin built into an engine), for its recall tools.
+  source "$repo/.ci/lossless-claw-env.sh"
 fi
 : "${CTXBOX_BIN:?set CTXBOX_BIN to a built ctxbox}"
 : "${CTXBOX_SPIN_WASM:?set CTXBOX_SPIN_WASM to the spin test engine}"

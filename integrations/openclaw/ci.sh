@@ -9,9 +9,8 @@
 #   3. The plugin (tsc), its unit tests, then the end-to-end test.
 #   4. lossless-claw side by side (test/side-by-side.mjs): the test subject
 #      built with its own build and installed in-process, and its sandboxed
-#      build (the one the Rust tests built last, with their compile cache),
-#      on the same conversation. The subjects are $CTXBOX_SUBJECTS, else the
-#      first shared/subjects above the clone.
+#      build (the one the Rust tests built last, with their compile cache:
+#      .ci/lossless-claw-env.sh), on the same conversation.
 #   5. With CTXBOX_HERMES_PYTHON set to the Hermes venv's python (the one
 #      integrations/hermes/ci.sh makes, with hermes-agent 0.19.0): the same
 #      param_echo.wasm file in OpenClaw and in Hermes Agent
@@ -72,20 +71,9 @@ CTXBOX_BIN="$ctxbox_bin" OPENCLAW_MJS="$openclaw_mjs" CTXBOX_SPIN_WASM="$spin_wa
 echo "ci.sh: end-to-end test took $(( $(date +%s) - started )) s"
 
 echo "ci.sh: lossless-claw in-process and sandboxed, side by side"
-subjects="${CTXBOX_SUBJECTS:-}"
-dir="$repo"
-while [[ -z "$subjects" && "$dir" != "/" ]]; do
-  [[ -d "$dir/shared/subjects" ]] && subjects="$dir/shared/subjects"
-  dir="$(dirname "$dir")"
-done
-[[ -n "$subjects" ]] || { echo "ci.sh: no shared/subjects above $repo (set CTXBOX_SUBJECTS)" >&2; exit 1; }
-# The Rust tests' build of it (tests/src/typescript.rs marks the one a run used as the newest).
-lossless_claw_wasm="$(ls -t "$target"/debug/build/ctxbox-tests-*/out/ts-engines/lossless_claw-*.wasm 2>/dev/null | head -n 1)"
-[[ -n "$lossless_claw_wasm" ]] || { echo "ci.sh: the Rust tests left no lossless-claw build under $target" >&2; exit 1; }
+source "$repo/.ci/lossless-claw-env.sh"
 started=$(date +%s)
-CTXBOX_BIN="$ctxbox_bin" OPENCLAW_MJS="$openclaw_mjs" CTXBOX_LOSSLESS_CLAW_SUBJECT="$subjects/lossless-claw-1.0.0-beta.4" \
-  CTXBOX_LOSSLESS_CLAW_WASM="$lossless_claw_wasm" CTXBOX_LOSSLESS_CLAW_CACHE="$(dirname "$lossless_claw_wasm")/compiled" \
-  node --test --test-concurrency=1 test/side-by-side.mjs
+CTXBOX_BIN="$ctxbox_bin" OPENCLAW_MJS="$openclaw_mjs" node --test --test-concurrency=1 test/side-by-side.mjs
 echo "ci.sh: the side-by-side test took $(( $(date +%s) - started )) s"
 
 if [[ -n "${CTXBOX_HERMES_PYTHON:-}" ]]; then

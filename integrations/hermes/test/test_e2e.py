@@ -8,6 +8,9 @@ fake model that records every request. Run by ci.sh with:
     CTXBOX_SPIN_WASM       the `spin` test engine (hangs in assemble)
     CTXBOX_PANICKER_WASM   the `panicker` test engine (panics in assemble on "panic")
     CTXBOX_SLEEPER_WASM    optional: the `sleeper` test engine (sleeps in assemble)
+    CTXBOX_LOSSLESS_CLAW_WASM optional: lossless-claw, an OpenClaw plugin built
+                           into an engine (CTXBOX_LOSSLESS_CLAW_CACHE: a
+                           compile cache for it)
     CTXBOX_TOOL_SPINNER_WASM optional: the `tool_spinner` test engine (offers the
                            tools `echo` and `spin`; `spin` never returns)
 
@@ -397,3 +400,38 @@ def test_engine_tools_reach_the_model_and_a_spinning_tool_is_cut_at_the_engine_d
     assert status == 2, "ctxbox health exits 2 while an engine is quarantined"
     record = next((r for r in records if r["engineId"] == "tool-spinner"), None)
     assert record and record["classification"] in ("timeout", "out-of-fuel"), records
+
+
+def test_lossless_claws_recall_tool_answers_the_model_from_its_own_database(tmp_path, model):
+    """lossless-claw, OpenClaw's context-engine plugin built unmodified into a
+    ctxbox engine, in Hermes: its recall tools are offered (`ctxbox_lcm_*`,
+    with the `context_engine` toolset) and `ctxbox_lcm_grep` answers the
+    model from the conversation the engine keeps in its SQL database."""
+    wasm = need("CTXBOX_LOSSLESS_CLAW_WASM")
+    cache = os.environ.get("CTXBOX_LOSSLESS_CLAW_CACHE")
+    marker = "zanzibar42"
+    # Registered and configured as README's "Bring your OpenClaw engine" has it.
+    ctxbox_toml = (
+        (f"cacheDir = {json.dumps(cache)}\n" if cache else "")
+        + "memoryLimitMib = 128\ncompileTimeoutMs = 1800000\n"
+        + f"[plugins.engines.lossless-claw]\npath = {json.dumps(wasm)}\n"
+        + "[plugins.entries.lossless-claw]\n"
+        + "config = { freshTailCount = 8, freshTailMaxTokens = 3000, leafChunkTokens = 3000 }\n"
+        + "limits = { fuelPerCall = 40000000000, callTimeoutMs = 60000 }\n"
+    )
+    turns = [f"my first question mentions the word {marker}", "a second question",
+             "please search for the word of my first question CALL ctxbox_lcm_grep"]
+    model.tool_args["ctxbox_lcm_grep"] = {"pattern": marker}
+    hermes = Hermes(tmp_path, model, "lossless-claw", window=60_000, toolsets=("context_engine",),
+                    ctxbox_toml=ctxbox_toml, timeout_ms=120_000, engine_deadline_ms=60_000)
+    report = hermes.run(turns)
+    check_session(report, turns)
+
+    requests = model.chat_requests()
+    offered = {tool["function"]["name"] for tool in requests[-1].get("tools") or []}
+    assert {"ctxbox_lcm_grep", "ctxbox_lcm_describe", "ctxbox_lcm_expand", "ctxbox_lcm_expand_query"} <= offered, offered
+    [found] = tool_results(requests)["ctxbox_lcm_grep"]
+    assert marker in found and "error" not in json.loads(found), found
+    print(f"# lossless-claw in Hermes: ctxbox_lcm_grep answered {found[:300]}")
+    status, records = hermes.health()
+    assert status == 0, f"nothing quarantined: {records}"
