@@ -116,7 +116,11 @@ test("the plugin registers on the first call and its engine's info is the contra
   assert.ok(fake.logs.some(({ message }) => message === "[echo-claw] registered, never called in the sandbox: registerCommand"));
 });
 
+/** The engine configuration that lets a plugin's conversation hooks run, as OpenClaw's `hooks.allowConversationAccess` does. */
+const HOOKS_ALLOWED = JSON.stringify({ hooks: { allowConversationAccess: true } });
+
 test("assemble: history messages the engine answers are kept, the others inserted; hook and engine text reach the system prompt", async () => {
+  fake.config = HOOKS_ALLOWED;
   const { module, seen } = echoPlugin();
   const { engine } = openClawEngine(module, { manifest, packageJson });
   const history = new History(conversation(user("one"), assistant("two"), user("three"), assistant("four")));
@@ -137,6 +141,7 @@ test("assemble: history messages the engine answers are kept, the others inserte
 });
 
 test("a hook text over half the budget is left out, and the engine has the whole budget", async () => {
+  fake.config = HOOKS_ALLOWED;
   const { module, seen } = echoPlugin();
   const { engine } = openClawEngine(module, { manifest, packageJson });
   const original = fake.host.estimateTokens;
@@ -149,6 +154,20 @@ test("a hook text over half the budget is left out, and the engine has the whole
   } finally {
     fake.host.estimateTokens = original;
   }
+});
+
+test("a conversation hook is blocked unless the engine's configuration allows it, as OpenClaw blocks it for a plugin it did not bundle", async () => {
+  fake.config = JSON.stringify({ threshold: 0.5 });
+  fake.logs.length = 0;
+  const { module, seen } = echoPlugin();
+  const { engine } = openClawEngine(module, { manifest, packageJson });
+  const result = await engine.assemble(session, new History(conversation(user("one"))), { tokenBudget: 1000n, availableTools: [] });
+  assert.equal(result.systemPromptAddition, "engine note", "the hook's text is not in the prompt");
+  assert.deepEqual(seen.calls.filter(([name]) => name === "gateway_start"), [["gateway_start"]], "gateway_start, not a conversation hook, ran");
+  assert.ok(
+    fake.logs.some(({ level, message }) => level === "warn" && /typed hook "before_prompt_build" blocked/.test(message) && /hooks\.allowConversationAccess = true/.test(message)),
+    JSON.stringify(fake.logs),
+  );
 });
 
 test("keep ranges follow the history's order: a message moved earlier is inserted", () => {

@@ -117,7 +117,8 @@ test("lossless-claw's own source runs as a ctxbox engine: turns, summaries by th
   after(() => ([globalThis.setImmediate, globalThis.clearImmediate] = nodeImmediates));
   const manifest = JSON.parse(readFileSync(path.join(dir, "openclaw.plugin.json"), "utf8"));
   const packageJson = JSON.parse(readFileSync(path.join(dir, "package.json"), "utf8"));
-  fake.config = JSON.stringify({ freshTailCount: 4, leafChunkTokens: 800, leafMinFanout: 2, contextThreshold: 0.5 });
+  // Its recall policy (a before_prompt_build hook) allowed, as an operator allows it in OpenClaw.
+  fake.config = JSON.stringify({ freshTailCount: 4, leafChunkTokens: 800, leafMinFanout: 2, contextThreshold: 0.5, hooks: { allowConversationAccess: true } });
   fake.completions.length = 0;
   const conversation = { current: undefined };
   fake.host.readTranscriptDelta = (cursor) => conversation.current.readTranscriptDelta(cursor);

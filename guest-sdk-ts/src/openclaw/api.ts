@@ -5,6 +5,9 @@
  * `before_prompt_build`, `gateway_start` and `gateway_stop` hooks); the rest
  * (commands, other hooks, session actions, services, …) is accepted and
  * never called, as an OpenClaw in which those events never happen would.
+ * A conversation hook (`before_prompt_build` among them) is refused, as
+ * OpenClaw refuses it for a plugin it did not bundle, unless the engine's
+ * configuration allows it ({@link allowsConversationAccess}).
  */
 import { HostFailure } from "../errors.js";
 import { complete, engineConfig } from "../host.js";
@@ -18,6 +21,34 @@ export const DEFAULT_PLUGIN_ROOT = "/plugin";
 
 /** The OpenClaw state directory a plugin is told about (virtual, like the rest of its filesystem). */
 export const STATE_DIR = "/home/engine/.openclaw";
+
+/**
+ * The hooks that see the conversation: OpenClaw registers them for a plugin
+ * it did not bundle only when `plugins.entries.<id>.hooks.allowConversationAccess`
+ * is true.
+ */
+const CONVERSATION_HOOKS = new Set([
+  "before_model_resolve",
+  "agent_turn_prepare",
+  "before_prompt_build",
+  "before_agent_reply",
+  "llm_input",
+  "llm_output",
+  "before_agent_finalize",
+  "agent_end",
+  "before_agent_run",
+]);
+
+/**
+ * Whether the engine's configuration (`plugins.entries.<id>.config`) allows
+ * the plugin's conversation hooks: its `hooks.allowConversationAccess`, as
+ * `env` is read from it (OpenClaw keeps the switch beside the plugin's
+ * configuration, where a sandboxed engine has nothing).
+ */
+export function allowsConversationAccess(config: Record<string, unknown>): boolean {
+  const hooks = config.hooks;
+  return typeof hooks === "object" && hooks !== null && (hooks as { allowConversationAccess?: unknown }).allowConversationAccess === true;
+}
 
 /** A hook handler as OpenClaw calls it: `(event, ctx)`. */
 export type HookHandler = (event: Record<string, unknown>, ctx: Record<string, unknown>) => unknown;
@@ -228,6 +259,12 @@ export function pluginApi(plugin: PluginIdentity, registrations: Registrations):
       registrations.tools.push({ factory, names });
     },
     on(event: string, handler: HookHandler): void {
+      if (CONVERSATION_HOOKS.has(event) && !allowsConversationAccess(config)) {
+        logger.warn(
+          `typed hook "${event}" blocked, as OpenClaw blocks it for a plugin it did not bundle: allow it with hooks.allowConversationAccess = true in the engine's configuration (plugins.entries.${plugin.id}.config)`,
+        );
+        return;
+      }
       const handlers = registrations.hooks.get(event) ?? [];
       handlers.push(handler);
       registrations.hooks.set(event, handlers);
