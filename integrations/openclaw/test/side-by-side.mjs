@@ -25,7 +25,7 @@
 //                                 (the one the Rust tests filled)
 
 import assert from "node:assert/strict";
-import { cpSync, globSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
+import { cpSync, globSync, mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { DatabaseSync } from "node:sqlite";
@@ -126,6 +126,8 @@ async function packedSubject() {
   }
   const packed = readdirSync(root).find((name) => name.endsWith(".tgz"));
   assert.ok(packed, `npm pack left a .tgz in ${root}`);
+  // Its build tools (~450 packages) are not needed past the package.
+  rmSync(work, { recursive: true, force: true });
   return join(root, packed);
 }
 
