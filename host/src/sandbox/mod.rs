@@ -40,7 +40,7 @@ use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 use wasmtime::component::{HasSelf, Linker};
-use wasmtime::{InstanceAllocationStrategy, PoolingAllocationConfig};
+use wasmtime::{InstanceAllocationStrategy, PoolingAllocationConfig, ProfilingStrategy};
 
 pub use self::config::{EngineLimits, SandboxConfig};
 pub use self::error::{LoadError, RefusedImport, SandboxError};
@@ -138,6 +138,10 @@ impl Sandbox {
     }
 }
 
+/// Set (to anything) to write `/tmp/perf-<pid>.map` for the compiled engine
+/// code, so `perf record`/`perf report` name the engine's functions.
+pub const PERF_MAP_VARIABLE: &str = "CTXBOX_PERF_MAP";
+
 /// The wasmtime configuration of ARCHITECTURE.md §5.
 fn engine_config(config: &SandboxConfig) -> Result<wasmtime::Config, SandboxError> {
     let stack = config.max_wasm_stack_kib as usize * 1024;
@@ -165,6 +169,10 @@ fn engine_config(config: &SandboxConfig) -> Result<wasmtime::Config, SandboxErro
         .max_wasm_stack(stack)
         .async_stack_size(stack + HOST_STACK_HEADROOM)
         .allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
+    if std::env::var_os(PERF_MAP_VARIABLE).is_some() {
+        // Engine code shows by function name in `perf report`.
+        wasm.profiler(ProfilingStrategy::PerfMap);
+    }
     Ok(wasm)
 }
 

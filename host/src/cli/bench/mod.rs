@@ -3,6 +3,7 @@
 //! machine where absolute times do not. Criterion benches
 //! (`cargo bench -p ctxbox-tests`) give the detailed statistics behind it.
 
+mod call_times;
 mod callgrind;
 mod compaction;
 mod convergence;

@@ -9,6 +9,7 @@ use ctxbox_host::runtime::Runtime;
 use ctxbox_host::runtime::config::Config;
 use tokio_util::sync::CancellationToken;
 
+use super::call_times::CallTimes;
 use super::measure::Stats;
 use super::{Options, Row};
 
@@ -82,6 +83,11 @@ pub async fn rows(options: &Options, rows: &mut Vec<Row>) -> anyhow::Result<()> 
         }
     };
     let (script, name) = script_of(&runtime, &recording_path)?;
+    let call_times = std::sync::Arc::new(CallTimes::default());
+    runtime
+        .engines()
+        .call_observers()
+        .install(call_times.clone());
     let mut rates = Vec::new();
     for engine_id in ENGINES {
         let mut samples = Vec::new();
@@ -123,6 +129,12 @@ pub async fn rows(options: &Options, rows: &mut Vec<Row>) -> anyhow::Result<()> 
                 report.compactions,
                 stats.samples
             ),
+            target: "report".into(),
+            met: None,
+        });
+        rows.push(Row {
+            what: format!("where {engine_id}'s replay time goes (guarded engine calls per replay)"),
+            figure: call_times.summary(engine_id, stats.samples as u32),
             target: "report".into(),
             met: None,
         });
