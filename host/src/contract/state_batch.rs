@@ -8,8 +8,15 @@
 //! The batch only keeps the writes and what the engine's store counts with
 //! them ([`StateUsage`]); the limits and the store itself are the host
 //! services' (`services::state`).
+//!
+//! So that a write need not read the store first, the batch also remembers
+//! what the call read ([`StateBatch::note_stored`]: a later write of the key
+//! knows what it replaces) and which written keys it counted as new without
+//! reading ([`StateBatch::unread`]): with those, its usage is an upper bound
+//! that the host makes exact ([`StateBatch::correct`]) only when a write
+//! would otherwise be refused.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 /// What an engine's store counts against its limits: bytes (keys, values
@@ -36,8 +43,13 @@ struct Pending {
     /// Each key the call wrote, with its last value (`None`: deleted).
     writes: BTreeMap<String, Option<Vec<u8>>>,
     /// What the store counts with the writes applied (`None` before the
-    /// first write).
+    /// first write); over the exact figure by the entries of `unread` the
+    /// store has.
     usage: Option<StateUsage>,
+    /// The stored length of each key the call read (`None`: no such key).
+    stored: BTreeMap<String, Option<usize>>,
+    /// Keys written without knowing what they replace, counted as new.
+    unread: BTreeSet<String>,
 }
 
 impl StateBatch {
@@ -80,6 +92,44 @@ impl StateBatch {
         pending.usage = Some(usage);
     }
 
+    /// Records that the call read `key` from the store, finding a value of
+    /// `length` bytes (`None`: no such key).
+    pub fn note_stored(&self, key: &str, length: Option<usize>) {
+        self.pending_writes().stored.insert(key.to_owned(), length);
+    }
+
+    /// The stored length the call read for `key` (`Some(None)`: it found
+    /// none; `None`: it did not read it).
+    pub fn stored_len(&self, key: &str) -> Option<Option<usize>> {
+        self.pending_writes().stored.get(key).copied()
+    }
+
+    /// Records that the call set `key` to `value` without knowing what the
+    /// store holds under it, counted as a new key in `usage`.
+    pub fn record_unread(&self, key: &str, value: Vec<u8>, usage: StateUsage) {
+        let mut pending = self.pending_writes();
+        pending.writes.insert(key.to_owned(), Some(value));
+        pending.unread.insert(key.to_owned());
+        pending.usage = Some(usage);
+    }
+
+    /// The keys written as new without reading the store.
+    pub fn unread(&self) -> Vec<String> {
+        self.pending_writes().unread.iter().cloned().collect()
+    }
+
+    /// Makes the usage exact: of the [`unread`](Self::unread) keys, the
+    /// store has `existing` (entries counting `bytes` together), which the
+    /// usage counted as new.
+    pub fn correct(&self, existing: StateUsage) {
+        let mut pending = self.pending_writes();
+        pending.unread.clear();
+        if let Some(usage) = pending.usage.as_mut() {
+            usage.bytes = usage.bytes.saturating_sub(existing.bytes);
+            usage.keys = usage.keys.saturating_sub(existing.keys);
+        }
+    }
+
     /// Records that another write of the call (an index write, which
     /// shares the engine's quota) leaves the store counting `usage`.
     pub fn record_usage(&self, usage: StateUsage) {
@@ -90,6 +140,8 @@ impl StateBatch {
     pub fn take(&self) -> Vec<StateWrite> {
         let mut pending = self.pending_writes();
         pending.usage = None;
+        pending.stored.clear();
+        pending.unread.clear();
         std::mem::take(&mut pending.writes).into_iter().collect()
     }
 
@@ -195,6 +247,24 @@ mod tests {
         assert_eq!(keys(&first), ["k/0", "k/a"]);
         let next = batch.merge_page(entries(&["k/b", "k/c", "k/d"]), "k/", Some("k/a"), 2);
         assert_eq!(keys(&next), ["k/c", "k/d"]);
+    }
+
+    #[test]
+    fn unread_writes_count_as_new_until_corrected() {
+        let batch = StateBatch::default();
+        batch.note_stored("read", Some(5));
+        assert_eq!(batch.stored_len("read"), Some(Some(5)));
+        assert_eq!(batch.stored_len("other"), None);
+        batch.record_unread("a", b"1".to_vec(), StateUsage { bytes: 200, keys: 3 });
+        batch.record_unread("b", b"2".to_vec(), StateUsage { bytes: 300, keys: 4 });
+        assert_eq!(batch.unread(), ["a", "b"]);
+        assert_eq!(batch.pending("a"), Some(Some(b"1".to_vec())));
+        // The store had `a` (70 bytes): the usage counted it twice.
+        batch.correct(StateUsage { bytes: 70, keys: 1 });
+        assert_eq!(batch.usage(), Some(StateUsage { bytes: 230, keys: 3 }));
+        assert!(batch.unread().is_empty());
+        batch.take();
+        assert_eq!(batch.stored_len("read"), None, "a new call reads again");
     }
 
     #[test]

@@ -1,10 +1,16 @@
 //! Engines' searchable memory in the embedded state database: a documents
 //! table and an external-content FTS5 table over its text with the trigram
 //! tokenizer (substrings of any script, Chinese and Japanese included,
-//! without a word segmenter; case-insensitive), kept in sync by triggers.
-//! Writes run inside the state store's transaction ([`apply`]), so a call's
-//! state and index writes commit together; searches ([`search`]) run on the
-//! store's read connection.
+//! without a word segmenter; case-insensitive), kept in sync by [`apply`].
+//! Writes run inside the state store's transaction, so a call's state and
+//! index writes commit together; searches ([`search`]) run on the store's
+//! read connection.
+//!
+//! The full-text table is written by plain single-row statements after all
+//! of a call's document rows, not by triggers: FTS5 flushes its pending
+//! terms to disk as a new segment at every statement savepoint (a trigger,
+//! an upsert), so a commit of 25 documents wrote 25 segments (and merged
+//! them) instead of one.
 //!
 //! A search matches each word of 3 or more characters as an FTS5 phrase
 //! (quoted, so query syntax in it is plain text) and ranks by `bm25`;
@@ -20,7 +26,7 @@ use super::index::{self, Found, Words, scope_key};
 use super::state::{Footprint, StateUsage};
 use crate::contract::index::{IndexOp, IndexQuery};
 
-/// The index's tables, in the state database (schema version 3).
+/// The index's tables, in the state database (added in schema version 3).
 pub(super) const SCHEMA: &str = "
     CREATE TABLE index_documents (
         number INTEGER PRIMARY KEY,
@@ -35,16 +41,14 @@ pub(super) const SCHEMA: &str = "
     CREATE VIRTUAL TABLE index_text USING fts5 (
         text, content = 'index_documents', content_rowid = 'number', tokenize = 'trigram'
     );
-    CREATE TRIGGER index_documents_added AFTER INSERT ON index_documents BEGIN
-        INSERT INTO index_text (rowid, text) VALUES (new.number, new.text);
-    END;
-    CREATE TRIGGER index_documents_removed AFTER DELETE ON index_documents BEGIN
-        INSERT INTO index_text (index_text, rowid, text) VALUES ('delete', old.number, old.text);
-    END;
-    CREATE TRIGGER index_documents_replaced AFTER UPDATE OF text ON index_documents BEGIN
-        INSERT INTO index_text (index_text, rowid, text) VALUES ('delete', old.number, old.text);
-        INSERT INTO index_text (rowid, text) VALUES (new.number, new.text);
-    END;
+";
+
+/// Schema version 4: the full-text table is written by [`apply`], no longer
+/// by the triggers version 3 created (its content is unchanged).
+pub(super) const WITHOUT_TRIGGERS: &str = "
+    DROP TRIGGER IF EXISTS index_documents_added;
+    DROP TRIGGER IF EXISTS index_documents_removed;
+    DROP TRIGGER IF EXISTS index_documents_replaced;
 ";
 
 /// Applies `ops` for engine number `engine` within `transaction`; answers
@@ -64,31 +68,75 @@ pub(super) fn apply(
             .optional()
             .map(|cost| cost.map(|cost| cost.max(0) as u64))
     })?;
+    // The documents table first, then the full-text table: a statement
+    // with a savepoint after the first full-text write would flush it.
+    let mut forgotten: Vec<(i64, String)> = Vec::new();
+    let mut added: Vec<(i64, &str)> = Vec::new();
     for (scope, id) in net.deletes {
-        transaction
+        let removed = transaction
             .prepare_cached(
-                "DELETE FROM index_documents WHERE engine = ?1 AND session = ?2 AND id = ?3",
+                "DELETE FROM index_documents WHERE engine = ?1 AND session = ?2 AND id = ?3
+                 RETURNING number, text",
             )?
-            .execute(params![engine, scope, id])?;
+            .query_row(params![engine, scope, id], |row| Ok((row.get(0)?, row.get(1)?)))
+            .optional()?;
+        forgotten.extend(removed);
     }
     for (scope, document, cost) in net.puts {
-        transaction
+        let replaced = transaction
+            .prepare_cached(
+                "SELECT number, text FROM index_documents
+                 WHERE engine = ?1 AND session = ?2 AND id = ?3",
+            )?
+            .query_row(params![engine, scope, document.id], |row| {
+                Ok((row.get(0)?, row.get(1)?))
+            })
+            .optional()?;
+        forgotten.extend(replaced);
+        let number: i64 = transaction
             .prepare_cached(
                 "INSERT INTO index_documents (engine, session, id, text, metadata, cost)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)
                  ON CONFLICT (engine, session, id) DO UPDATE SET
-                     text = excluded.text, metadata = excluded.metadata, cost = excluded.cost",
+                     text = excluded.text, metadata = excluded.metadata, cost = excluded.cost
+                 RETURNING number",
             )?
-            .execute(params![
-                engine,
-                scope,
-                document.id,
-                document.text,
-                document.metadata,
-                i64::try_from(cost).unwrap_or(i64::MAX)
-            ])?;
+            .query_row(
+                params![
+                    engine,
+                    scope,
+                    document.id,
+                    document.text,
+                    document.metadata,
+                    i64::try_from(cost).unwrap_or(i64::MAX)
+                ],
+                |row| row.get(0),
+            )?;
+        added.push((number, &document.text));
+    }
+    // Removals before additions: a new document may take the number of one
+    // deleted in the same call.
+    for (number, text) in &forgotten {
+        transaction
+            .prepare_cached(
+                "INSERT INTO index_text (index_text, rowid, text) VALUES ('delete', ?1, ?2)",
+            )?
+            .execute(params![number, text])?;
+    }
+    for (number, text) in added {
+        transaction
+            .prepare_cached("INSERT INTO index_text (rowid, text) VALUES (?1, ?2)")?
+            .execute(params![number, text])?;
     }
     Ok(net.usage)
+}
+
+/// Fills the full-text table from every document stored: for a database
+/// whose documents were copied in with plain SQL.
+pub(super) fn rebuild(connection: &Connection) -> rusqlite::Result<()> {
+    connection
+        .execute("INSERT INTO index_text (index_text) VALUES ('rebuild')", [])
+        .map(|_| ())
 }
 
 /// What `engine` (by id) stores now, and what its document `id` in
@@ -302,6 +350,73 @@ mod tests {
             )
             .expect("counts");
         assert_eq!(rows, 0, "the replaced text is gone from the index");
+    }
+
+    #[test]
+    fn a_version_3_database_keeps_its_index_and_loses_its_triggers() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = crate::services::state_files::engine_file(&dir.path().join("state"), "e");
+        std::fs::create_dir_all(path.parent().expect("folder")).expect("folder");
+        {
+            // Written by a host of schema version 3: the triggers fill the
+            // full-text table.
+            let connection = Connection::open(&path).expect("creates");
+            connection
+                .execute_batch(&format!(
+                    "CREATE TABLE engines (number INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE,
+                         bytes INTEGER NOT NULL DEFAULT 0, keys INTEGER NOT NULL DEFAULT 0);
+                     CREATE TABLE entries (engine INTEGER NOT NULL, key TEXT NOT NULL,
+                         value BLOB NOT NULL, PRIMARY KEY (engine, key)) WITHOUT ROWID;
+                     {SCHEMA}
+                     CREATE TRIGGER index_documents_added AFTER INSERT ON index_documents BEGIN
+                         INSERT INTO index_text (rowid, text) VALUES (new.number, new.text);
+                     END;
+                     INSERT INTO engines (number, id, bytes, keys) VALUES (1, 'e', 300, 0);
+                     INSERT INTO index_documents (engine, session, id, text, metadata, cost)
+                         VALUES (1, 's', 'a', 'alpha one', NULL, 150),
+                                (1, 's', 'b', 'beta two', NULL, 150);
+                     PRAGMA user_version = 3;"
+                ))
+                .expect("version 3");
+        }
+        let store = StateStore::open_in(dir.path(), &StateConfig::default()).expect("migrates");
+        let found = |text: &str| {
+            store
+                .search("e", Some("s"), &query(text), None)
+                .expect("searches")
+                .hits
+                .len()
+        };
+        assert_eq!(found("alpha"), 1, "the index written by the triggers stays");
+        store
+            .commit(
+                "e",
+                index(vec![
+                    put("a", "alpha replaced"),
+                    IndexOp::Delete {
+                        session_id: Some("s".to_owned()),
+                        id: "b".to_owned(),
+                    },
+                    put("c", "gamma three"),
+                ]),
+                None,
+                None,
+            )
+            .expect("writes");
+        assert_eq!((found("one"), found("beta"), found("replaced"), found("gamma")), (0, 0, 1, 1));
+        let connection = Connection::open(&path).expect("opens");
+        let triggers: i64 = connection
+            .query_row("SELECT count(*) FROM sqlite_schema WHERE type = 'trigger'", [], |row| {
+                row.get(0)
+            })
+            .expect("counts");
+        assert_eq!(triggers, 0);
+        connection
+            .execute(
+                "INSERT INTO index_text (index_text, rank) VALUES ('integrity-check', 1)",
+                [],
+            )
+            .expect("the index matches its documents");
     }
 
     #[test]

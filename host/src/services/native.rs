@@ -133,10 +133,7 @@ impl NativeServices {
         key: &str,
     ) -> Result<(StateUsage, Option<u64>), ServiceError> {
         check_key(key).map_err(service_error)?;
-        let pending = call
-            .state
-            .pending_len(key)
-            .map(|length| length.map(|length| entry_cost(key, length)));
+        let pending = known_entry(call, key);
         if let (Some(usage), Some(entry)) = (call.state.usage(), pending) {
             return Ok((usage, entry));
         }
@@ -148,6 +145,32 @@ impl NativeServices {
             call.state.usage().unwrap_or(stored.usage),
             pending.unwrap_or(stored.entry),
         ))
+    }
+
+    /// Makes the call's usage exact: asks the store which of the keys the
+    /// call wrote as new without reading ([`StateBatch::unread`]) it has.
+    ///
+    /// [`StateBatch::unread`]: crate::contract::state_batch::StateBatch::unread
+    async fn exact_usage(&self, call: &ServiceCall<'_>) -> Result<(), ServiceError> {
+        let unread = call.state.unread();
+        if unread.is_empty() {
+            return Ok(());
+        }
+        let engine = call.engine_id.to_owned();
+        let existing = self
+            .state(move |store| {
+                let mut existing = StateUsage::default();
+                for key in &unread {
+                    if let Some(cost) = store.footprint(&engine, key)?.entry {
+                        existing.bytes += cost;
+                        existing.keys += 1;
+                    }
+                }
+                Ok(existing)
+            })
+            .await?;
+        call.state.correct(existing);
+        Ok(())
     }
 
     /// What the engine's store counts with the call's writes so far, and
@@ -164,16 +187,30 @@ impl NativeServices {
         if let (Some(usage), Some(entry)) = (call.state.usage(), pending) {
             return Ok((usage, entry));
         }
-        let engine = call.engine_id.to_owned();
-        let (owned_session, owned_id) = (session.map(str::to_owned), id.to_owned());
-        let stored = self
-            .state(move |store| store.index_footprint(&engine, owned_session.as_deref(), &owned_id))
-            .await?;
+        let stored = match self.state.index_footprint_at_once(call.engine_id, session, id) {
+            Some(read) => read.map_err(service_error)?,
+            None => {
+                let engine = call.engine_id.to_owned();
+                let (session, id) = (session.map(str::to_owned), id.to_owned());
+                self.state(move |store| store.index_footprint(&engine, session.as_deref(), &id))
+                    .await?
+            }
+        };
         Ok((
             call.state.usage().unwrap_or(stored.usage),
             pending.unwrap_or(stored.entry),
         ))
     }
+}
+
+/// What the call knows `key`'s stored entry counts for, without reading
+/// the store: its own pending value, else what it read (`Some(None)`: no
+/// entry; `None`: not known).
+fn known_entry(call: &ServiceCall<'_>, key: &str) -> Option<Option<u64>> {
+    call.state
+        .pending_len(key)
+        .or_else(|| call.state.stored_len(key))
+        .map(|length| length.map(|length| entry_cost(key, length)))
 }
 
 /// A state store's error as the engine sees it.
@@ -337,8 +374,19 @@ impl HostServices for NativeServices {
         if let Some(pending) = call.state.pending(key) {
             return Ok(pending);
         }
-        let (engine, key) = (call.engine_id.to_owned(), key.to_owned());
-        self.state(move |store| store.get(&engine, &key)).await
+        // One indexed read of a local file is answered on this thread; the
+        // blocking pool (a round trip of tens of microseconds) only when the
+        // store would wait.
+        let value = match self.state.get_at_once(call.engine_id, key) {
+            Some(read) => read.map_err(service_error)?,
+            None => {
+                let (engine, key) = (call.engine_id.to_owned(), key.to_owned());
+                self.state(move |store| store.get(&engine, &key)).await?
+            }
+        };
+        // A later write of the key now knows what it replaces.
+        call.state.note_stored(key, value.as_ref().map(Vec::len));
+        Ok(value)
     }
 
     async fn state_set(
@@ -347,10 +395,25 @@ impl HostServices for NativeServices {
         key: &str,
         value: &[u8],
     ) -> Result<(), ServiceError> {
-        let (used, old) = self.footprint(&call, key).await?;
+        check_key(key).map_err(service_error)?;
+        let cost = entry_cost(key, value.len());
         let limits = self.limits_for(call.engine_id);
+        if let Some(used) = call.state.usage()
+            && known_entry(&call, key).is_none()
+        {
+            // What the key replaces is not known: counted as new, the usage
+            // can only be overstated, and the store is not read unless that
+            // would refuse the write.
+            let upper = Limits::after_write(used, None, cost);
+            if limits.check_growth(call.engine_id, used, upper).is_ok() {
+                call.state.record_unread(key, value.to_vec(), upper);
+                return Ok(());
+            }
+            self.exact_usage(&call).await?;
+        }
+        let (used, old) = self.footprint(&call, key).await?;
         let after = limits
-            .after_set(call.engine_id, used, old, entry_cost(key, value.len()))
+            .after_set(call.engine_id, used, old, cost)
             .map_err(service_error)?;
         call.state.record(key, Some(value.to_vec()), after);
         Ok(())
@@ -418,10 +481,19 @@ impl HostServices for NativeServices {
         let added = added + document.metadata.as_ref().map_or(0, String::len);
         let work = write_work(added as u64, old);
         check_call_work(&call, work)?;
-        let after = self
-            .limits_for(call.engine_id)
-            .after_set(call.engine_id, used, old, document_cost(document))
-            .map_err(service_error)?;
+        let limits = self.limits_for(call.engine_id);
+        let cost = document_cost(document);
+        let after = match limits.after_set(call.engine_id, used, old, cost) {
+            // The usage may count keys written unread as new: made exact
+            // before refusing.
+            Err(_) if !call.state.unread().is_empty() => {
+                self.exact_usage(&call).await?;
+                let used = call.state.usage().unwrap_or(used);
+                limits.after_set(call.engine_id, used, old, cost)
+            }
+            checked => checked,
+        }
+        .map_err(service_error)?;
         call.index.record(op, work);
         call.state.record_usage(after);
         Ok(())

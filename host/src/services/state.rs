@@ -159,6 +159,18 @@ pub trait EngineState: Send + Sync + std::fmt::Debug {
     /// The value of `key` in `engine`'s store.
     fn get(&self, engine: &str, key: &str) -> Result<Option<Vec<u8>>, StateError>;
 
+    /// [`get`](Self::get) when it can answer at once, without waiting for a
+    /// lock, a file to open or a peer: `None` otherwise (and by default), to
+    /// be asked on the blocking pool. For a caller on an async thread that
+    /// must never stall other work.
+    fn get_at_once(
+        &self,
+        _engine: &str,
+        _key: &str,
+    ) -> Option<Result<Option<Vec<u8>>, StateError>> {
+        None
+    }
+
     /// Stores `value` under `key`, unless that takes `engine` past its quota
     /// or number of keys (writes that shrink its usage always succeed).
     fn set(&self, engine: &str, key: &str, value: &[u8]) -> Result<(), StateError>;
@@ -197,6 +209,17 @@ pub trait EngineState: Send + Sync + std::fmt::Debug {
         session: Option<&str>,
         id: &str,
     ) -> Result<Footprint, StateError>;
+
+    /// [`index_footprint`](Self::index_footprint) when it can answer at
+    /// once (as [`get_at_once`](Self::get_at_once)); `None` otherwise.
+    fn index_footprint_at_once(
+        &self,
+        _engine: &str,
+        _session: Option<&str>,
+        _id: &str,
+    ) -> Option<Result<Footprint, StateError>> {
+        None
+    }
 
     /// Applies one call's state and index writes in one durable
     /// transaction: all of them, or none if the batch would take `engine`
@@ -270,6 +293,25 @@ impl StateStore {
         state_files::engine_file(&self.dir, engine)
     }
 
+    /// `read` of `engine`'s file when it can run without waiting: the file
+    /// is open and its connection free (no other call of the engine is
+    /// writing). `None` otherwise. One indexed read of a local database in
+    /// WAL mode, which no writer blocks.
+    fn at_once<T>(
+        &self,
+        engine: &str,
+        read: impl FnOnce(&EngineFile, &Connection) -> Result<T, StateError>,
+    ) -> Option<Result<T, StateError>> {
+        let file = self
+            .engines
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(engine)
+            .cloned()?;
+        let connection = file.try_writer()?;
+        Some(read(&file, &connection))
+    }
+
     /// `engine`'s database, opened on first use.
     fn file(&self, engine: &str) -> Result<Arc<EngineFile>, StateError> {
         let open = || self.engines.lock().unwrap_or_else(PoisonError::into_inner);
@@ -289,6 +331,39 @@ impl StateStore {
             .clone();
         Ok(kept)
     }
+}
+
+/// What `engine` stores in `file` and what its document `id` of
+/// `session`'s scope counts for, read on `connection`.
+fn read_document_footprint(
+    file: &EngineFile,
+    connection: &Connection,
+    engine: &str,
+    session: Option<&str>,
+    id: &str,
+) -> Result<Footprint, StateError> {
+    index_sqlite::footprint(connection, engine, session, id)
+        .map_err(|source| failure(file, engine, "reading the index", source))
+}
+
+/// The value of `engine`'s `key` in `file`, read on `connection`.
+fn read_entry(
+    file: &EngineFile,
+    connection: &Connection,
+    engine: &str,
+    key: &str,
+) -> Result<Option<Vec<u8>>, StateError> {
+    connection
+        .prepare_cached(
+            "SELECT value FROM entries
+             WHERE engine = (SELECT number FROM engines WHERE id = ?1) AND key = ?2",
+        )
+        .and_then(|mut statement| {
+            statement
+                .query_row(params![engine, key], |row| row.get(0))
+                .optional()
+        })
+        .map_err(|source| failure(file, engine, "reading state", source))
 }
 
 /// `source` as the store's error about `file`, naming what was stopped
@@ -393,15 +468,22 @@ impl EngineState for StateStore {
     fn get(&self, engine: &str, key: &str) -> Result<Option<Vec<u8>>, StateError> {
         check_key(key)?;
         let file = self.file(engine)?;
-        file.writer()
-            .query_row(
-                "SELECT value FROM entries
-                 WHERE engine = (SELECT number FROM engines WHERE id = ?1) AND key = ?2",
-                params![engine, key],
-                |row| row.get(0),
-            )
-            .optional()
-            .map_err(|source| failure(&file, engine, "reading state", source))
+        read_entry(&file, &file.writer(), engine, key)
+    }
+
+    /// Reads at once when `engine`'s file is open and its connection free
+    /// ([`StateStore::at_once`]).
+    fn get_at_once(
+        &self,
+        engine: &str,
+        key: &str,
+    ) -> Option<Result<Option<Vec<u8>>, StateError>> {
+        if let Err(error) = check_key(key) {
+            return Some(Err(error));
+        }
+        self.at_once(engine, |file, connection| {
+            read_entry(file, connection, engine, key)
+        })
     }
 
     /// Stores `value` under `key`, unless that takes `engine` past its quota
@@ -502,8 +584,20 @@ impl EngineState for StateStore {
         id: &str,
     ) -> Result<Footprint, StateError> {
         let file = self.file(engine)?;
-        index_sqlite::footprint(&file.writer(), engine, session, id)
-            .map_err(|source| failure(&file, engine, "reading the index", source))
+        read_document_footprint(&file, &file.writer(), engine, session, id)
+    }
+
+    /// Reads at once when `engine`'s file is open and its connection free
+    /// ([`StateStore::at_once`]).
+    fn index_footprint_at_once(
+        &self,
+        engine: &str,
+        session: Option<&str>,
+        id: &str,
+    ) -> Option<Result<Footprint, StateError>> {
+        self.at_once(engine, |file, connection| {
+            read_document_footprint(file, connection, engine, session, id)
+        })
     }
 
     fn commit(
@@ -628,49 +722,39 @@ pub struct Footprint {
 
 /// The number of `engine` (registered on its first write).
 fn engine_number(connection: &Connection, engine: &str) -> rusqlite::Result<i64> {
-    connection.execute(
-        "INSERT INTO engines (id) VALUES (?1) ON CONFLICT (id) DO NOTHING",
-        params![engine],
-    )?;
-    connection.query_row(
-        "SELECT number FROM engines WHERE id = ?1",
-        params![engine],
-        |row| row.get(0),
-    )
+    connection
+        .prepare_cached("INSERT INTO engines (id) VALUES (?1) ON CONFLICT (id) DO NOTHING")?
+        .execute(params![engine])?;
+    connection
+        .prepare_cached("SELECT number FROM engines WHERE id = ?1")?
+        .query_row(params![engine], |row| row.get(0))
 }
 
 /// What the entry under `key` counts for, if there is one.
 fn entry_bytes(connection: &Connection, engine: i64, key: &str) -> rusqlite::Result<Option<u64>> {
     connection
-        .query_row(
-            "SELECT length(value) FROM entries WHERE engine = ?1 AND key = ?2",
-            params![engine, key],
-            |row| row.get::<_, i64>(0),
-        )
+        .prepare_cached("SELECT length(value) FROM entries WHERE engine = ?1 AND key = ?2")?
+        .query_row(params![engine, key], |row| row.get::<_, i64>(0))
         .optional()
         .map(|length| length.map(|length| entry_cost(key, length.max(0) as usize)))
 }
 
 fn usage_of(connection: &Connection, engine: i64) -> rusqlite::Result<StateUsage> {
-    connection.query_row(
-        "SELECT bytes, keys FROM engines WHERE number = ?1",
-        params![engine],
-        |row| {
+    connection
+        .prepare_cached("SELECT bytes, keys FROM engines WHERE number = ?1")?
+        .query_row(params![engine], |row| {
             Ok(StateUsage {
                 bytes: row.get::<_, i64>(0)?.max(0) as u64,
                 keys: row.get::<_, i64>(1)?.max(0) as u64,
             })
-        },
-    )
+        })
 }
 
 fn set_usage(connection: &Connection, engine: i64, usage: StateUsage) -> rusqlite::Result<()> {
     let clamp = |value: u64| i64::try_from(value).unwrap_or(i64::MAX);
     connection
-        .execute(
-            "UPDATE engines SET bytes = ?2, keys = ?3 WHERE number = ?1",
-            params![engine, clamp(usage.bytes), clamp(usage.keys)],
-        )
+        .prepare_cached("UPDATE engines SET bytes = ?2, keys = ?3 WHERE number = ?1")?
+        .execute(params![engine, clamp(usage.bytes), clamp(usage.keys)])
         .map(|_| ())
 }
 
@@ -911,6 +995,35 @@ mod tests {
             ["a/3", "a/\u{10FFFF}"]
         );
         assert_eq!(keys(store.scan("e", "", None, 100).expect("scan")).len(), 6);
+    }
+
+    #[test]
+    fn reads_at_once_only_what_needs_no_wait() {
+        let (_dir, store) = store(1 << 20);
+        assert!(
+            store.get_at_once("e", "k").is_none(),
+            "a file not open yet is opened on the blocking pool"
+        );
+        store.set("e", "k", b"v").expect("set");
+        assert_eq!(
+            store.get_at_once("e", "k").map(Result::ok),
+            Some(Some(Some(b"v".to_vec())))
+        );
+        assert_eq!(
+            store.get_at_once("e", "missing").map(Result::ok),
+            Some(Some(None))
+        );
+        let file = store.file("e").expect("open");
+        let writing = file.writer();
+        assert!(
+            store.get_at_once("e", "k").is_none(),
+            "a connection in use is waited for on the blocking pool"
+        );
+        drop(writing);
+        assert!(matches!(
+            store.get_at_once("e", ""),
+            Some(Err(StateError::BadKey { .. }))
+        ));
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! `<data_dir>/state/` ([`engine_file`]), so one engine's long write or
 //! search holds only its own file (SQLite has one writer per file, and the
 //! read connection of each file is its own engine's). Each file has the
-//! schema of the one shared database before it (version 3, [`migrate`]);
+//! schema of the one shared database before it (version 4, [`migrate`]);
 //! a shared `state.sqlite3` of an older host is split into per-engine files
 //! when the store opens ([`split_shared`]), one engine at a time and
 //! resumable, then removed.
@@ -37,10 +37,11 @@ pub const WAL_LIMIT_BYTES: u64 = 4 * 1024 * 1024;
 /// cache_size`).
 pub const PAGE_CACHE_KIB: i64 = 4 * 1024;
 
-/// The layout of a database, in `PRAGMA user_version`: 3 adds the
-/// engines' searchable memory; 2 numbers the engines; 0 (before it) keyed
-/// every row by the engine's id text.
-pub(super) const SCHEMA_VERSION: i64 = 3;
+/// The layout of a database, in `PRAGMA user_version`: 4 writes the
+/// full-text table without triggers; 3 adds the engines' searchable memory;
+/// 2 numbers the engines; 0 (before it) keyed every row by the engine's id
+/// text.
+pub(super) const SCHEMA_VERSION: i64 = 4;
 
 /// SQLite virtual-machine steps between two looks at the deadline.
 const STEPS_PER_CHECK: i32 = 1_000;
@@ -112,6 +113,16 @@ impl EngineFile {
         self.writer.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The connection for writes and reads if no one holds it (`None`: in
+    /// use).
+    pub(super) fn try_writer(&self) -> Option<MutexGuard<'_, Connection>> {
+        match self.writer.try_lock() {
+            Ok(connection) => Some(connection),
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
+    }
+
     /// The read-only connection for searches.
     pub(super) fn reader(&self) -> MutexGuard<'_, Connection> {
         self.reader.lock().unwrap_or_else(PoisonError::into_inner)
@@ -134,9 +145,15 @@ impl Drop for EngineFile {
 
 /// A connection for writes to the database at `path`, its tables created
 /// or migrated.
+/// Statements the writer connection keeps prepared.
+const WRITER_STATEMENTS: usize = 64;
+
 fn open_writer(path: &Path) -> rusqlite::Result<Connection> {
     let mut connection = Connection::open(path)?;
     connection.busy_timeout(BUSY_TIMEOUT)?;
+    // Every read and write statement of the store and the index stays
+    // prepared (the default keeps 16).
+    connection.set_prepared_statement_cache_capacity(WRITER_STATEMENTS);
     connection.execute_batch(&format!(
         "PRAGMA journal_mode = WAL;
          PRAGMA synchronous = FULL;
@@ -221,8 +238,7 @@ pub(super) fn split_shared(shared: &Path, dir: &Path) -> rusqlite::Result<()> {
 }
 
 /// Copies engine `number`'s rows of `shared` into a new database at
-/// `target`, in one transaction (the full-text index is rebuilt by the
-/// triggers).
+/// `target`, in one transaction (the full-text index rebuilt from them).
 fn copy_engine(shared: &Path, target: &Path, number: i64) -> rusqlite::Result<()> {
     let mut connection = open_writer(target)?;
     connection.execute(
@@ -246,6 +262,7 @@ fn copy_engine(shared: &Path, target: &Path, number: i64) -> rusqlite::Result<()
          WHERE engine = ?1 ORDER BY number",
         params![number],
     )?;
+    index_sqlite::rebuild(&transaction)?;
     transaction.commit()?;
     connection.execute_batch("DETACH DATABASE shared; PRAGMA wal_checkpoint(TRUNCATE);")?;
     connection.close().map_err(|(_, error)| error)
@@ -280,6 +297,9 @@ fn migrate(connection: &mut Connection) -> rusqlite::Result<()> {
     }
     if version < 3 {
         transaction.execute_batch(index_sqlite::SCHEMA)?;
+    }
+    if version < 4 {
+        transaction.execute_batch(index_sqlite::WITHOUT_TRIGGERS)?;
     }
     transaction.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     transaction.commit()
