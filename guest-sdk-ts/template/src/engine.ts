@@ -8,7 +8,7 @@
  * `new DatabaseSync("memory.db")`, shaped like `node:sqlite`'s (see the SDK's
  * README, "SQL: DatabaseSync", in vendor/ctxbox-guest).
  */
-import { assembled, defineEngine, keep, splitPair, tokens } from "@ctxbox/guest";
+import { assembled, defineEngine, fittingSuffix, keep, splitPair, tokens } from "@ctxbox/guest";
 
 export const engine = defineEngine({
   info: { id: "{name}", name: "{name}", version: "0.1.0" },
@@ -16,11 +16,10 @@ export const engine = defineEngine({
   assemble(_session, history, params) {
     const len = history.len();
     const budget = params.tokenBudget === undefined ? Infinity : Number(params.tokenBudget);
-    let start = len;
-    while (start > 0 && tokens(history, start - 1, len) <= budget) start -= 1;
-    // Never open on a tool result whose call is left out.
-    const pair = splitPair(history, start);
-    if (pair) start = pair[1];
+    // The newest messages that fit, never opening on a tool result whose
+    // call is left out: one host call (each one costs tens of microseconds
+    // in a JavaScript engine, so ask the host for answers, not for a loop).
+    let start = fittingSuffix(history, budget);
     if (start >= len && len > 0) {
       // Nothing fits: the newest message (with its call) beats an empty prompt.
       start = splitPair(history, len - 1)?.[0] ?? len - 1;

@@ -111,9 +111,16 @@ pub async fn rows(options: &Options, ts_engine: &Path, rows: &mut Vec<Row>) -> a
         target: "report".into(),
         met: None,
     });
-    for (label, component, fresh_target) in [
-        ("Rust keep-recent", &rust, Duration::from_micros(25)),
-        ("TypeScript engine", &ts, Duration::from_millis(1)),
+    // The TypeScript call's target is issue 40's: a template engine's
+    // `assemble` at 1 ms or less.
+    for (label, component, fresh_target, call_target) in [
+        ("Rust keep-recent", &rust, Duration::from_micros(25), None),
+        (
+            "TypeScript engine",
+            &ts,
+            Duration::from_millis(1),
+            Some(Duration::from_millis(1)),
+        ),
     ] {
         let engine = sandbox
             .instantiate(component, Arc::new(MemoryServices::default()))
@@ -134,8 +141,11 @@ pub async fn rows(options: &Options, ts_engine: &Path, rows: &mut Vec<Row>) -> a
         rows.push(Row {
             what: format!("{label}: the same assemble again"),
             figure: second_call.describe(),
-            target: "report".into(),
-            met: None,
+            target: call_target.map_or_else(
+                || "report".into(),
+                |target| format!("≤ {} median", super::measure::human(target)),
+            ),
+            met: call_target.map(|target| second_call.median <= target),
         });
         warm_sessions(label, &engine, sessions, rows).await?;
         let _ = engine.dispose().await;

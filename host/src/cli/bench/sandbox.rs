@@ -406,6 +406,7 @@ async fn guards(options: &Options, meter: &mut Meter, rows: &mut Vec<Row>) -> an
         "fuel + epoch guards: keep-recent assemble on 100k messages",
         &with_reading,
         &without_reading,
+        1.3,
     ));
 
     // The lossless engine's compaction: storing a session and building its
@@ -459,15 +460,19 @@ async fn guards(options: &Options, meter: &mut Meter, rows: &mut Vec<Row>) -> an
             || compaction(&without),
         )
         .await?;
+    // Issue 40's target for the guards on long guest work.
     rows.push(guard_row(
         "fuel + epoch guards: lossless compaction of 400 messages",
         &with_reading,
         &without_reading,
+        1.2,
     ));
     Ok(())
 }
 
-fn guard_row(what: &str, guarded: &Reading, unguarded: &Reading) -> Row {
+/// The guards' cost as a row: guarded over unguarded, met at `target` or
+/// less.
+fn guard_row(what: &str, guarded: &Reading, unguarded: &Reading, target: f64) -> Row {
     let ratio = guarded.ratio(unguarded);
     Row {
         what: what.into(),
@@ -476,8 +481,8 @@ fn guard_row(what: &str, guarded: &Reading, unguarded: &Reading) -> Row {
             guarded.describe(),
             unguarded.headline()
         ),
-        target: "≤ 1.3×".into(),
-        met: Some(ratio <= 1.3),
+        target: format!("≤ {target}×"),
+        met: Some(ratio <= target),
     }
 }
 
