@@ -346,6 +346,39 @@ fn read_document_footprint(
         .map_err(|source| failure(file, engine, "reading the index", source))
 }
 
+/// The largest value [`StateStore::get_at_once`] reads on the calling
+/// thread; a larger one is copied on the blocking pool.
+const AT_ONCE_VALUE_BYTES: i64 = 64 * 1024;
+
+/// The value of `engine`'s `key` in `file`, read on `connection` when it
+/// is at most [`AT_ONCE_VALUE_BYTES`] long (`Ok(None)`: it is longer; its
+/// length is read from the row's header, not its content).
+fn read_small_entry(
+    file: &EngineFile,
+    connection: &Connection,
+    engine: &str,
+    key: &str,
+) -> Result<Option<Option<Vec<u8>>>, StateError> {
+    connection
+        .prepare_cached(
+            "SELECT CASE WHEN length(value) <= ?3 THEN value END FROM entries
+             WHERE engine = (SELECT number FROM engines WHERE id = ?1) AND key = ?2",
+        )
+        .and_then(|mut statement| {
+            statement
+                .query_row(params![engine, key, AT_ONCE_VALUE_BYTES], |row| {
+                    row.get::<_, Option<Vec<u8>>>(0)
+                })
+                .optional()
+        })
+        .map(|found| match found {
+            None => Some(None),
+            Some(Some(value)) => Some(Some(value)),
+            Some(None) => None,
+        })
+        .map_err(|source| failure(file, engine, "reading state", source))
+}
+
 /// The value of `engine`'s `key` in `file`, read on `connection`.
 fn read_entry(
     file: &EngineFile,
@@ -471,8 +504,8 @@ impl EngineState for StateStore {
         read_entry(&file, &file.writer(), engine, key)
     }
 
-    /// Reads at once when `engine`'s file is open and its connection free
-    /// ([`StateStore::at_once`]).
+    /// Reads at once when `engine`'s file is open, its connection free
+    /// ([`StateStore::at_once`]) and the value at most 64 KiB.
     fn get_at_once(
         &self,
         engine: &str,
@@ -482,8 +515,9 @@ impl EngineState for StateStore {
             return Some(Err(error));
         }
         self.at_once(engine, |file, connection| {
-            read_entry(file, connection, engine, key)
-        })
+            read_small_entry(file, connection, engine, key)
+        })?
+        .transpose()
     }
 
     /// Stores `value` under `key`, unless that takes `engine` past its quota
@@ -1013,6 +1047,13 @@ mod tests {
             store.get_at_once("e", "missing").map(Result::ok),
             Some(Some(None))
         );
+        let large = vec![7; AT_ONCE_VALUE_BYTES as usize + 1];
+        store.set("e", "large", &large).expect("set");
+        assert!(
+            store.get_at_once("e", "large").is_none(),
+            "a large value is copied on the blocking pool"
+        );
+        assert_eq!(store.get("e", "large").expect("get"), Some(large));
         let file = store.file("e").expect("open");
         let writing = file.writer();
         assert!(
