@@ -255,13 +255,33 @@ mod tests {
         batch.note_stored("read", Some(5));
         assert_eq!(batch.stored_len("read"), Some(Some(5)));
         assert_eq!(batch.stored_len("other"), None);
-        batch.record_unread("a", b"1".to_vec(), StateUsage { bytes: 200, keys: 3 });
-        batch.record_unread("b", b"2".to_vec(), StateUsage { bytes: 300, keys: 4 });
+        batch.record_unread(
+            "a",
+            b"1".to_vec(),
+            StateUsage {
+                bytes: 200,
+                keys: 3,
+            },
+        );
+        batch.record_unread(
+            "b",
+            b"2".to_vec(),
+            StateUsage {
+                bytes: 300,
+                keys: 4,
+            },
+        );
         assert_eq!(batch.unread(), ["a", "b"]);
         assert_eq!(batch.pending("a"), Some(Some(b"1".to_vec())));
         // The store had `a` (70 bytes): the usage counted it twice.
         batch.correct(StateUsage { bytes: 70, keys: 1 });
-        assert_eq!(batch.usage(), Some(StateUsage { bytes: 230, keys: 3 }));
+        assert_eq!(
+            batch.usage(),
+            Some(StateUsage {
+                bytes: 230,
+                keys: 3
+            })
+        );
         assert!(batch.unread().is_empty());
         batch.take();
         assert_eq!(batch.stored_len("read"), None, "a new call reads again");

@@ -78,7 +78,9 @@ pub(super) fn apply(
                 "DELETE FROM index_documents WHERE engine = ?1 AND session = ?2 AND id = ?3
                  RETURNING number, text",
             )?
-            .query_row(params![engine, scope, id], |row| Ok((row.get(0)?, row.get(1)?)))
+            .query_row(params![engine, scope, id], |row| {
+                Ok((row.get(0)?, row.get(1)?))
+            })
             .optional()?;
         forgotten.extend(removed);
     }
@@ -286,6 +288,23 @@ mod tests {
         }
     }
 
+    fn delete(id: &str) -> IndexOp {
+        IndexOp::Delete {
+            session_id: Some("s".to_owned()),
+            id: id.to_owned(),
+        }
+    }
+
+    /// Fails unless the full-text table holds exactly its documents' text.
+    fn assert_index_matches_documents(connection: &Connection) {
+        connection
+            .execute(
+                "INSERT INTO index_text (index_text, rank) VALUES ('integrity-check', 1)",
+                [],
+            )
+            .expect("the index matches its documents");
+    }
+
     fn index(ops: Vec<IndexOp>) -> CallWrites {
         CallWrites {
             state: Vec::new(),
@@ -324,24 +343,13 @@ mod tests {
         store
             .commit(
                 "e",
-                index(vec![
-                    put("a", "alpha replaced"),
-                    IndexOp::Delete {
-                        session_id: Some("s".to_owned()),
-                        id: "b".to_owned(),
-                    },
-                ]),
+                index(vec![put("a", "alpha replaced"), delete("b")]),
                 None,
                 None,
             )
             .expect("replaces and deletes");
         let connection = Connection::open(store.engine_path("e")).expect("opens");
-        connection
-            .execute(
-                "INSERT INTO index_text (index_text, rank) VALUES ('integrity-check', 1)",
-                [],
-            )
-            .expect("the index matches its documents");
+        assert_index_matches_documents(&connection);
         let rows: i64 = connection
             .query_row(
                 "SELECT count(*) FROM index_text WHERE index_text MATCH 'one'",
@@ -393,30 +401,32 @@ mod tests {
                 "e",
                 index(vec![
                     put("a", "alpha replaced"),
-                    IndexOp::Delete {
-                        session_id: Some("s".to_owned()),
-                        id: "b".to_owned(),
-                    },
+                    delete("b"),
                     put("c", "gamma three"),
                 ]),
                 None,
                 None,
             )
             .expect("writes");
-        assert_eq!((found("one"), found("beta"), found("replaced"), found("gamma")), (0, 0, 1, 1));
+        assert_eq!(
+            (
+                found("one"),
+                found("beta"),
+                found("replaced"),
+                found("gamma")
+            ),
+            (0, 0, 1, 1)
+        );
         let connection = Connection::open(&path).expect("opens");
         let triggers: i64 = connection
-            .query_row("SELECT count(*) FROM sqlite_schema WHERE type = 'trigger'", [], |row| {
-                row.get(0)
-            })
+            .query_row(
+                "SELECT count(*) FROM sqlite_schema WHERE type = 'trigger'",
+                [],
+                |row| row.get(0),
+            )
             .expect("counts");
         assert_eq!(triggers, 0);
-        connection
-            .execute(
-                "INSERT INTO index_text (index_text, rank) VALUES ('integrity-check', 1)",
-                [],
-            )
-            .expect("the index matches its documents");
+        assert_index_matches_documents(&connection);
     }
 
     #[test]

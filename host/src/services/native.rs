@@ -187,7 +187,10 @@ impl NativeServices {
         if let (Some(usage), Some(entry)) = (call.state.usage(), pending) {
             return Ok((usage, entry));
         }
-        let stored = match self.state.index_footprint_at_once(call.engine_id, session, id) {
+        let stored = match self
+            .state
+            .index_footprint_at_once(call.engine_id, session, id)
+        {
             Some(read) => read.map_err(service_error)?,
             None => {
                 let engine = call.engine_id.to_owned();

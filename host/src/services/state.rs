@@ -506,11 +506,7 @@ impl EngineState for StateStore {
 
     /// Reads at once when `engine`'s file is open, its connection free
     /// ([`StateStore::at_once`]) and the value at most 64 KiB.
-    fn get_at_once(
-        &self,
-        engine: &str,
-        key: &str,
-    ) -> Option<Result<Option<Vec<u8>>, StateError>> {
+    fn get_at_once(&self, engine: &str, key: &str) -> Option<Result<Option<Vec<u8>>, StateError>> {
         if let Err(error) = check_key(key) {
             return Some(Err(error));
         }

@@ -23,7 +23,10 @@ impl CallObserver for CallTimes {
         _outcome: CallOutcome,
         elapsed: Duration,
     ) {
-        let mut totals = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut totals = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let entry = totals
             .entry((engine.to_owned(), operation.as_str()))
             .or_default();
@@ -37,7 +40,10 @@ impl CallTimes {
     /// replay (the totals divided by `replays`): "assemble 280 × 1.2 ms =
     /// 336 ms, …".
     pub(super) fn summary(&self, engine: &str, replays: u32) -> String {
-        let totals = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let totals = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let mut operations: Vec<_> = totals
             .iter()
             .filter(|((id, _), _)| id == engine)
