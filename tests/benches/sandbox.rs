@@ -1,7 +1,7 @@
 //! Criterion benches of the sandbox against ARCHITECTURE.md §10's targets: a fresh
 //! instance per session, an empty call, keep-recent `assemble` in wasm vs the
 //! same logic native, history materialisation in the guest, loading a cached
-//! precompiled engine, and what fuel and epoch checks cost.
+//! precompiled engine, and what the fuel and deadline guards cost.
 //!
 //! Run: `cargo bench -p ctxbox-tests --bench sandbox`.
 
@@ -163,7 +163,7 @@ fn loading(c: &mut Criterion) {
     });
 }
 
-/// keep-recent on 100k messages with and without fuel and epoch checks.
+/// keep-recent on 100k messages with and without the fuel and deadline guards.
 fn guards(c: &mut Criterion) {
     let runtime = runtime();
     let history = History::new(conversation(25_000));

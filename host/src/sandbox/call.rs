@@ -1,8 +1,11 @@
 //! One engine call: what it asks, its clock (deadline, compaction watchdog,
 //! abort grace) and the per-call counters host imports charge.
 
+use std::future::Future;
+use std::pin::pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
@@ -22,8 +25,10 @@ use crate::contract::types::{
 };
 use crate::services::sql::CallTransaction;
 
-/// How often the epoch ticker advances; the granularity of deadlines.
-pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(10);
+/// The fuel a guest burns between yields to the executor, where its call's
+/// deadline is checked: a few milliseconds of compiled wasm on this class of
+/// machine, the granularity of deadlines for code that never waits.
+pub(crate) const FUEL_PER_YIELD: u64 = 5_000_000;
 
 /// An engine export call with its arguments.
 pub(crate) enum Request<'a> {
@@ -149,8 +154,8 @@ pub(crate) enum Response {
     Done,
 }
 
-/// The deadline of the call in progress, shared by the epoch callback, the
-/// host imports (progress re-arms it) and the host-side watcher.
+/// The deadline of the call in progress, shared by the host imports
+/// (progress re-arms it) and the call's [`expiry`].
 pub(crate) struct CallClock {
     origin: Instant,
     /// Deadline, nanoseconds after `origin`.
@@ -279,30 +284,39 @@ fn nanos(duration: Duration) -> u64 {
     u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// The host-side backstop: resolves when the call must be abandoned even
-/// though the guest is not running wasm (blocked in a host wait, where epoch
-/// interruption cannot reach it). The epoch callback normally stops the call
-/// first; this fires two ticks later.
+/// Resolves when the call must be abandoned, and why. Checked every time the
+/// call's task is polled: a guest running wasm yields to the executor every
+/// [`FUEL_PER_YIELD`] units of fuel, and a timer set to the earliest expiry
+/// wakes a guest blocked in a host wait. Polled beside the call, which is
+/// dropped when this resolves.
 pub(crate) async fn expiry(
     clock: &CallClock,
     abort: &CancellationToken,
     grace: Duration,
 ) -> FailureKind {
+    let mut timer = pin!(tokio::time::sleep_until(clock.next_expiry().into()));
+    let mut cancelled = pin!(abort.cancelled());
     let mut abort_seen = false;
-    loop {
-        let wake = clock.next_expiry() + 2 * EPOCH_TICK;
-        tokio::select! {
-            _ = tokio::time::sleep_until(wake.into()) => {
-                if let Some(kind) = clock.expired() {
-                    return kind;
-                }
-            }
-            _ = abort.cancelled(), if !abort_seen => {
-                abort_seen = true;
-                clock.abort(grace);
-            }
+    std::future::poll_fn(|context| {
+        if !abort_seen && cancelled.as_mut().poll(context).is_ready() {
+            abort_seen = true;
+            clock.abort(grace);
         }
-    }
+        if let Some(kind) = clock.expired() {
+            return Poll::Ready(kind);
+        }
+        // Progress or an abort may have moved the earliest expiry.
+        let wake = tokio::time::Instant::from_std(clock.next_expiry());
+        if timer.deadline() != wake {
+            timer.as_mut().reset(wake);
+        }
+        if timer.as_mut().poll(context).is_ready() {
+            // Fired a hair early: look at the clock again.
+            context.waker().wake_by_ref();
+        }
+        Poll::Pending
+    })
+    .await
 }
 
 /// What the store knows about the call in progress.
@@ -332,8 +346,6 @@ pub(crate) struct CallState {
     pub(crate) input_bytes: u64,
     pub(crate) log_records: u32,
     pub(crate) logs_dropped: u32,
-    /// Why the epoch callback interrupted the guest, if it did.
-    pub(crate) interrupted: Option<FailureKind>,
     /// What the host failed at doing for the call, if it did
     /// ([`ServiceError::HostFault`](crate::contract::services::ServiceError::HostFault)).
     pub(crate) host_fault: Option<String>,
@@ -401,7 +413,6 @@ impl CallState {
             input_bytes: 0,
             log_records: 0,
             logs_dropped: 0,
-            interrupted: None,
             host_fault: None,
             runtime_settings: None,
         }

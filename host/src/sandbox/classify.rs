@@ -7,12 +7,9 @@ use wasmtime::component::ResourceTableError;
 use super::store::HostTrap;
 use crate::contract::failure::FailureKind;
 
-/// Classifies `error`. `interrupted` is why the epoch callback stopped the
-/// guest, if it did (an interrupt trap does not say why on its own).
-pub(crate) fn classify(
-    error: &wasmtime::Error,
-    interrupted: Option<FailureKind>,
-) -> (FailureKind, String) {
+/// Classifies `error`. (A call stopped at its deadline or abort never gets
+/// here: it is dropped at a yield, see `call::expiry`.)
+pub(crate) fn classify(error: &wasmtime::Error) -> (FailureKind, String) {
     if let Some(trap) = error.downcast_ref::<HostTrap>() {
         return (trap.kind, trap.message.clone());
     }
@@ -47,17 +44,6 @@ pub(crate) fn classify(
             FailureKind::OutOfFuel,
             "the call used up its fuel (CPU) budget".to_owned(),
         ),
-        Trap::Interrupt => match interrupted {
-            Some(FailureKind::Aborted) => (
-                FailureKind::Aborted,
-                "the caller aborted and the engine did not return within the grace period"
-                    .to_owned(),
-            ),
-            _ => (
-                FailureKind::Timeout,
-                "the call ran past its wall-clock deadline".to_owned(),
-            ),
-        },
         Trap::StackOverflow => (
             FailureKind::StackOverflow,
             "the engine exhausted its wasm stack (runaway recursion?)".to_owned(),
@@ -78,7 +64,7 @@ mod tests {
     fn a_full_resource_table_is_a_host_limit() {
         let error = wasmtime::Error::new(ResourceTableError::Full)
             .context("wasi:clocks/monotonic-clock.subscribe-duration");
-        let (kind, message) = classify(&error, None);
+        let (kind, message) = classify(&error);
         assert_eq!(kind, FailureKind::HostLimit);
         assert!(message.contains("sandbox.maxHandles"), "{message}");
     }
@@ -86,19 +72,19 @@ mod tests {
     #[test]
     fn an_exit_is_named_as_such() {
         let error = wasmtime::Error::new(wasmtime_wasi::I32Exit(3)).context("wasm backtrace: …");
-        let (kind, message) = classify(&error, None);
+        let (kind, message) = classify(&error);
         assert_eq!(kind, FailureKind::Panic);
         assert_eq!(
             message,
             "the engine called exit (with a failure status: 3) instead of returning an answer"
         );
-        let (kind, _) = classify(&wasmtime::Error::new(wasmtime_wasi::I32Exit(0)), None);
+        let (kind, _) = classify(&wasmtime::Error::new(wasmtime_wasi::I32Exit(0)));
         assert_eq!(kind, FailureKind::Trap);
     }
 
     #[test]
     fn other_resource_errors_stay_traps() {
         let error = wasmtime::Error::new(ResourceTableError::NotPresent);
-        assert_eq!(classify(&error, None).0, FailureKind::Trap);
+        assert_eq!(classify(&error).0, FailureKind::Trap);
     }
 }

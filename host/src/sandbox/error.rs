@@ -207,9 +207,6 @@ pub enum SandboxError {
     /// Wasmtime refused the engine configuration.
     #[error("cannot set up the wasm sandbox: {0}")]
     Engine(String),
-    /// The epoch ticker thread could not be started.
-    #[error("cannot set up the wasm sandbox: cannot start the epoch ticker: {0}")]
-    Ticker(std::io::Error),
     /// The host functions (WASI or the contract's imports) could not be linked.
     #[error("cannot set up the wasm sandbox: linking {what}: {reason}")]
     Link {

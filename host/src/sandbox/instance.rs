@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use wasmtime::Store;
 use wasmtime::component::Resource;
-use wasmtime::{Store, UpdateDeadline};
 
 use super::bindings::{EngineExports, EngineExportsPre};
 use super::call::{self, CallClock, CallState, Request, Response};
@@ -69,18 +69,14 @@ impl Live {
         let abort = state.call.abort.clone();
         let mut store = Store::new(pre.engine(), state);
         store.limiter(|state| &mut state.memory);
-        store.epoch_deadline_callback(|mut context| {
-            let state = context.data_mut();
-            let call = &mut state.call;
-            if call.abort.is_cancelled() {
-                call.clock.abort(state.config.abort_grace());
-            }
-            if let Some(kind) = call.clock.expired() {
-                call.interrupted = Some(kind);
-                return Ok(UpdateDeadline::Interrupt);
-            }
-            Ok(UpdateDeadline::Yield(1))
-        });
+        if let Err(error) = yield_for_deadlines(&mut store) {
+            return Err(failure_of(
+                &store,
+                operation,
+                FailureKind::Trap,
+                error.to_string(),
+            ));
+        }
         if let Err(error) = arm(&mut store, fuel) {
             return Err(failure_of(
                 &store,
@@ -91,7 +87,7 @@ impl Live {
         }
 
         // Biased: the instantiation is polled first, so one that finishes
-        // without waiting never arms the backstop's timer.
+        // without waiting never arms the expiry's timer.
         let outcome = tokio::select! {
             biased;
             result = pre.instantiate_async(&mut store) => Ok(result),
@@ -111,7 +107,7 @@ impl Live {
                 })
             }
             Ok(Err(error)) => {
-                let (kind, message) = classify(&error, store.data().call.interrupted);
+                let (kind, message) = classify(&error);
                 Err(failure_of(
                     &store,
                     operation,
@@ -212,7 +208,7 @@ impl Live {
         let lent_rep = lent.as_ref().map(Resource::rep);
 
         // Biased: the export is polled first, so a call that finishes
-        // without waiting (most do) never arms the backstop's timer.
+        // without waiting (most do) never arms the expiry's timer.
         let outcome = tokio::select! {
             biased;
             result = invoke(&self.bindings, &mut self.store, request, lent_rep) => Ok(result),
@@ -278,16 +274,16 @@ impl Live {
                 Err(CallError::Answered(self.failure(operation, kind, message)))
             }
             Ok(Err(error)) => {
-                let (kind, message) = classify(&error, self.store.data().call.interrupted);
+                let (kind, message) = classify(&error);
                 log_trap_frames(operation, &error);
                 Err(CallError::Poisoned(self.failure(operation, kind, message)))
             }
             Err(kind) => {
                 let message = match kind {
                     FailureKind::Aborted => {
-                        "the caller aborted and the engine, blocked in a host wait, did not return within the grace period"
+                        "the caller aborted and the engine did not return within the grace period"
                     }
-                    _ => "the call ran past its wall-clock deadline while blocked in a host wait",
+                    _ => "the call ran past its wall-clock deadline",
                 };
                 Err(CallError::Poisoned(self.failure(
                     operation,
@@ -395,15 +391,23 @@ impl PendingWrites for HeldCall {
     }
 }
 
-/// Gives the next call its fuel and arms its deadline check, just before it
-/// runs. Does nothing in a sandbox measured without guards.
+/// Makes the guest yield to the executor every [`call::FUEL_PER_YIELD`]
+/// units of fuel, so [`call::expiry`] can stop a call that never waits.
+/// Does nothing in a sandbox measured without guards.
+fn yield_for_deadlines(store: &mut Store<StoreState>) -> wasmtime::Result<()> {
+    if !store.data().config.guards {
+        return Ok(());
+    }
+    store.fuel_async_yield_interval(Some(call::FUEL_PER_YIELD))
+}
+
+/// Gives the next call its fuel, just before it runs. Does nothing in a
+/// sandbox measured without guards.
 fn arm(store: &mut Store<StoreState>, fuel: u64) -> wasmtime::Result<()> {
     if !store.data().config.guards {
         return Ok(());
     }
-    store.set_fuel(fuel)?;
-    store.set_epoch_deadline(1);
-    Ok(())
+    store.set_fuel(fuel)
 }
 
 fn failure_of(

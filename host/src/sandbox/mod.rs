@@ -31,7 +31,6 @@ mod powers;
 mod sql;
 mod stdio;
 mod store;
-mod ticker;
 mod wasm_engine;
 mod wire_size;
 
@@ -79,12 +78,11 @@ struct Inner {
 }
 
 impl Sandbox {
-    /// Builds the shared engine, the linker and the epoch ticker.
+    /// Builds the shared engine and the linker.
     pub fn new(config: SandboxConfig) -> Result<Self, SandboxError> {
         config.validate()?;
         let engine = wasmtime::Engine::new(&engine_config(&config)?)
             .map_err(|error| SandboxError::Engine(format!("{error:#}")))?;
-        ticker::spawn(&engine).map_err(SandboxError::Ticker)?;
 
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|error| {
@@ -164,7 +162,6 @@ fn engine_config(config: &SandboxConfig) -> Result<wasmtime::Config, SandboxErro
     let mut wasm = wasmtime::Config::new();
     wasm.wasm_component_model(true)
         .consume_fuel(config.guards)
-        .epoch_interruption(config.guards)
         .concurrency_support(false)
         .max_wasm_stack(stack)
         .async_stack_size(stack + HOST_STACK_HEADROOM)

@@ -63,6 +63,55 @@ async fn an_endless_loop_is_stopped_at_its_deadline() {
     );
 }
 
+/// On one thread, with no other worker to run timers or tasks: the spinning
+/// guest yields every so often, so another engine's call on the same thread
+/// answers meanwhile, and the spin is still stopped at its deadline.
+#[tokio::test(flavor = "current_thread")]
+async fn an_endless_loop_yields_to_other_calls_on_its_thread_and_stops_at_its_deadline() {
+    let sandbox = sandbox_with(SandboxConfig {
+        call_timeout_ms: 1_500,
+        fuel_per_call: u64::MAX / 4,
+        ..SandboxConfig::default()
+    });
+    let spin = engine(&sandbox, guests::SPIN).await;
+    let keep_recent = engine(&sandbox, guests::KEEP_RECENT).await;
+    let history = History::new(conversation(4));
+    let params = AssembleParams::default();
+    let options = CallOptions::default();
+    let started = Instant::now();
+    let spinning = async {
+        let outcome = spin
+            .assemble(&options, &session("s1"), &history, &params)
+            .await;
+        (outcome, started.elapsed())
+    };
+    let answering = async {
+        // Starts once the spin is running.
+        tokio::task::yield_now().await;
+        let outcome = keep_recent
+            .assemble(&options, &session("s2"), &history, &params)
+            .await;
+        (outcome, started.elapsed())
+    };
+    let ((spun, spin_ended), (answered, answer_ended)) = tokio::join!(spinning, answering);
+
+    let failure = spun.expect_err("the endless loop must be stopped");
+    assert_eq!(failure.kind, FailureKind::Timeout, "{failure}");
+    assert!(
+        spin_ended >= Duration::from_millis(1_500),
+        "stopped early: {spin_ended:?}"
+    );
+    assert!(
+        spin_ended < Duration::from_millis(1_500) + SCHEDULING_SLACK,
+        "stopped late: {spin_ended:?}"
+    );
+    answered.expect("keep-recent answers beside the spinning engine");
+    assert!(
+        answer_ended < spin_ended,
+        "keep-recent answered only after the spin ended ({answer_ended:?} vs {spin_ended:?}): the spinning guest did not yield"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cpu_hog_runs_out_of_fuel() {
     let sandbox = sandbox_with(SandboxConfig {

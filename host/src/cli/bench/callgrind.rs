@@ -7,7 +7,7 @@
 //! itself, and each row ends with a dump whose total the bench reads back.
 //! Collection is per thread in callgrind, so a count is what the bench's own
 //! thread executed: the engine call, its host imports and the guest's code,
-//! which all run there; the epoch ticker and idle runtime threads are left out.
+//! which all run there; idle runtime threads are left out.
 //!
 //! The client requests are valgrind's documented "magic" instruction
 //! sequence, written here for x86-64 instead of through a crate that needs

@@ -403,7 +403,7 @@ async fn guards(options: &Options, meter: &mut Meter, rows: &mut Vec<Row>) -> an
         )
         .await?;
     rows.push(guard_row(
-        "fuel + epoch guards: keep-recent assemble on 100k messages",
+        "guards (fuel, deadline): keep-recent assemble on 100k messages",
         &with_reading,
         &without_reading,
         1.3,
@@ -462,7 +462,7 @@ async fn guards(options: &Options, meter: &mut Meter, rows: &mut Vec<Row>) -> an
         .await?;
     // Issue 40's target for the guards on long guest work.
     rows.push(guard_row(
-        "fuel + epoch guards: lossless compaction of 400 messages",
+        "guards (fuel, deadline): lossless compaction of 400 messages",
         &with_reading,
         &without_reading,
         1.2,
@@ -648,7 +648,7 @@ mod tests {
             "empty engine call round trip",
             "keep-recent assemble, 100000 messages: wasm / native",
             "load a cached precompiled engine",
-            "fuel + epoch guards: lossless compaction of 400 messages",
+            "guards (fuel, deadline): lossless compaction of 400 messages",
         ] {
             assert!(
                 names.contains(&expected),

@@ -1,5 +1,5 @@
 //! Hostile engine: `assemble` sleeps for an hour in a WASI clock poll, where
-//! epoch interruption cannot reach it; the host's own timer must.
+//! it burns no fuel and never reaches a fuel yield; the host's own timer must.
 
 use ctxbox_guest::prelude::*;
 

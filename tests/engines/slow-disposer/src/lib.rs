@@ -1,5 +1,5 @@
 //! Hostile engine: `assemble` passes the history through, and `dispose`
-//! sleeps for an hour (in a WASI clock poll, beyond epoch interruption).
+//! sleeps for an hour (in a WASI clock poll: a host wait, burning no fuel).
 
 use ctxbox_guest::prelude::*;
 
