@@ -26,8 +26,9 @@ use crate::contract::types::{
 use crate::services::sql::CallTransaction;
 
 /// The fuel a guest burns between yields to the executor, where its call's
-/// deadline is checked: a few milliseconds of compiled wasm on this class of
-/// machine, the granularity of deadlines for code that never waits.
+/// deadline is checked: about a millisecond of wasm on this class of machine
+/// (a spinning guest is stopped 0.5–0.7 ms past its deadline), the
+/// granularity of deadlines for code that never waits.
 pub(crate) const FUEL_PER_YIELD: u64 = 5_000_000;
 
 /// An engine export call with its arguments.
