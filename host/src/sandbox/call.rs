@@ -518,4 +518,57 @@ mod tests {
         clock.abort(Duration::ZERO);
         assert_eq!(clock.expired(), Some(FailureKind::Aborted));
     }
+
+    /// Nothing polls the call (a guest blocked in a host wait): the timer
+    /// alone ends it once the deadline is past, not before.
+    #[tokio::test]
+    async fn expiry_ends_a_waiting_call_at_its_deadline() {
+        let clock = CallClock::start(Operation::Assemble, &config(80, 1, 3), None);
+        let kind = expiry(&clock, &CancellationToken::new(), Duration::from_secs(60)).await;
+        assert_eq!(kind, FailureKind::Timeout);
+        assert!(clock.origin.elapsed() >= Duration::from_millis(80));
+    }
+
+    /// Progress re-arms a compaction's window while its expiry is pending:
+    /// the timer set for the first window is moved, not obeyed.
+    #[tokio::test]
+    async fn expiry_follows_progress_past_the_first_window() {
+        let window = Duration::from_millis(150);
+        let clock = CallClock::start(Operation::Compact, &config(10, 1, 10), Some(window));
+        let last_progress = std::cell::Cell::new(Duration::ZERO);
+        let progressing = async {
+            for _ in 0..3 {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                clock.progress();
+                last_progress.set(clock.origin.elapsed());
+            }
+        };
+        let never = CancellationToken::new();
+        let (kind, ()) = tokio::join!(expiry(&clock, &never, Duration::from_secs(60)), progressing);
+        assert_eq!(kind, FailureKind::Timeout);
+        assert!(
+            clock.origin.elapsed() >= last_progress.get() + window,
+            "expired {:?} after start, the last progress at {:?}",
+            clock.origin.elapsed(),
+            last_progress.get()
+        );
+    }
+
+    /// The caller's abort gives the call its grace, then ends it as aborted
+    /// (long before its deadline).
+    #[tokio::test]
+    async fn an_abort_ends_the_call_after_its_grace() {
+        let clock = CallClock::start(Operation::Assemble, &config(60_000, 1, 3), None);
+        let abort = CancellationToken::new();
+        let grace = Duration::from_millis(50);
+        let aborting = async {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            abort.cancel();
+            clock.origin.elapsed()
+        };
+        let (kind, aborted_at) = tokio::join!(expiry(&clock, &abort, grace), aborting);
+        assert_eq!(kind, FailureKind::Aborted);
+        assert!(clock.origin.elapsed() >= aborted_at + grace);
+        assert!(clock.origin.elapsed() < Duration::from_secs(30));
+    }
 }
