@@ -39,7 +39,7 @@ impl StoreState {
         self.call.input_bytes = self.call.input_bytes.saturating_add(bytes as u64);
         let limit = self.config.max_input_kib_per_call.saturating_mul(1024);
         if self.call.input_bytes > limit {
-            return Err(HostTrap::new(
+            return Err(HostTrap::error(
                 FailureKind::HostLimit,
                 format!(
                     "the engine passed {} bytes to host functions in one {} call, over the {limit} byte limit",
@@ -123,7 +123,7 @@ impl wit_host::Host for StoreState {
         self.call.log_records += 1;
         let allowance = self.config.max_log_records_per_call;
         if self.call.log_records > allowance.saturating_mul(LOG_FLOOD_FACTOR) {
-            return Err(HostTrap::new(
+            return Err(HostTrap::error(
                 FailureKind::HostLimit,
                 format!(
                     "the engine wrote more than {} log records in one {} call (allowance {allowance})",

@@ -194,7 +194,7 @@ impl wit_sql::HostDatabase for StoreState {
             }
         };
         let handle = self.table.push(DatabaseHandle(database)).map_err(|error| {
-            HostTrap::new(
+            HostTrap::error(
                 FailureKind::HostLimit,
                 format!("cannot hand out a database: {error}"),
             )
@@ -263,7 +263,7 @@ impl wit_sql::HostDatabase for StoreState {
             columns,
         };
         let handle = self.table.push(statement).map_err(|error| {
-            HostTrap::new(
+            HostTrap::error(
                 FailureKind::HostLimit,
                 format!("cannot hand out a statement: {error}"),
             )

@@ -108,7 +108,8 @@ pub(crate) struct HostTrap {
 }
 
 impl HostTrap {
-    pub(crate) fn new(kind: FailureKind, message: impl Into<String>) -> wasmtime::Error {
+    /// The trap as the error a host import returns to stop the call.
+    pub(crate) fn error(kind: FailureKind, message: impl Into<String>) -> wasmtime::Error {
         wasmtime::Error::new(Self {
             kind,
             message: message.into(),
@@ -143,7 +144,7 @@ impl ResourceLimiter for MemoryBudget {
     ) -> wasmtime::Result<bool> {
         let growth = desired.saturating_sub(current);
         if self.used.saturating_add(growth) > self.limit {
-            return Err(HostTrap::new(
+            return Err(HostTrap::error(
                 FailureKind::Memory,
                 format!(
                     "memory budget exceeded: growing to {} bytes would make {} in all, over the {} byte limit",

@@ -271,7 +271,7 @@ fn mask_password(url: &str) -> String {
     let mut masked: Vec<String> = Vec::new();
     for part in url.split_whitespace() {
         match part.split_once('=') {
-            Some((key, _)) if key == "password" => masked.push("password=***".to_owned()),
+            Some(("password", _)) => masked.push("password=***".to_owned()),
             _ => masked.push(part.to_owned()),
         }
     }
