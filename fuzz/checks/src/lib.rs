@@ -14,8 +14,11 @@ use ctxbox_host::contract::validate;
 use ctxbox_host::serve::{message, protocol};
 use ctxbox_host::{Config, TranscriptStore};
 
+/// A fuzz target: the name of its corpus folder and the check it runs on one input.
+pub type Target = (&'static str, fn(&[u8]));
+
 /// Every target, by the name of its corpus folder (`fuzz/corpus/<name>`).
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[Target] = &[
     ("transcript", transcript),
     ("config", config),
     ("component", component),
