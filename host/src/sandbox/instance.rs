@@ -69,15 +69,7 @@ impl Live {
         let abort = state.call.abort.clone();
         let mut store = Store::new(pre.engine(), state);
         store.limiter(|state| &mut state.memory);
-        if let Err(error) = yield_for_deadlines(&mut store) {
-            return Err(failure_of(
-                &store,
-                operation,
-                FailureKind::Trap,
-                error.to_string(),
-            ));
-        }
-        if let Err(error) = arm(&mut store, fuel) {
+        if let Err(error) = yield_for_deadlines(&mut store).and_then(|()| arm(&mut store, fuel)) {
             return Err(failure_of(
                 &store,
                 operation,
