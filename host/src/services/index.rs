@@ -244,7 +244,7 @@ pub(crate) fn like_pattern(word: &str) -> String {
 /// (SQL), as `bm25` does a term's frequency (k1 = 1.2, b = 0.75, against an
 /// average of 1,000 characters). `length` is the database's function
 /// counting characters. Part of both stores' ranking where the full-text
-/// index gives none.
+/// index gives none (PostgreSQL's computed in the host: [`density`]).
 pub(crate) fn density_sql(
     text: &str,
     lowered: &str,
@@ -257,6 +257,14 @@ pub(crate) fn density_sql(
          CAST({length}({text}) - {length}(replace({lowered}, {word}, '')) AS DOUBLE PRECISION) \
          / {length}({word}) AS tf) AS counted)"
     )
+}
+
+/// How densely a text holds a word it holds `occurrences` times, given the
+/// text's length in characters: [`density_sql`]'s term, computed in the
+/// host.
+pub(crate) fn density(occurrences: usize, chars: usize) -> f64 {
+    let tf = occurrences as f64;
+    tf / (tf + 1.2 * (0.25 + 0.75 * chars as f64 / 1000.0))
 }
 
 /// A stored document found, before its snippet is cut.

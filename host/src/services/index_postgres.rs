@@ -6,9 +6,9 @@
 //! many documents they name.
 //!
 //! A search matches every word as a case-insensitive literal (`~*`; the
-//! trigram index narrows the rows for words of 3 or more characters) and
-//! ranks a bounded set of the matches, the shortest, by term density
-//! ([`search`]). The indexes have no pending list (schema version 7), so
+//! trigram index narrows the rows for words of 3 or more characters), and
+//! the host ranks a bounded set of the matches, the shortest, by term
+//! density ([`search`]). The indexes have no pending list (schema version 7), so
 //! that merging one does not leave free pages in them between vacuums. Case folding and which
 //! characters the trigram index sees follow the database's `LC_CTYPE`: with
 //! a UTF-8 locale (`C.UTF-8`, `en_US.UTF-8`, …) every script folds and is
@@ -159,27 +159,25 @@ pub(super) async fn footprint(
 
 /// One page of `engine`'s documents matching `words`, in `session`'s scope
 /// or all of them, best first; each hit carries the passage of its text
-/// around the first match that its snippet is cut from. `client` is a
-/// connection or a transaction.
+/// that its snippet is cut from. `client` is a connection or a
+/// transaction.
 ///
 /// The work is bounded by the page asked for, not by how common the words
-/// are: every word is matched as cheaply as its case allows ([`Matcher`];
-/// the trigram index serves words of 3 or more characters), and the
-/// matches are taken shortest first (their length is read from the row,
-/// not the text), at most [`candidates`] of them from each level of
-/// [`SIZE_CLASSES`]: the texts up to 2 KB are one level, and each longer
-/// class ([`GATED_FROM`]) a level of its own, searched only when the
-/// shorter levels hold fewer matches than the page needs, so that a long
-/// text is read only when the short ones cannot fill the page. Each level's
-/// matches are ranked in groups of [`CANDIDATE_GROUP`] by [`score`], the
-/// groups one after the other, level by level: a hit's score is lowered
-/// by its group's number times the words' count, so that scores fall down
-/// the pages. A page deeper in the results scores more groups; pages never
-/// overlap or skip a hit (a level searched for a deeper page ranks after
-/// every group a shallower page saw). (`OFFSET 0` keeps the planner from
-/// inlining each use of a candidate's head, which would read its text back
-/// once per use.) The statement is prepared once per connection for each
-/// shape of query.
+/// are. The database finds the candidates ([`candidates_sql`]): every word
+/// is matched as cheaply as its case allows ([`Matcher`]; the trigram index
+/// serves words of 3 or more characters), and the matches are taken
+/// shortest first (their length is read from the row, not the text), at
+/// most [`candidates`] of them from each level of [`SIZE_CLASSES`]: the
+/// texts up to 2 KB are one level, and each longer class ([`GATED_FROM`])
+/// a level of its own, searched only when the shorter levels hold fewer
+/// matches than the page shows, so that a long text is read only when the
+/// short ones cannot fill the page. (When they fill it exactly, one match
+/// of a skipped level is looked for, to tell whether another page
+/// follows.) The host ranks them ([`rank`]) from the head of each text,
+/// and cuts the page; a hit's passage is read back from the database only
+/// when its head does not give the snippet the whole text gives
+/// ([`passages`]). The statements are prepared once per connection for
+/// each shape of query.
 pub(super) async fn search(
     client: &impl GenericClient,
     engine: &str,
@@ -187,111 +185,304 @@ pub(super) async fn search(
     words: &Words,
     query: &IndexQuery,
 ) -> Result<IndexPage, tokio_postgres::Error> {
-    let rows = i64::from(query.limit) + 1;
+    let limit = i64::from(query.limit);
     let offset = i64::from(query.offset);
+    let rows = limit + 1;
     let candidates = candidates(offset, rows);
-    let needed = offset.saturating_add(rows);
+    let shown = offset.saturating_add(limit);
     let matchers: Vec<Matcher> = words.all.iter().map(|word| Matcher::of(word)).collect();
-    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&engine, &rows, &offset, &candidates, &needed];
-    let mut filters = String::new();
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&engine, &candidates, &shown];
     if let Some(session) = &session {
         params.push(session);
-        filters.push_str(&format!(" AND session = ${}", params.len()));
     }
-    let mut bound = Vec::new();
     for matcher in &matchers {
         params.push(&matcher.pattern);
-        let pattern = format!("${}", params.len());
-        filters.push_str(&format!(" AND {}", matcher.filter(&pattern)));
-        bound.push(pattern);
     }
-    let mut word_params = Vec::new();
-    let mut firsts = Vec::new();
-    for ((word, matcher), pattern) in words.all.iter().zip(&matchers).zip(&bound) {
-        params.push(word);
-        let word = format!("${}", params.len());
-        firsts.push(format!("nullif({}, 0)", matcher.first(pattern, &word)));
-        word_params.push(word);
+    let statement = client
+        .prepare_cached(&candidates_sql(session.is_some(), &matchers))
+        .await?;
+    let found: Vec<Candidate> = client
+        .query(&statement, &params)
+        .await?
+        .into_iter()
+        .map(|row| {
+            let head: String = row.get(6);
+            Candidate {
+                level: row.get(0),
+                class: row.get(1),
+                bytes: row.get(2),
+                session: row.get(3),
+                id: row.get(4),
+                metadata: row.get(5),
+                lower: head.to_lowercase(),
+                head,
+            }
+        })
+        .collect();
+    let page: Vec<(Candidate, f64)> = rank(found, &words.all)
+        .into_iter()
+        .skip(usize::try_from(offset).unwrap_or(usize::MAX))
+        .take(usize::try_from(rows).unwrap_or(usize::MAX))
+        .collect();
+    let found = passages(client, engine, words, &matchers, page).await?;
+    Ok(index::page(found, words, query.limit))
+}
+
+/// One match the database found: where it ranks before scoring, and the
+/// first [`SCORED_CHARS`] characters of its text.
+struct Candidate {
+    /// Its level: 0 for the texts up to 2 KB, then one per gated class,
+    /// then the probe of the levels a full page skipped.
+    level: i32,
+    /// Its size class, an index into [`SIZE_CLASSES`].
+    class: i32,
+    /// Its text's length in bytes.
+    bytes: i32,
+    session: String,
+    id: String,
+    metadata: Option<String>,
+    /// Its text's first [`SCORED_CHARS`] characters.
+    head: String,
+    /// The head lowercased, as the words are ([`IndexQuery::words`]).
+    lower: String,
+}
+
+/// The statement finding a page's candidates: `$1` the engine, `$2` the
+/// matches each level takes, `$3` the hits the page shows counted from the
+/// first, `$4` the session when `scoped`, then the patterns of `matchers`.
+/// Each level is a materialized CTE, so that the gates count it once; a
+/// candidate's head is cut only from the rows the levels keep.
+fn candidates_sql(scoped: bool, matchers: &[Matcher]) -> String {
+    let mut filters = String::new();
+    let mut next = 4;
+    if scoped {
+        filters.push_str(" AND session = $4");
+        next += 1;
     }
+    for (number, matcher) in matchers.iter().enumerate() {
+        filters.push_str(&format!(
+            " AND {}",
+            matcher.filter(&format!("${}", next + number))
+        ));
+    }
+    // The matches of a size class, `then` ordering or limiting them.
+    let class = |class: usize, size: &str, gate: &str, then: &str| {
+        format!(
+            "(SELECT {class} AS class, session, id, metadata, text, octet_length(text) AS bytes
+              FROM ctxbox_index_documents
+              WHERE engine = $1 AND {size}{filters}{gate}
+              {then})"
+        )
+    };
+    let shortest = "ORDER BY bytes, session, id LIMIT $2";
+    let count = |level: usize| format!("(SELECT count(*) FROM level{level})");
+    let (together, gated) = SIZE_CLASSES.split_at(GATED_FROM);
+    let mut levels = vec![format!(
+        "level0 AS MATERIALIZED (SELECT * FROM ({} LIMIT $2) AS matches)",
+        together
+            .iter()
+            .enumerate()
+            .map(|(number, size)| class(number, size, "", shortest))
+            .collect::<Vec<_>>()
+            .join(" UNION ALL ")
+    )];
+    for (number, size) in gated.iter().enumerate() {
+        let shorter = (0..levels.len()).map(count).collect::<Vec<_>>().join(" + ");
+        levels.push(format!(
+            "level{} AS MATERIALIZED {}",
+            levels.len(),
+            class(
+                GATED_FROM + number,
+                size,
+                &format!(" AND {shorter} < $3"),
+                shortest
+            )
+        ));
+    }
+    // A gated level was skipped when the levels before it fill the page;
+    // any one match of it (the first skipped level that has one, unsorted:
+    // the scan stops at it) tells whether another page follows, when the
+    // levels searched hold exactly the page.
+    let all = (0..levels.len()).map(count).collect::<Vec<_>>().join(" + ");
+    let probes = gated
+        .iter()
+        .enumerate()
+        .map(|(number, size)| {
+            let shorter = (0..=number).map(count).collect::<Vec<_>>().join(" + ");
+            class(
+                GATED_FROM + number,
+                size,
+                &format!(" AND {shorter} >= $3 AND {all} = $3"),
+                "LIMIT 1",
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" UNION ALL ");
+    let probe = levels.len();
+    let matches = (0..levels.len())
+        .map(|level| format!("SELECT {level} AS level, * FROM level{level}"))
+        .chain([format!(
+            "SELECT {probe} AS level, * FROM (SELECT * FROM ({probes}) AS skipped LIMIT 1) AS probe"
+        )])
+        .collect::<Vec<_>>()
+        .join(" UNION ALL ");
+    format!(
+        "WITH {levels}
+         SELECT level, class, bytes, session, id, metadata, substr(text, 1, {SCORED_CHARS})
+         FROM ({matches}) AS matches",
+        levels = levels.join(", "),
+    )
+}
+
+/// `found` ranked, best first: in groups of [`CANDIDATE_GROUP`], shortest
+/// first within each level and level by level, each group's matches by
+/// how densely their heads hold the words ([`index::density`], summed),
+/// and a hit's score lowered by its group's number times the words'
+/// count, so that scores fall down the pages; ties by session and id.
+/// A page deeper in the results scores more groups; pages never overlap
+/// or skip a hit (a level searched for a deeper page ranks after every
+/// group a shallower page saw).
+fn rank(mut found: Vec<Candidate>, words: &[String]) -> Vec<(Candidate, f64)> {
+    found.sort_by(|a, b| {
+        (a.level, a.class, a.bytes, &a.session, &a.id)
+            .cmp(&(b.level, b.class, b.bytes, &b.session, &b.id))
+    });
+    let mut group = 0_usize;
+    let mut last: Option<(i32, usize)> = None;
+    let mut in_level = 0_usize;
+    let mut ranked: Vec<(Candidate, f64)> = found
+        .into_iter()
+        .map(|candidate| {
+            if last.is_some_and(|(level, _)| level != candidate.level) {
+                in_level = 0;
+            }
+            let slot = (candidate.level, in_level / CANDIDATE_GROUP as usize);
+            if last.is_some_and(|last| last != slot) {
+                group += 1;
+            }
+            last = Some(slot);
+            in_level += 1;
+            let score = density(&candidate, words) - (group * words.len()) as f64;
+            (candidate, score)
+        })
+        .collect();
+    ranked.sort_by(|(a, a_score), (b, b_score)| {
+        b_score
+            .total_cmp(a_score)
+            .then_with(|| (&a.session, &a.id).cmp(&(&b.session, &b.id)))
+    });
+    ranked
+}
+
+/// How densely `candidate`'s head holds `words`, summed: occurrences are
+/// counted in the head lowercased, its length is the head's characters
+/// and the bytes after it, so that no text is read past the head. Each
+/// word's density is below 1: a group's scores are all above the next
+/// one's.
+fn density(candidate: &Candidate, words: &[String]) -> f64 {
+    let after = usize::try_from(candidate.bytes)
+        .unwrap_or(0)
+        .saturating_sub(candidate.head.len());
+    let chars = candidate.head.chars().count() + after;
+    words
+        .iter()
+        .map(|word| index::density(candidate.lower.matches(word.as_str()).count(), chars))
+        .sum()
+}
+
+/// The page's hits as found, each with the passage of its text around its
+/// first match, cut from its head ([`passage_in_head`]) or, when the head
+/// cannot give it, read back in one statement.
+async fn passages(
+    client: &impl GenericClient,
+    engine: &str,
+    words: &Words,
+    matchers: &[Matcher],
+    page: Vec<(Candidate, f64)>,
+) -> Result<Vec<Found>, tokio_postgres::Error> {
     let longest = words
         .all
         .iter()
         .map(|word| word.chars().count())
         .max()
         .unwrap_or(0);
-    let first = firsts.join(", ");
-    let class = |class: usize, size: &str, gate: &str| {
-        format!(
-            "(SELECT {class} AS class, session, id, metadata, text, octet_length(text) AS bytes
-              FROM ctxbox_index_documents
-              WHERE engine = $1 AND {size}{filters}{gate}
-              ORDER BY bytes, session, id LIMIT $4)"
-        )
-    };
-    let (together, gated) = SIZE_CLASSES.split_at(GATED_FROM);
-    let mut levels = vec![format!(
-        "level0 AS MATERIALIZED (SELECT * FROM ({} LIMIT $4) AS matches)",
-        together
-            .iter()
-            .enumerate()
-            .map(|(number, size)| class(number, size, ""))
-            .collect::<Vec<_>>()
-            .join(" UNION ALL ")
-    )];
-    for (number, size) in gated.iter().enumerate() {
-        let shorter = (0..levels.len())
-            .map(|level| format!("(SELECT count(*) FROM level{level})"))
-            .collect::<Vec<_>>()
-            .join(" + ");
-        let gate = format!(" AND {shorter} < $5");
-        levels.push(format!(
-            "level{} AS MATERIALIZED {}",
-            levels.len(),
-            class(GATED_FROM + number, size, &gate)
-        ));
-    }
-    let matches = (0..levels.len())
-        .map(|level| format!("SELECT {level} AS level, * FROM level{level}"))
-        .collect::<Vec<_>>()
-        .join(" UNION ALL ");
-    let sql = format!(
-        "WITH {levels}
-         SELECT session, id, metadata, score,
-                substr(text, greatest(coalesce(least({first}), 1) - {PASSAGE_BEFORE}, 1),
-                       {passage})
-         FROM (SELECT session, id, metadata, text,
-                      {score} - (dense_rank() OVER (ORDER BY level, slot) - 1)
-                          * {groups_apart} AS score
-               FROM (SELECT session, id, metadata, text, bytes, level,
-                            (row_number() OVER (PARTITION BY level
-                                                ORDER BY class, bytes, session, id) - 1)
-                                / {CANDIDATE_GROUP} AS slot,
-                            lower(substr(text, 1, {SCORED_CHARS})) AS head
-                     FROM ({matches}) AS matches
-                     OFFSET 0) AS candidates
-               ORDER BY score DESC, session, id LIMIT $2 OFFSET $3) AS hits
-         ORDER BY score DESC, session, id",
-        levels = levels.join(", "),
-        passage = PASSAGE_CHARS + longest,
-        score = score(&word_params),
-        // Each word's density is below 1: a group's scores are all above
-        // the next one's.
-        groups_apart = words.all.len(),
-    );
-    let statement = client.prepare_cached(&sql).await?;
-    let found = client
-        .query(&statement, &params)
-        .await?
-        .into_iter()
-        .map(|row| Found {
-            scope: row.get(0),
-            id: row.get(1),
-            metadata: row.get(2),
-            score: row.get(3),
-            text: row.get(4),
-        })
+    let cut: Vec<Option<String>> = page
+        .iter()
+        .map(|(candidate, _)| passage_in_head(candidate, &words.all, longest))
         .collect();
-    Ok(index::page(found, words, query.limit))
+    let (sessions, ids): (Vec<&str>, Vec<&str>) = page
+        .iter()
+        .zip(&cut)
+        .filter(|(_, cut)| cut.is_none())
+        .map(|((candidate, _), _)| (candidate.session.as_str(), candidate.id.as_str()))
+        .unzip();
+    let mut read: HashMap<(String, String), String> = HashMap::new();
+    if !sessions.is_empty() {
+        let mut params: Vec<&(dyn ToSql + Sync)> = vec![&engine, &sessions, &ids];
+        let mut firsts = Vec::new();
+        for (word, matcher) in words.all.iter().zip(matchers) {
+            params.push(matcher.first_bound(word));
+            firsts.push(format!(
+                "nullif({}, 0)",
+                matcher.first(&format!("${}", params.len()))
+            ));
+        }
+        let sql = format!(
+            "SELECT d.session, d.id,
+                    substr(text, greatest(coalesce(least({first}), 1) - {PASSAGE_BEFORE}, 1),
+                           {passage})
+             FROM ctxbox_index_documents d
+             JOIN unnest($2::text[], $3::text[]) AS hit (session, id)
+               ON d.session = hit.session AND d.id = hit.id
+             WHERE d.engine = $1",
+            first = firsts.join(", "),
+            passage = PASSAGE_CHARS + longest,
+        );
+        let statement = client.prepare_cached(&sql).await?;
+        for row in client.query(&statement, &params).await? {
+            read.insert((row.get(0), row.get(1)), row.get(2));
+        }
+    }
+    Ok(page
+        .into_iter()
+        .zip(cut)
+        .map(|((candidate, score), cut)| {
+            let text = cut
+                .or_else(|| read.remove(&(candidate.session.clone(), candidate.id.clone())))
+                .unwrap_or(candidate.head);
+            Found {
+                scope: candidate.session,
+                id: candidate.id,
+                metadata: candidate.metadata,
+                score,
+                text,
+            }
+        })
+        .collect())
+}
+
+/// The passage of `candidate`'s text that its snippet for `words` (the
+/// longest `longest` characters) is cut from, [`PASSAGE_BEFORE`]
+/// characters before its first match and [`PASSAGE_CHARS`] after, as the
+/// database cuts it, when the head holds it: the head is the whole text,
+/// or holds the first match and the passage's end. `None` when it does
+/// not, or when lowercasing changed the head's length in characters (the
+/// first match's place is then the database's to find).
+fn passage_in_head(candidate: &Candidate, words: &[String], longest: usize) -> Option<String> {
+    let whole = usize::try_from(candidate.bytes).is_ok_and(|bytes| bytes <= candidate.head.len());
+    let chars = candidate.head.chars().count();
+    if candidate.lower.chars().count() != chars {
+        return None;
+    }
+    let first = words
+        .iter()
+        .filter_map(|word| candidate.lower.find(word.as_str()))
+        .min()
+        .map(|at| candidate.lower[..at].chars().count());
+    let start = first.map_or(0, |first| first.saturating_sub(PASSAGE_BEFORE));
+    let length = PASSAGE_CHARS + longest;
+    let held = first.is_some() && start + length <= chars;
+    (whole || held).then(|| candidate.head.chars().skip(start).take(length).collect())
 }
 
 /// Matches taken (shortest first) from each level for a page of `rows`
@@ -349,37 +540,22 @@ impl Matcher {
         }
     }
 
-    /// SQL for where in `text` the first match of the word bound at `word`
-    /// (its pattern at `pattern`) starts, in characters from 1; 0 for none.
-    fn first(&self, pattern: &str, word: &str) -> String {
+    /// What [`first`](Self::first) is given bound: the pattern for a word
+    /// with case, else `word` itself.
+    fn first_bound<'a>(&'a self, word: &'a String) -> &'a String {
+        if self.cased { &self.pattern } else { word }
+    }
+
+    /// SQL for where in `text` the first match of the word starts, in
+    /// characters from 1, 0 for none, given what [`first_bound`](Self::first_bound)
+    /// names bound at `bound`.
+    fn first(&self, bound: &str) -> String {
         if self.cased {
-            format!("regexp_instr(text, {pattern}, 1, 1, 0, 'i')")
+            format!("regexp_instr(text, {bound}, 1, 1, 0, 'i')")
         } else {
-            format!("strpos(text, {word})")
+            format!("strpos(text, {bound})")
         }
     }
-}
-
-/// How well a candidate matches the words bound at `words`: how densely
-/// it holds each ([`index::density_sql`], the term-frequency part of the
-/// embedded store's `bm25`), summed. Occurrences are counted in its
-/// `head`, the first [`SCORED_CHARS`] characters lowercased once for
-/// every word; its length is the head's characters and the bytes after
-/// it, so that no text is read past the head.
-fn score(words: &[String]) -> String {
-    words
-        .iter()
-        .map(|word| {
-            index::density_sql(
-                "head",
-                "head",
-                "char_length(head) + greatest(bytes - octet_length(head), 0)",
-                word,
-                "char_length",
-            )
-        })
-        .collect::<Vec<_>>()
-        .join(" + ")
 }
 
 #[cfg(test)]
@@ -395,6 +571,94 @@ mod tests {
             .skip(start - 1)
             .take(PASSAGE_CHARS + longest)
             .collect()
+    }
+
+    fn candidate(level: i32, bytes: i32, id: &str, head: &str) -> Candidate {
+        Candidate {
+            level,
+            class: 0,
+            bytes,
+            session: "s".to_owned(),
+            id: id.to_owned(),
+            metadata: None,
+            head: head.to_owned(),
+            lower: head.to_lowercase(),
+        }
+    }
+
+    #[test]
+    fn matches_rank_by_density_within_their_group_and_groups_in_order() {
+        let words = vec!["needle".to_owned()];
+        let mut found = vec![
+            // A level searched later ranks after the first, however dense.
+            candidate(1, 6, "later", "Needle"),
+            candidate(0, 30, "sparse", "one needle among many other words"),
+            candidate(0, 13, "dense", "needle NEEDLE"),
+            candidate(0, 13, "dense-twin", "needle NEEDLE"),
+        ];
+        // Past the first group of a level, its matches rank after the group.
+        for n in 0..CANDIDATE_GROUP {
+            let id = format!("g{n:03}");
+            found.push(candidate(
+                0,
+                40 + n as i32,
+                &id,
+                "a needle, at some length here",
+            ));
+        }
+        let ranked = rank(found, &words);
+        let order: Vec<&str> = ranked.iter().map(|(hit, _)| hit.id.as_str()).collect();
+        assert_eq!(order[..2], ["dense", "dense-twin"], "ties by id");
+        assert!(
+            ranked.windows(2).all(|pair| pair[0].1 >= pair[1].1),
+            "scores fall"
+        );
+        let at = |id: &str| order.iter().position(|&found| found == id).unwrap();
+        assert!(
+            at("sparse") < at("g096"),
+            "the first group holds the shortest hundred"
+        );
+        assert!(at("g097") > at("g000"), "{order:?}");
+        assert_eq!(order.last(), Some(&"later"));
+        let (dense, score) = &ranked[0];
+        let expected = index::density(2, dense.head.chars().count());
+        assert!(
+            (score - expected).abs() < 1e-12,
+            "{score} against {expected}"
+        );
+    }
+
+    #[test]
+    fn the_head_gives_the_passage_the_database_would_cut_when_it_holds_it() {
+        let words = vec!["needle".to_owned(), "缓存".to_owned()];
+        for before in [0, 5, 100, 101, 102, 1_000, 3_600] {
+            let text = format!("{}Needle x 缓存{}", "a".repeat(before), "b".repeat(200));
+            let whole = candidate(0, text.len() as i32, "whole", &text);
+            let cut = passage_in_head(&whole, &words, 6);
+            assert_eq!(cut, Some(passage(&text, before + 1, 6)), "{before} before");
+            assert_eq!(
+                snippet(&cut.unwrap(), &words),
+                snippet(&text, &words),
+                "{before} before"
+            );
+            // The same head of a longer text: the passage must end inside it.
+            let longer = candidate(3, text.len() as i32 + 10_000, "longer", &text);
+            let fits =
+                before.saturating_sub(PASSAGE_BEFORE) + PASSAGE_CHARS + 6 <= text.chars().count();
+            assert_eq!(
+                passage_in_head(&longer, &words, 6).is_some(),
+                fits,
+                "{before} before"
+            );
+        }
+        let none = candidate(3, 20_000, "none", &"z".repeat(4_000));
+        assert_eq!(
+            passage_in_head(&none, &words, 6),
+            None,
+            "no match in the head"
+        );
+        let short = candidate(0, 3, "short", "zzz");
+        assert_eq!(passage_in_head(&short, &words, 6).as_deref(), Some("zzz"));
     }
 
     #[test]

@@ -9,7 +9,9 @@
 use std::collections::{BTreeSet, HashMap};
 
 use ctxbox_host::contract::guest_view::guest_message;
-use ctxbox_host::contract::index::{IndexDocument, IndexOp, IndexPage, IndexQuery, IndexScope};
+use ctxbox_host::contract::index::{
+    IndexDocument, IndexOp, IndexPage, IndexQuery, IndexScope, snippet,
+};
 use ctxbox_host::services::PostgresState;
 use ctxbox_host::services::index::document_cost;
 use ctxbox_host::services::state::{CallWrites, EngineState, StateConfig, StateError};
@@ -416,6 +418,62 @@ fn searches_page_through_every_hit_once() {
                 .expect("searches");
             assert_eq!(past, IndexPage::default(), "{name}");
         }
+    }
+}
+
+#[test]
+fn a_page_filled_by_short_texts_still_says_whether_a_long_one_follows() {
+    for backend in backends("a_page_filled_by_short_texts_still_says_whether_a_long_one_follows") {
+        let name = backend.name();
+        let state = backend.state(&config());
+        // Ten short texts fill a page of ten; a long one (over 8 KB, the
+        // shared store's last size class) holds both words far past its
+        // first 4,000 characters, and another long one only one of them.
+        let mut ops: Vec<IndexOp> = (0..10)
+            .map(|n| {
+                let text = format!("a needle in a haystack, number {n}");
+                put(Some("s"), document(&format!("short{n}"), &text))
+            })
+            .collect();
+        let long = format!(
+            "{}the Needle, then the HAYSTACK{}",
+            "filler ".repeat(1_000),
+            " tail".repeat(400)
+        );
+        ops.push(put(Some("s"), document("long", &long)));
+        let other = format!("{}needle alone", "filler ".repeat(1_500));
+        ops.push(put(Some("s"), document("other", &other)));
+        state.commit("e", index(ops), None, None).expect("indexes");
+
+        let first = state
+            .search("e", Some("s"), &query("needle haystack", 10, 0), None)
+            .expect("searches");
+        assert_eq!(first.hits.len(), 10, "{name}");
+        assert!(
+            first.has_more,
+            "{name}: the long text follows the full page"
+        );
+        assert!(
+            first.hits.iter().all(|hit| hit.id.starts_with("short")),
+            "{name}: {:?}",
+            first.hits
+        );
+        let second = state
+            .search("e", Some("s"), &query("needle haystack", 10, 10), None)
+            .expect("searches");
+        let ids: Vec<&str> = second.hits.iter().map(|hit| hit.id.as_str()).collect();
+        assert_eq!(ids, ["long"], "{name}");
+        assert!(!second.has_more, "{name}");
+        let words = ["needle".to_owned(), "haystack".to_owned()];
+        assert_eq!(second.hits[0].snippet, snippet(&long, &words), "{name}");
+        assert!(second.hits[0].snippet.contains("[Needle]"), "{name}");
+
+        // No long text holds both of these: the full page is the last.
+        let only = state
+            .search("e", Some("s"), &query("in haystack", 10, 0), None)
+            .expect("searches");
+        assert_eq!(only.hits.len(), 10, "{name}");
+        assert!(!only.has_more, "{name}: nothing follows the full page");
     }
 }
 
