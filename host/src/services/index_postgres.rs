@@ -224,7 +224,8 @@ pub(super) async fn search(
         .skip(usize::try_from(offset).unwrap_or(usize::MAX))
         .take(usize::try_from(rows).unwrap_or(usize::MAX))
         .collect();
-    let found = passages(client, engine, words, &matchers, page).await?;
+    let shown = usize::try_from(limit).unwrap_or(usize::MAX);
+    let found = passages(client, engine, words, &matchers, page, shown).await?;
     Ok(index::page(found, words, query.limit))
 }
 
@@ -392,13 +393,15 @@ fn density(candidate: &Candidate, words: &[String]) -> f64 {
 
 /// The page's hits as found, each with the passage of its text around its
 /// first match, cut from its head ([`passage_in_head`]) or, when the head
-/// cannot give it, read back in one statement.
+/// cannot give it, read back in one statement; only the first `shown` are
+/// shown (the row after them only tells that another page follows).
 async fn passages(
     client: &impl GenericClient,
     engine: &str,
     words: &Words,
     matchers: &[Matcher],
     page: Vec<(Candidate, f64)>,
+    shown: usize,
 ) -> Result<Vec<Found>, tokio_postgres::Error> {
     let longest = words
         .all
@@ -413,6 +416,7 @@ async fn passages(
     let (sessions, ids): (Vec<&str>, Vec<&str>) = page
         .iter()
         .zip(&cut)
+        .take(shown)
         .filter(|(_, cut)| cut.is_none())
         .map(|((candidate, _), _)| (candidate.session.as_str(), candidate.id.as_str()))
         .unzip();
