@@ -175,8 +175,7 @@ pub(super) async fn footprint(
 /// of a skipped level is looked for, to tell whether another page
 /// follows.) The host ranks them ([`rank`]) from the head of each text,
 /// and cuts the page; a hit's passage is read back from the database only
-/// when its head does not give the snippet the whole text gives
-/// ([`passages`]). The statements are prepared once per connection for
+/// when its head does not hold it ([`passages`]). The statements are prepared once per connection for
 /// each shape of query.
 pub(super) async fn search(
     client: &impl GenericClient,
@@ -224,8 +223,8 @@ pub(super) async fn search(
         .skip(usize::try_from(offset).unwrap_or(usize::MAX))
         .take(usize::try_from(rows).unwrap_or(usize::MAX))
         .collect();
-    let shown = usize::try_from(limit).unwrap_or(usize::MAX);
-    let found = passages(client, engine, words, &matchers, page, shown).await?;
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    let found = passages(client, engine, words, &matchers, page, limit).await?;
     Ok(index::page(found, words, query.limit))
 }
 
@@ -393,7 +392,7 @@ fn density(candidate: &Candidate, words: &[String]) -> f64 {
 
 /// The page's hits as found, each with the passage of its text around its
 /// first match, cut from its head ([`passage_in_head`]) or, when the head
-/// cannot give it, read back in one statement; only the first `shown` are
+/// cannot give it, read back in one statement; only the first `limit` are
 /// shown (the row after them only tells that another page follows).
 async fn passages(
     client: &impl GenericClient,
@@ -401,7 +400,7 @@ async fn passages(
     words: &Words,
     matchers: &[Matcher],
     page: Vec<(Candidate, f64)>,
-    shown: usize,
+    limit: usize,
 ) -> Result<Vec<Found>, tokio_postgres::Error> {
     let longest = words
         .all
@@ -416,7 +415,7 @@ async fn passages(
     let (sessions, ids): (Vec<&str>, Vec<&str>) = page
         .iter()
         .zip(&cut)
-        .take(shown)
+        .take(limit)
         .filter(|(_, cut)| cut.is_none())
         .map(|((candidate, _), _)| (candidate.session.as_str(), candidate.id.as_str()))
         .unzip();
