@@ -37,11 +37,14 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// connections.
 const ATTACKERS: usize = 8;
 
-/// Words of two letters, all in [`filler`]: none can use the trigram index,
-/// so a search of them scores every document by scanning its text.
-const SCANNING_QUERY: &str = "al ph br av ch ar li de lt ec ho fo xt ro go lf ot te el in di ju ki lo im ik no ve mb er os ca";
+/// Words of two letters, each only at the end of [`filler`]: none can use
+/// the trigram index, so a search of them reads every document to its end
+/// once for each word, however the matches are then ranked.
+const SCANNING_QUERY: &str =
+    "qa qb qc qd qe qf qg qh qi qj qk ql qm qn qo qp qr qs qt qu qv qx qy qz wa wb wc wd we wf wg";
 
-/// Text of words the scanning query all finds.
+/// Text of words none of which holds a `q` or `w` (those of
+/// [`SCANNING_QUERY`]), ending with the scanning query's words.
 fn filler(bytes: usize) -> String {
     const WORDS: [&str; 12] = [
         "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india",
@@ -58,7 +61,9 @@ fn filler(bytes: usize) -> String {
         });
         n += 1;
     }
-    text.truncate(bytes);
+    text.truncate(bytes.saturating_sub(SCANNING_QUERY.len() + 1));
+    text.push(' ');
+    text.push_str(SCANNING_QUERY);
     text
 }
 
