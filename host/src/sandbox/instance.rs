@@ -211,6 +211,9 @@ impl Live {
             // Fails only if the store is already poisoned; it is dropped then.
             let _ = self.store.data_mut().table.delete(handle);
         }
+        // Nor is the history kept past the call: the session's next appends
+        // then grow it in place instead of copying it.
+        self.store.data_mut().call.history = None;
         self.report_dropped_logs(operation);
         self.calls += 1;
         if let Ok(left) = self.store.get_fuel() {

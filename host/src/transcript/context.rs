@@ -4,6 +4,7 @@
 //! entries from its `firstKeptEntryId` on.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use super::record::{NodeKind, Record};
 use crate::contract::history::History;
@@ -108,6 +109,47 @@ pub(crate) fn build(records: &[Record], path: &[usize]) -> ActiveContext {
         modified_files: compaction.modified_files.clone(),
     };
     messages.into_context(true, fresh_from, Some(previous))
+}
+
+/// The context [`build`] answers once `records[first_new..]` are added to a
+/// transcript whose context was `previous`, built for the path ending at
+/// `previous_leaf`: when the new entries continue that path one after the
+/// other and none is a compaction, `previous` with their messages appended
+/// (reusing its messages in place when no one else holds it, so a turn's
+/// appends cost the new messages, not a copy of the conversation); `None`
+/// otherwise (the context is then built anew). `by_id` already holds the new
+/// entries.
+pub(crate) fn grown(
+    previous: Arc<ActiveContext>,
+    records: &[Record],
+    by_id: &HashMap<String, usize>,
+    previous_leaf: Option<usize>,
+    first_new: usize,
+) -> Option<ActiveContext> {
+    let mut leaf = previous_leaf;
+    let mut messages = Messages::default();
+    for (index, record) in records.iter().enumerate().skip(first_new) {
+        let Some(node) = &record.node else {
+            continue;
+        };
+        let parent = node
+            .parent_id
+            .as_deref()
+            .and_then(|parent| by_id.get(parent).copied());
+        if parent != leaf || matches!(node.kind, NodeKind::Compaction(_)) {
+            return None;
+        }
+        leaf = Some(index);
+        messages.extend(records, &[index]);
+    }
+    let previous = Arc::try_unwrap(previous).unwrap_or_else(|shared| ActiveContext::clone(&shared));
+    let keep = previous.history.len();
+    Some(ActiveContext {
+        history: previous
+            .history
+            .edited(keep, messages.entries, &messages.estimates),
+        ..previous
+    })
 }
 
 /// The context's messages with their cached estimates, as they are collected.

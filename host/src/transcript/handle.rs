@@ -628,6 +628,8 @@ impl Transcript {
             bytes.push(b'\n');
         }
         state.log.append(&bytes, policy)?;
+        let previous_leaf = state.leaf;
+        let first_new = state.records.len();
         for line in lines {
             // Lines this module encoded always parse.
             let node = record::parse(&line, self.shared.config.tokenizer)
@@ -643,7 +645,16 @@ impl Transcript {
                 node,
             });
         }
-        state.context = None;
+        state.context = state.context.take().and_then(|previous| {
+            context::grown(
+                previous,
+                &state.records,
+                &state.by_id,
+                previous_leaf,
+                first_new,
+            )
+            .map(Arc::new)
+        });
         Ok(())
     }
 }

@@ -703,3 +703,110 @@ fn a_roll_back_continues_the_branch_from_the_given_entry() {
     assert_eq!(ids(&reopened), ["a".to_owned(), appended[0].id.clone()]);
     assert!(reopened.open_report().is_clean());
 }
+
+/// The context as a fresh process builds it from the file.
+fn rebuilt(path: &Path) -> std::sync::Arc<super::context::ActiveContext> {
+    store().open_read_only(path).expect("read").context()
+}
+
+/// What a context says, entry by entry.
+fn described(context: &super::context::ActiveContext) -> String {
+    let history = &context.history;
+    let entries: Vec<String> = (0..history.len())
+        .map(|index| {
+            format!(
+                "{}:{}:{:?}",
+                history.entries()[index].id,
+                history.tokens(index..index + 1),
+                history.tool_pairing(index)
+            )
+        })
+        .collect();
+    format!(
+        "{entries:?} summary={} fresh_from={} previous={:?}",
+        context.starts_with_summary, context.fresh_from, context.previous_compaction
+    )
+}
+
+#[test]
+fn the_context_kept_across_appends_is_the_one_a_fresh_process_builds() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let compaction = r#"{"type":"compaction","id":"k","parentId":"b","timestamp":"2026-01-01T00:00:03.000Z","summary":"earlier work","firstKeptEntryId":"b","tokensBefore":900,"details":{}}"#;
+    let lines = [
+        HEADER.to_owned(),
+        user("a", None, "one"),
+        user("b", Some("a"), "two"),
+        compaction.to_owned(),
+        user("c", Some("k"), "three"),
+    ];
+    let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let path = write(dir.path(), &lines);
+    let transcript = store().open(&path).expect("open");
+    let check = |step: &str| {
+        assert_eq!(
+            described(&transcript.context()),
+            described(&rebuilt(&path)),
+            "after {step}"
+        );
+    };
+    check("opening");
+
+    // A turn's appends: the kept context grows in place when no one else
+    // holds it.
+    let first = transcript.history().entries()[0].id.as_ptr();
+    transcript
+        .append_uncommitted(&[AgentMessage::user_text("four"), call("c1")])
+        .expect("append");
+    transcript
+        .append(&[AgentMessage::assistant_text("five")])
+        .expect("append");
+    assert_eq!(
+        transcript.history().entries()[0].id.as_ptr(),
+        first,
+        "the messages were reused, not copied"
+    );
+    check("appends");
+
+    // Appends while an engine still holds the context: copied, the same.
+    let held = transcript.history();
+    transcript
+        .append(&[AgentMessage::user_text("six")])
+        .expect("append");
+    assert_eq!(held.len() + 1, transcript.history().len());
+    check("an append beside a held context");
+
+    // A compaction, then a roll-back off the leaf: built anew.
+    let kept = transcript.history().entries()[3].id.clone();
+    transcript
+        .append_compaction(&super::wire::CompactionFigures {
+            summary: "later work",
+            first_kept_entry_id: &kept,
+            tokens_before: 700,
+            tokens_after: 50,
+            details: &serde_json::json!({}),
+        })
+        .expect("compaction");
+    check("a compaction");
+    transcript
+        .append(&[AgentMessage::user_text("seven")])
+        .expect("append");
+    check("an append after the compaction");
+    let leaf = transcript
+        .history()
+        .entries()
+        .last()
+        .expect("entries")
+        .id
+        .clone();
+    let parent = rebuilt(&path).history.entries()[transcript.history().len() - 2]
+        .id
+        .clone();
+    transcript
+        .roll_back_to(Some(&parent), &[leaf], "test")
+        .expect("roll back");
+    check("a roll-back");
+    transcript
+        .append(&[AgentMessage::user_text("eight")])
+        .expect("append");
+    check("an append after the roll-back");
+}
