@@ -8,8 +8,8 @@
 //! that database.
 //!
 //! The fixtures here are the ones it replays within its limits; on the
-//! longer ones (deepseek, kimi, pi-termux) its calls outgrow even those
-//! (docs/COMPAT.md says how far).
+//! longer ones (deepseek, kimi) its calls outgrow even those (docs/COMPAT.md
+//! says how far).
 //!
 //! Without the TypeScript SDK's tools or the subjects folder the test passes
 //! after saying why, unless `CTXBOX_REQUIRE_TS_ENGINE` is set (CI sets it).
@@ -34,12 +34,13 @@ const ID: &str = "lossless-claw";
 /// outgrows the window, nothing is left to summarize, and it reports a
 /// "transcript wedge". Its JavaScript runs in the guest's interpreter, where
 /// a call that drains its compaction debt inside `assemble` takes 10⁹–10¹⁰
-/// instructions: its own limits give it the fuel and time that takes,
-/// without raising any other engine's.
+/// instructions, and an `afterTurn` that summarizes a long turn (the
+/// pi-termux session's first: 59 model calls) 5·10¹⁰: its own limits give it
+/// the fuel and time that takes, without raising any other engine's.
 const SMALL_WINDOW_SETTINGS: &str = r#"
 [plugins.entries.lossless-claw]
 config = { freshTailCount = 8, freshTailMaxTokens = 3000, leafChunkTokens = 3000 }
-limits = { fuelPerCall = 40000000000, callTimeoutMs = 60000 }
+limits = { fuelPerCall = 40000000000, fuelPerCompaction = 400000000000, callTimeoutMs = 60000 }
 "#;
 
 /// A runtime with the lossless-claw build at `component` registered from
@@ -117,6 +118,11 @@ async fn lossless_claw_summarizes_the_qwen35_session_at_16k_through_the_hosts_mo
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lossless_claw_summarizes_the_qwen_minimax_session_at_16k_through_the_hosts_model() {
     summarizes_at_16k("qwen-minimax-feishu-zh-3-hook-compactions.jsonl").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lossless_claw_summarizes_the_pi_termux_session_at_16k_through_the_hosts_model() {
+    summarizes_at_16k("pi-termux-deepseek-v4-discord-bot-ar.jsonl").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
