@@ -37,14 +37,6 @@ pub const WAL_LIMIT_BYTES: u64 = 4 * 1024 * 1024;
 /// cache_size`).
 pub const PAGE_CACHE_KIB: i64 = 4 * 1024;
 
-/// How much of a database each connection reads through a memory map
-/// (`PRAGMA mmap_size`). Large values (a message, a document) live in
-/// overflow pages, which SQLite reads straight from the file, bypassing its
-/// page cache: mapped, that is a copy from the kernel's page cache instead
-/// of a system call per 4 KiB page. The mapping is the kernel's shared page
-/// cache, not the host's private memory.
-pub const MMAP_BYTES: u64 = 256 * 1024 * 1024;
-
 /// The layout of a database, in `PRAGMA user_version`: 4 writes the
 /// full-text table without triggers; 3 adds the engines' searchable memory;
 /// 2 numbers the engines; 0 (before it) keyed every row by the engine's id
@@ -100,9 +92,7 @@ impl EngineFile {
             path,
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )?;
-        reader.execute_batch(&format!(
-            "PRAGMA cache_size = -{PAGE_CACHE_KIB}; PRAGMA mmap_size = {MMAP_BYTES};"
-        ))?;
+        reader.execute_batch(&format!("PRAGMA cache_size = -{PAGE_CACHE_KIB};"))?;
         reader.busy_timeout(BUSY_TIMEOUT)?;
         Ok(Self {
             path: path.to_owned(),
@@ -168,8 +158,7 @@ fn open_writer(path: &Path) -> rusqlite::Result<Connection> {
         "PRAGMA journal_mode = WAL;
          PRAGMA synchronous = FULL;
          PRAGMA journal_size_limit = {WAL_LIMIT_BYTES};
-         PRAGMA cache_size = -{PAGE_CACHE_KIB};
-         PRAGMA mmap_size = {MMAP_BYTES};"
+         PRAGMA cache_size = -{PAGE_CACHE_KIB};"
     ))?;
     migrate(&mut connection)?;
     Ok(connection)
