@@ -5,6 +5,7 @@
 // the sandbox (`ctxbox run … --engine <its build>`, fuel per call at
 // `RUST_LOG=ctxbox_host::sandbox::instance=debug`). With `node --cpu-prof`
 // it tells which of the plugin's functions those calls spend their time in.
+// Each call's time is the CPU time the process spent in it.
 //
 //   node guest-sdk-ts/bench/openclaw-plugin-in-node.mjs \
 //     --plugin DIR [--entry index.ts] [--config JSON] [--window 16000] SESSION.jsonl
@@ -16,9 +17,10 @@
 // turn runner makes of an engine that owns compaction with background
 // maintenance: `bootstrap` once, `assemble` before every model call (each
 // assistant message of the transcript), `afterTurn` and `maintain` when a
-// turn ends. The host's model answers a summary request with the request's
-// first 600 characters at once (the sandbox's replays use the replay
-// provider's extractive summaries: the texts differ, not their sizes much).
+// turn ends. The host's model answers at once with the request's first
+// characters, three for each token the request allows: the sandbox's
+// replays answer with extractive summaries that fill about that cap, and a
+// plugin's later work grows with what its summaries hold.
 // The transcript's messages are its active branch (the last record and its
 // ancestors, as the host reads a JSONL v3 file): user and assistant messages
 // and tool results; other records are skipped.
@@ -124,8 +126,8 @@ const print = (line) => process.stdout.write(`${line}\n`);
 fake.config = options.config;
 fake.host.complete = (request) => {
   const asked = request.messages.map((message) => message.text).join("\n");
-  const text = asked.slice(0, 600);
-  return { text, inputTokens: BigInt(Math.ceil(asked.length / 4)), outputTokens: BigInt(Math.ceil(text.length / 4)), model: "first-600-characters" };
+  const text = asked.slice(0, 3 * request.maxTokens);
+  return { text, inputTokens: BigInt(Math.ceil(asked.length / 4)), outputTokens: BigInt(Math.ceil(text.length / 4)), model: "first-characters" };
 };
 const manifest = JSON.parse(readFileSync(path.join(pluginDir, "openclaw.plugin.json"), "utf8"));
 const packageJson = JSON.parse(readFileSync(path.join(pluginDir, "package.json"), "utf8"));
@@ -148,12 +150,17 @@ const append = (message) => {
 };
 const history = () => new History([...entries], 256);
 
-/** Milliseconds of each call, by method. */
+/**
+ * Milliseconds of CPU each call took, by method: the process's CPU time
+ * (`process.cpuUsage`), which is the call's wall time on a quiet machine
+ * and, unlike wall time, not stretched by other processes on a loaded one.
+ */
 const times = new Map();
 const timed = async (method, call) => {
-  const started = performance.now();
+  const started = process.cpuUsage();
   await call();
-  times.set(method, [...(times.get(method) ?? []), performance.now() - started]);
+  const { user, system } = process.cpuUsage(started);
+  times.set(method, [...(times.get(method) ?? []), (user + system) / 1000]);
 };
 const assemble = () => timed("assemble", () => engine.assemble(session, history(), { tokenBudget: window, availableTools: [], prompt: "" }));
 let turnStart;
@@ -187,8 +194,8 @@ rmSync(stateDir, { recursive: true, force: true });
 
 const ms = (value) => value.toFixed(1);
 print(`${path.basename(positionals[0])}: ${turns} turns, ${entries.length} messages, window ${window}, Node ${process.version}`);
-print("call       | calls | total ms | mean ms | max ms");
+print("call       | calls | CPU ms: total | mean | max");
 for (const [method, list] of times) {
   const total = list.reduce((sum, value) => sum + value, 0);
-  print(`${method.padEnd(10)} | ${String(list.length).padStart(5)} | ${ms(total).padStart(8)} | ${ms(total / list.length).padStart(7)} | ${ms(Math.max(...list)).padStart(6)}`);
+  print(`${method.padEnd(10)} | ${String(list.length).padStart(5)} | ${ms(total).padStart(13)} | ${ms(total / list.length).padStart(4)} | ${ms(Math.max(...list)).padStart(3)}`);
 }
