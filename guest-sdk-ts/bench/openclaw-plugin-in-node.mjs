@@ -10,9 +10,11 @@
 //   node guest-sdk-ts/bench/openclaw-plugin-in-node.mjs \
 //     --plugin DIR [--entry index.ts] [--config JSON] [--window 16000] SESSION.jsonl
 //
-// Needs Node 22.18 or later (module.registerHooks, node:sqlite): the Node 26
-// that guest-sdk-ts/ci.sh installs does. The plugin's npm dependencies are
-// installed from its lockfile into a cache outside it, as the SDK's tests do;
+// SESSION.jsonl is an OpenClaw session transcript (JSONL v3), e.g. one of
+// tests/fixtures/sessions/. Needs Node 22.18 or later (module.registerHooks,
+// node:sqlite): the Node 26 that guest-sdk-ts/ci.sh installs does. The
+// plugin's npm dependencies are installed from its lockfile into a cache
+// outside it, as the SDK's tests do;
 // its database lives in a temporary state dir. The calls are the ones the
 // turn runner makes of an engine that owns compaction with background
 // maintenance: `bootstrap` once, `assemble` before every model call (each
@@ -24,7 +26,7 @@
 // The transcript's messages are its active branch (the last record and its
 // ancestors, as the host reads a JSONL v3 file): user and assistant messages
 // and tool results; other records are skipped.
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
@@ -115,7 +117,9 @@ const messages = activeBranch(positionals[0])
 const pluginDir = path.resolve(options.plugin);
 const stateDir = mkdtempSync(path.join(tmpdir(), "ctxbox-plugin-in-node-"));
 process.env.OPENCLAW_STATE_DIR = stateDir;
-const module = await loadPlugin(pluginDir, path.join(pluginDir, options.entry), pluginDependencies(pluginDir));
+// A plugin without a lockfile has no dependencies to install: its own folder is searched.
+const dependencies = existsSync(path.join(pluginDir, "package-lock.json")) ? pluginDependencies(pluginDir) : pluginDir;
+const module = await loadPlugin(pluginDir, path.join(pluginDir, options.entry), dependencies);
 const { openClawEngine } = await sdkModule("openclaw/index");
 // The work a plugin schedules with `setImmediate` runs within the call, as in the sandbox.
 const timers = await sdkModule("node/timers");
