@@ -407,14 +407,15 @@ mod tests {
         let mut ts = names(TS_SDK);
         // Not bundled: the lockfile of the SDK's own development install, `wit`
         // (a link to the contract, bundled as WIT), the template (the new
-        // engine's files), the SDK's tests and CI script.
+        // engine's files), the SDK's tests, its benches (which run on the
+        // tests' fake host) and CI script.
         ts.extend(["package-lock.json".into()]);
         ts.sort();
         assert_eq!(
             ts,
             on_disk(
                 "guest-sdk-ts",
-                &["node_modules", "wit", "template", "test", "ci.sh"]
+                &["node_modules", "wit", "template", "test", "bench", "ci.sh"]
             )
         );
     }
