@@ -7,9 +7,9 @@
 //! conversation in its own SQL database, and answers its recall tool from
 //! that database.
 //!
-//! The fixtures here are the ones it replays within its limits; on the
-//! longer ones (deepseek, kimi) its calls outgrow even those (docs/COMPAT.md
-//! says how far).
+//! The fixtures here are the ones it replays within its limits; the longer
+//! ones (deepseek, kimi) replay only with limits fifty times larger, about an
+//! hour each, too long for CI (docs/COMPAT.md, "Beyond the limits").
 //!
 //! Without the TypeScript SDK's tools or the subjects folder the test passes
 //! after saying why, unless `CTXBOX_REQUIRE_TS_ENGINE` is set (CI sets it).
