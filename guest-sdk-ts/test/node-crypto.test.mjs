@@ -46,9 +46,9 @@ test("text is hashed as UTF-8 (or as its encoding says) and digests in every enc
 test("a long text hashed again is answered from memory with Node's digest, whatever follows it or is done to the answer", () => {
   const text = "message ".repeat(500) + "世界";
   const expected = nodeCrypto.createHash("sha256").update(text).digest("hex");
-  assert.equal(memo.rememberedDigest("sha256", text), undefined);
+  assert.equal(memo.rememberedDigest("sha256", [text]), undefined);
   assert.equal(crypto.createHash("sha256").update(text).digest("hex"), expected);
-  assert.equal(encode(memo.rememberedDigest("sha256", text), "hex"), expected, "the digest is remembered");
+  assert.equal(encode(memo.rememberedDigest("sha256", [text]), "hex"), expected, "the digest is remembered");
   const bytesAnswer = crypto.createHash("sha256").update(text).digest();
   assert.equal(encode(bytesAnswer, "hex"), expected, "remembered");
   bytesAnswer.fill(0);
@@ -68,6 +68,26 @@ test("a long text hashed again is answered from memory with Node's digest, whate
     nodeCrypto.createHash("sha256").update(text, "latin1").digest("hex"),
     "another encoding is hashed as that encoding",
   );
+});
+
+test("texts fed in a row are remembered as that row, and the same characters cut differently are not mistaken for it", () => {
+  const content = "消息 message ".repeat(300);
+  const row = ["user", "\u0000", content];
+  const node = (parts) => parts.reduce((hash, part) => hash.update(part), nodeCrypto.createHash("sha256")).digest("hex");
+  const ours = (parts) => parts.reduce((hash, part) => hash.update(part), crypto.createHash("sha256")).digest("hex");
+  assert.equal(memo.rememberedDigest("sha256", row), undefined);
+  assert.equal(ours(row), node(row));
+  assert.equal(encode(memo.rememberedDigest("sha256", row), "hex"), node(row), "the row's digest is remembered");
+  assert.equal(ours(row), node(row), "and answered from memory");
+  // A surrogate pair split between two updates is two unpaired halves to
+  // Node (each becomes U+FFFD), not the emoji it makes when joined.
+  const emoji = "\u{1F600}" + content;
+  const split = [emoji.slice(0, 1), emoji.slice(1)];
+  assert.equal(ours([emoji]), node([emoji]));
+  assert.equal(ours(split), node(split));
+  assert.notEqual(ours(split), ours([emoji]));
+  const bytesAfter = crypto.createHash("sha256").update(content).update(new Uint8Array([1, 2])).digest("hex");
+  assert.equal(bytesAfter, nodeCrypto.createHash("sha256").update(content).update(new Uint8Array([1, 2])).digest("hex"), "bytes after texts");
 });
 
 test("the remembered texts stay under two million characters", () => {

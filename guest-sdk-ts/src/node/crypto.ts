@@ -5,7 +5,7 @@
  * offered.
  */
 import { decode, encode } from "./encoding.js";
-import { rememberDigest, rememberedDigest, worthRemembering } from "./digest-memo.js";
+import { mayBeRemembered, rememberDigest, rememberedDigest, worthRemembering } from "./digest-memo.js";
 import { Sha1, Sha256, type Hasher } from "./sha.js";
 
 /** WebCrypto as the guest has it (StarlingMonkey's `crypto`). */
@@ -21,16 +21,17 @@ function nodeBytes(bytes: Uint8Array): Uint8Array {
 const HASHES: Record<string, () => Hasher> = { sha256: () => new Sha256(), sha1: () => new Sha1() };
 
 /**
- * A hash in progress, like `node:crypto`'s `Hash`. A hash of one UTF-8 text
- * alone (the common `createHash(…).update(text).digest(…)`) is answered from
- * the digests of recent texts when it can be (see `digest-memo.ts`).
+ * A hash in progress, like `node:crypto`'s `Hash`. A hash of UTF-8 texts
+ * alone (the common `createHash(…).update(text).digest(…)`, or a few texts in
+ * a row such as a role, a separator and a message) is answered from the
+ * digests of recent inputs when it can be (see `digest-memo.ts`).
  */
 export class Hash {
   #algorithm: string;
   #hasher: Hasher;
-  /** The one text fed so far and not yet hashed, while it is the only input. */
-  #text: string | undefined;
-  #fed = false;
+  /** The UTF-8 texts fed so far and not yet hashed, while they are all the input. */
+  #texts: string[] | undefined = [];
+  #heldCharacters = 0;
   #done = false;
 
   /** @internal Made by {@link createHash}. */
@@ -43,13 +44,12 @@ export class Hash {
   update(data: string | ArrayBufferView, inputEncoding = "utf8"): this {
     if (this.#done) throw new Error("Digest already called");
     const utf8 = inputEncoding === "utf8" || inputEncoding === "utf-8";
-    if (typeof data === "string" && utf8 && !this.#fed && worthRemembering(data)) {
-      this.#fed = true;
-      this.#text = data;
+    if (typeof data === "string" && utf8 && this.#texts !== undefined && mayBeRemembered(this.#heldCharacters + data.length)) {
+      this.#texts.push(data);
+      this.#heldCharacters += data.length;
       return this;
     }
-    this.#feedText();
-    this.#fed = true;
+    this.#feedTexts();
     if (typeof data === "string") this.#hasher.update(decode(data, inputEncoding));
     else if (ArrayBuffer.isView(data)) this.#hasher.update(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
     else throw invalidData(data);
@@ -61,26 +61,30 @@ export class Hash {
   digest(encoding: string): string;
   digest(encoding?: string): string | Uint8Array {
     if (this.#done) throw new Error("Digest already called");
-    const bytes = this.#text === undefined ? this.#hasher.finish() : this.#digestOfText(this.#text);
+    const bytes = this.#texts === undefined ? this.#hasher.finish() : this.#digestOfTexts(this.#texts);
     this.#done = true;
     return encoding === undefined || encoding === "buffer" ? nodeBytes(bytes) : encode(bytes, encoding);
   }
 
-  /** The digest of the one text fed, remembered or hashed now. */
-  #digestOfText(text: string): Uint8Array {
-    const remembered = rememberedDigest(this.#algorithm, text);
+  /** The digest of the texts fed, remembered or hashed now. */
+  #digestOfTexts(texts: readonly string[]): Uint8Array {
+    if (!worthRemembering(this.#heldCharacters)) {
+      this.#feedTexts();
+      return this.#hasher.finish();
+    }
+    const remembered = rememberedDigest(this.#algorithm, texts);
     if (remembered !== undefined) return remembered;
-    this.#feedText();
+    this.#feedTexts();
     const digest = this.#hasher.finish();
-    rememberDigest(this.#algorithm, text, digest);
+    rememberDigest(this.#algorithm, texts, digest);
     return digest;
   }
 
-  /** Hashes the text held back, once more input follows it (or it was not remembered). */
-  #feedText(): void {
-    if (this.#text === undefined) return;
-    this.#hasher.update(decode(this.#text, "utf8"));
-    this.#text = undefined;
+  /** Hashes the texts held back, once other input follows them (or they were not remembered). */
+  #feedTexts(): void {
+    if (this.#texts === undefined) return;
+    for (const text of this.#texts) this.#hasher.update(decode(text, "utf8"));
+    this.#texts = undefined;
   }
 }
 

@@ -8,23 +8,40 @@
  * `Map` compares it in the engine's native code.
  */
 
-/** Texts shorter than this are hashed again: the lookup would cost about as much. */
+/** Inputs shorter than this are hashed again: the lookup would cost about as much. */
 const SHORTEST_TEXT = 512;
 /** The most characters of text the memo holds; the least recently used go first. */
 const MOST_CHARACTERS = 2_000_000;
+/** The longest input remembered. */
+const LONGEST_TEXT = MOST_CHARACTERS / 4;
 
-/** Remembered digests by algorithm and text (`algorithm`, NUL, text), in order of last use. */
+/**
+ * Remembered digests by key, in order of last use. A key is the algorithm,
+ * the length of each text fed, and the texts: texts fed one by one are
+ * hashed one by one (a surrogate pair split between two is not one
+ * character), so the same characters cut differently are another input.
+ */
 const digests = new Map<string, Uint8Array>();
 let heldCharacters = 0;
 
-/** Whether the digest of `text` is worth remembering. */
-export function worthRemembering(text: string): boolean {
-  return text.length >= SHORTEST_TEXT && text.length <= MOST_CHARACTERS / 4;
+/** The key of `texts` fed in a row to a hash of `algorithm`. */
+function keyOf(algorithm: string, texts: readonly string[]): string {
+  return `${algorithm}\u0000${texts.map((text) => text.length).join(",")}\u0000${texts.join("")}`;
 }
 
-/** The digest of `text` under `algorithm`, if it is remembered (now the most recently used). */
-export function rememberedDigest(algorithm: string, text: string): Uint8Array | undefined {
-  const key = `${algorithm}\u0000${text}`;
+/** Whether input of `characters` in all may still be remembered (more may follow). */
+export function mayBeRemembered(characters: number): boolean {
+  return characters <= LONGEST_TEXT;
+}
+
+/** Whether the digest of input of `characters` in all is worth remembering. */
+export function worthRemembering(characters: number): boolean {
+  return characters >= SHORTEST_TEXT && characters <= LONGEST_TEXT;
+}
+
+/** The digest of `texts` fed in a row under `algorithm`, if it is remembered (now the most recently used). */
+export function rememberedDigest(algorithm: string, texts: readonly string[]): Uint8Array | undefined {
+  const key = keyOf(algorithm, texts);
   const digest = digests.get(key);
   if (digest === undefined) return undefined;
   digests.delete(key);
@@ -32,10 +49,9 @@ export function rememberedDigest(algorithm: string, text: string): Uint8Array | 
   return digest.slice();
 }
 
-/** Remembers `digest` of `text`, forgetting the least recently used texts past the cap. */
-export function rememberDigest(algorithm: string, text: string, digest: Uint8Array): void {
-  if (!worthRemembering(text)) return;
-  const key = `${algorithm}\u0000${text}`;
+/** Remembers `digest` of `texts` fed in a row, forgetting the least recently used inputs past the cap. */
+export function rememberDigest(algorithm: string, texts: readonly string[], digest: Uint8Array): void {
+  const key = keyOf(algorithm, texts);
   if (digests.has(key)) return;
   digests.set(key, digest.slice());
   heldCharacters += key.length;

@@ -21,9 +21,11 @@ abstract class BlockHasher implements Hasher {
   protected abstract compress(bytes: Uint8Array, at: number): void;
 
   /** The 16 big-endian words of the block at `at` of `bytes`, into the start of `schedule`. */
-  protected static words(bytes: Uint8Array, at: number, schedule: Uint32Array): void {
-    const view = new DataView(bytes.buffer, bytes.byteOffset + at, 64);
-    for (let i = 0; i < 16; i += 1) schedule[i] = view.getUint32(i * 4);
+  protected static words(bytes: Uint8Array, at: number, schedule: Int32Array): void {
+    for (let i = 0; i < 16; i += 1, at += 4) {
+      schedule[i] =
+        ((bytes[at] as number) << 24) | ((bytes[at + 1] as number) << 16) | ((bytes[at + 2] as number) << 8) | (bytes[at + 3] as number);
+    }
   }
   /** The state as the digest. */
   protected abstract digest(): Uint8Array;
@@ -62,18 +64,18 @@ abstract class BlockHasher implements Hasher {
 }
 
 /** The state words as big-endian bytes. */
-function bigEndian(words: Uint32Array): Uint8Array {
+function bigEndian(words: Int32Array): Uint8Array {
   const out = new Uint8Array(words.length * 4);
   const view = new DataView(out.buffer);
   words.forEach((word, i) => view.setUint32(i * 4, word));
   return out;
 }
 
-const rotr = (x: number, n: number): number => (x >>> n) | (x << (32 - n));
-const rotl = (x: number, n: number): number => (x << n) | (x >>> (32 - n));
+// The rotations below are written out, not helper calls: the guest interprets
+// this code, and a function call costs it more than the rest of a round.
 
 /** SHA-256's round constants: the first 32 bits of the cube roots' fractions of the first 64 primes. */
-const K256 = new Uint32Array([
+const K256 = new Int32Array([
   0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5, 0xd807aa98,
   0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786,
   0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8,
@@ -86,26 +88,27 @@ const K256 = new Uint32Array([
 
 /** SHA-256. */
 export class Sha256 extends BlockHasher {
-  #h = new Uint32Array([0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19]);
-  #w = new Uint32Array(64);
+  #h = new Int32Array([0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19]);
+  #w = new Int32Array(64);
 
   protected compress(bytes: Uint8Array, at: number): void {
     const w = this.#w;
     BlockHasher.words(bytes, at, w);
     for (let i = 16; i < 64; i += 1) {
-      const a = w[i - 15] as number;
-      const b = w[i - 2] as number;
-      const s0 = rotr(a, 7) ^ rotr(a, 18) ^ (a >>> 3);
-      const s1 = rotr(b, 17) ^ rotr(b, 19) ^ (b >>> 10);
+      const x = w[i - 15] as number;
+      const y = w[i - 2] as number;
+      const s0 = ((x >>> 7) | (x << 25)) ^ ((x >>> 18) | (x << 14)) ^ (x >>> 3);
+      const s1 = ((y >>> 17) | (y << 15)) ^ ((y >>> 19) | (y << 13)) ^ (y >>> 10);
       w[i] = ((w[i - 16] as number) + s0 + (w[i - 7] as number) + s1) | 0;
     }
     const h = this.#h;
-    let [a, b, c, d, e, f, g, hh] = h as unknown as number[] as [number, number, number, number, number, number, number, number];
+    let a = h[0] as number, b = h[1] as number, c = h[2] as number, d = h[3] as number;
+    let e = h[4] as number, f = h[5] as number, g = h[6] as number, hh = h[7] as number;
     for (let i = 0; i < 64; i += 1) {
-      const s1 = rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25);
+      const s1 = ((e >>> 6) | (e << 26)) ^ ((e >>> 11) | (e << 21)) ^ ((e >>> 25) | (e << 7));
       const choice = (e & f) ^ (~e & g);
       const t1 = (hh + s1 + choice + (K256[i] as number) + (w[i] as number)) | 0;
-      const s0 = rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22);
+      const s0 = ((a >>> 2) | (a << 30)) ^ ((a >>> 13) | (a << 19)) ^ ((a >>> 22) | (a << 10));
       const majority = (a & b) ^ (a & c) ^ (b & c);
       const t2 = (s0 + majority) | 0;
       hh = g;
@@ -117,9 +120,14 @@ export class Sha256 extends BlockHasher {
       b = a;
       a = (t1 + t2) | 0;
     }
-    [a, b, c, d, e, f, g, hh].forEach((value, i) => {
-      h[i] = ((h[i] as number) + value) | 0;
-    });
+    h[0] = (h[0] as number) + a;
+    h[1] = (h[1] as number) + b;
+    h[2] = (h[2] as number) + c;
+    h[3] = (h[3] as number) + d;
+    h[4] = (h[4] as number) + e;
+    h[5] = (h[5] as number) + f;
+    h[6] = (h[6] as number) + g;
+    h[7] = (h[7] as number) + hh;
   }
 
   protected digest(): Uint8Array {
@@ -129,17 +137,18 @@ export class Sha256 extends BlockHasher {
 
 /** SHA-1 (for what still names it, such as content ids; not for security). */
 export class Sha1 extends BlockHasher {
-  #h = new Uint32Array([0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476, 0xc3d2e1f0]);
-  #w = new Uint32Array(80);
+  #h = new Int32Array([0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476, 0xc3d2e1f0]);
+  #w = new Int32Array(80);
 
   protected compress(bytes: Uint8Array, at: number): void {
     const w = this.#w;
     BlockHasher.words(bytes, at, w);
     for (let i = 16; i < 80; i += 1) {
-      w[i] = rotl((w[i - 3] as number) ^ (w[i - 8] as number) ^ (w[i - 14] as number) ^ (w[i - 16] as number), 1);
+      const x = (w[i - 3] as number) ^ (w[i - 8] as number) ^ (w[i - 14] as number) ^ (w[i - 16] as number);
+      w[i] = (x << 1) | (x >>> 31);
     }
     const h = this.#h;
-    let [a, b, c, d, e] = h as unknown as number[] as [number, number, number, number, number];
+    let a = h[0] as number, b = h[1] as number, c = h[2] as number, d = h[3] as number, e = h[4] as number;
     for (let i = 0; i < 80; i += 1) {
       let f: number;
       let k: number;
@@ -156,16 +165,18 @@ export class Sha1 extends BlockHasher {
         f = b ^ c ^ d;
         k = 0xca62c1d6;
       }
-      const t = (rotl(a, 5) + f + e + k + (w[i] as number)) | 0;
+      const t = (((a << 5) | (a >>> 27)) + f + e + k + (w[i] as number)) | 0;
       e = d;
       d = c;
-      c = rotl(b, 30);
+      c = (b << 30) | (b >>> 2);
       b = a;
       a = t;
     }
-    [a, b, c, d, e].forEach((value, i) => {
-      h[i] = ((h[i] as number) + value) | 0;
-    });
+    h[0] = (h[0] as number) + a;
+    h[1] = (h[1] as number) + b;
+    h[2] = (h[2] as number) + c;
+    h[3] = (h[3] as number) + d;
+    h[4] = (h[4] as number) + e;
   }
 
   protected digest(): Uint8Array {
