@@ -26,7 +26,7 @@ import { builtinModules } from "node:module";
 import { homedir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { lowerUnicodePropertyEscapes, rewriteDynamicImports, rewriteImportMeta } from "./plugin-transforms.mjs";
+import { fastPathForOf, lowerUnicodePropertyEscapes, rewriteDynamicImports, rewriteImportMeta } from "./plugin-transforms.mjs";
 
 const sdk = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 
@@ -255,7 +255,9 @@ function ctxboxResolver({ work }) {
     renderChunk(code) {
       // What no module's transform saw (rolldown's own code) is held to the same rules.
       const metaFree = rewriteImportMeta(code, "bundle.js", `${PLUGIN_ROOT}/bundle.js`).code;
-      return { code: rewriteDynamicImports(metaFree, "bundle.js").code, map: null };
+      const importFree = rewriteDynamicImports(metaFree, "bundle.js").code;
+      // The whole bundle's loops, the SDK's own among them.
+      return { code: fastPathForOf(importFree, "bundle.js").code, map: null };
     },
   };
 }

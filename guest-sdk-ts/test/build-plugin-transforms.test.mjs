@@ -3,7 +3,13 @@
 // original did, with the module map in place of import().
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { IMPORTER, lowerUnicodePropertyEscapes, rewriteDynamicImports, rewriteImportMeta } from "../bin/plugin-transforms.mjs";
+import {
+  IMPORTER,
+  fastPathForOf,
+  lowerUnicodePropertyEscapes,
+  rewriteDynamicImports,
+  rewriteImportMeta,
+} from "../bin/plugin-transforms.mjs";
 
 /** `lines` as the body of an async function (what the tests rewrite and run). */
 const asyncBody = (lines) => `(async () => {\n${lines.join("\n")}\n})`;
@@ -76,4 +82,81 @@ test("\\p{…} in literals and literal RegExp calls is lowered to classes matchi
   }
   const built = lowerUnicodePropertyEscapes("const e = new RegExp(`\\\\p{L}${suffix}`, 'u');", "m.js");
   assert.deepEqual(built.dynamic, [1]);
+});
+
+/** The functions `source` (a script of function declarations) defines, by name, evaluated as it is. */
+function functionsOf(source, names) {
+  return new Function(`${source}\nreturn { ${names.join(", ")} };`)();
+}
+
+/** Loops over strings, arrays and other iterables, each returning what it saw. */
+const LOOPS = `
+function codePoints(text) { const out = []; for (const ch of text) out.push(ch); return out; }
+function tokens(text) { let t = 0; for (const ch of text) { const cp = ch.codePointAt(0); t += cp > 0xffff ? 2 : cp >= 0x4e00 ? 1.5 : 0.25; } return Math.ceil(t); }
+function steps(xs) { const out = []; for (let x of xs) { if (x === 3) continue; if (x === 9) break; out.push(() => x); } return out.map((f) => f()); }
+function growing(xs) { const out = []; for (const x of xs) { out.push(x); if (xs.length < 6) xs.push(x * 10); } return out; }
+function holes(xs) { const out = []; for (var x of xs) out.push(x === undefined ? "hole" : x); return [out, x]; }
+function pairs(map) { const out = []; for (const [k, v] of map) out.push(k + "=" + v); return out; }
+function early(xs) { for (const x of xs) if (x > 1) return x; return -1; }
+function nested(rows) { let n = 0; for (const row of rows) { for (const cell of row) n += cell; } return n; }
+function labelled(xs) { let n = 0; outer: for (const x of xs) { if (x > 2) break outer; n += x; } return n; }
+`;
+const LOOP_NAMES = ["codePoints", "tokens", "steps", "growing", "holes", "pairs", "early", "nested", "labelled"];
+
+test("a for…of over a plain string or array takes the indexed twin and sees what the iterator would", () => {
+  const { code, rewritten } = fastPathForOf(LOOPS, "loops.js");
+  // Innermost, unlabelled loops only: not `nested`'s outer loop or `labelled`'s.
+  assert.equal(rewritten, 8);
+  assert.match(code, /outer: for \(const x of xs\)/);
+  const original = functionsOf(LOOPS, LOOP_NAMES);
+  const twin = functionsOf(code, LOOP_NAMES);
+  const text = "ab😀c中文\ud800x\udc00y\ud83d";
+  // Each case makes its arguments afresh: both versions get their own.
+  const inputs = {
+    codePoints: [() => [text], () => [""], () => [new String("s😀")]],
+    tokens: [() => [text], () => ["运维窗口 the log ".repeat(20)]],
+    steps: [() => [[1, 2, 3, 4, 9, 5]], () => [new Set([1, 3, 4])], () => [(function* () { yield 1; yield 9; yield 2; })()]],
+    growing: [() => [[1, 2]]],
+    holes: [() => [[1, , 3]], () => ["xy"]],
+    pairs: [() => [new Map([["a", 1], ["b", 2]])], () => [[["c", 3]]]],
+    early: [() => [[0, 1, 2, 3]], () => [[0]]],
+    nested: [() => [[[1, 2], [3]]], () => [[new Set([4, 5])]]],
+    labelled: [() => [[1, 2, 3, 1]]],
+  };
+  for (const [name, cases] of Object.entries(inputs)) {
+    for (const args of cases) {
+      assert.deepEqual(twin[name](...args()), original[name](...args()), `${name}(${String(args()[0])})`);
+    }
+  }
+  const { __ctxbox_iterationKind: kind } = functionsOf(code, ["__ctxbox_iterationKind"]);
+  assert.deepEqual([kind("s"), kind([1]), kind(new Set([1])), kind(new String("s")), kind(new Uint8Array(1))], [2, 1, 0, 0, 0]);
+  assert.deepEqual(twin.codePoints(text), [..."ab😀c中文\ud800x\udc00y\ud83d"]);
+});
+
+test("code that replaces strings' or arrays' iteration runs the original loop", () => {
+  const { code } = fastPathForOf(LOOPS, "loops.js");
+  const twin = functionsOf(code, LOOP_NAMES);
+  const stringValues = String.prototype[Symbol.iterator];
+  const arrayValues = Array.prototype[Symbol.iterator];
+  try {
+    String.prototype[Symbol.iterator] = function* () { yield "patched"; };
+    Array.prototype[Symbol.iterator] = function* () { yield 42; };
+    assert.deepEqual(twin.codePoints("abc"), ["patched"]);
+    assert.deepEqual(twin.steps([1, 2]), [42]);
+  } finally {
+    String.prototype[Symbol.iterator] = stringValues;
+    Array.prototype[Symbol.iterator] = arrayValues;
+  }
+  const own = [1, 2];
+  own[Symbol.iterator] = function* () { yield 7; };
+  assert.deepEqual(twin.steps(own), [7], "an array with its own iterator");
+  assert.deepEqual(twin.steps([1, 2]), [1, 2], "and the twin again once restored");
+});
+
+test("for await, assignment targets and long bodies are left as they are", () => {
+  const long = `for (const x of xs) { ${"n += x; ".repeat(600)} }`;
+  const source = `async function f(xs) { let y; for await (const x of xs) y = x; for (y of xs) {} }\nfunction g(xs) { let n = 0; ${long} return n; }`;
+  const { code, rewritten } = fastPathForOf(source, "left.js");
+  assert.equal(rewritten, 0);
+  assert.equal(code, source);
 });
