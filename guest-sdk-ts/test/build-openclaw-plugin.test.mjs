@@ -13,7 +13,8 @@ import path from "node:path";
 import { after, test } from "node:test";
 import { pathToFileURL } from "node:url";
 import { BuildError, bundlePlugin, pluginEntryModule, preparePlugin, resolvePluginEntry } from "../bin/openclaw-plugin.mjs";
-import { rewriteDynamicImports } from "../bin/plugin-transforms.mjs";
+import { parseSync, Visitor } from "rolldown/utils";
+import { ITERATION_KIND, rewriteDynamicImports } from "../bin/plugin-transforms.mjs";
 import { sdk } from "./build.mjs";
 import { fakeHost } from "./fake-host.mjs";
 
@@ -113,6 +114,29 @@ test("a require() of what cannot run fails when it runs, so optional loads stay 
   const { code } = await bundle(dir);
   assert.match(code, /Cannot load worker_threads: node:worker_threads is not offered \(engines get no processes or threads\)/);
   assert.equal(rewriteDynamicImports(code).rewritten, 0, "no import() is left in the bundle");
+});
+
+test("the bundle's for…of loops get their indexed twins, and count as before", async () => {
+  const dir = pluginWith(
+    "loops",
+    "export function weigh(text: string, parts: string[]): number {\n  let n = 0;\n  for (const ch of text) n += ch.length;\n  for (const part of parts) n += part.length * 10;\n  return n;\n}\nexport default { weigh };\n",
+  );
+  const { code } = await bundle(dir);
+  // The plugin's function and the helper its twins call, out of the bundle (which runs only in the guest).
+  const pieces = new Map();
+  new Visitor({
+    FunctionDeclaration(node) {
+      if (node.id?.name === "weigh") pieces.set("weigh", code.slice(node.start, node.end));
+    },
+    VariableDeclaration(node) {
+      if (node.declarations[0]?.id.name === ITERATION_KIND) pieces.set(ITERATION_KIND, code.slice(node.start, node.end));
+    },
+  }).visit(parseSync("bundle.js", code).program);
+  assert.equal(pieces.size, 2, "the bundle holds the plugin's function and the helper");
+  assert.equal(pieces.get("weigh").split(`${ITERATION_KIND}(`).length - 1, 2, "both of its loops have a twin");
+  const weigh = new Function(`${pieces.get(ITERATION_KIND)}\n${pieces.get("weigh")}\nreturn weigh;`)();
+  assert.equal(weigh("a😀b", ["xy", "z"]), 1 + 2 + 1 + 30);
+  assert.equal(weigh(new String("ab"), new Set(["x"])), 2 + 10, "other iterables take the original loops");
 });
 
 test("the entry is the named file, else the TypeScript it is built from", () => {
