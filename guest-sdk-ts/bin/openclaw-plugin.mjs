@@ -26,7 +26,13 @@ import { builtinModules } from "node:module";
 import { homedir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { fastPathForOf, lowerUnicodePropertyEscapes, rewriteDynamicImports, rewriteImportMeta } from "./plugin-transforms.mjs";
+import {
+  fastPathForOf,
+  inlineArithmeticHelpers,
+  lowerUnicodePropertyEscapes,
+  rewriteDynamicImports,
+  rewriteImportMeta,
+} from "./plugin-transforms.mjs";
 
 const sdk = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 
@@ -256,8 +262,9 @@ function ctxboxResolver({ work }) {
       // What no module's transform saw (rolldown's own code) is held to the same rules.
       const metaFree = rewriteImportMeta(code, "bundle.js", `${PLUGIN_ROOT}/bundle.js`).code;
       const importFree = rewriteDynamicImports(metaFree, "bundle.js").code;
-      // The whole bundle's loops, the SDK's own among them.
-      return { code: fastPathForOf(importFree, "bundle.js").code, map: null };
+      // The whole bundle's loops and helpers, the SDK's own among them.
+      const twinned = fastPathForOf(importFree, "bundle.js").code;
+      return { code: inlineArithmeticHelpers(twinned, "bundle.js").code, map: null };
     },
   };
 }

@@ -24,6 +24,11 @@
 //     loop body. Each innermost `for…of` gains an indexed loop taken when the
 //     value is a plain string or array whose built-in iteration nobody has
 //     replaced, and keeps the original loop for everything else.
+//   - inlineArithmeticHelpers: a call costs the interpreter more than the
+//     arithmetic of a small helper (`isCjkCodePoint(cp)`, per character), so
+//     calls of module-level functions that only compute on their arguments
+//     with operators (no calls left, no property reads) become the
+//     expression itself.
 import { parseSync, Visitor } from "rolldown/utils";
 import rewritePattern from "regexpu-core";
 
@@ -259,4 +264,173 @@ export function fastPathForOf(code, filename = "bundle.js") {
   }
   if (edits.length === 0) return { code, rewritten: 0 };
   return { code: ITERATION_KIND_DEFINITION + applyEdits(code, edits), rewritten: edits.length };
+}
+
+/** The longest helper expression copied into its callers (characters). */
+const LONGEST_INLINED = 1000;
+
+/** Expression node types a helper's answer may be built from (besides its parameters, literals and other helpers' calls). */
+const ARITHMETIC = new Set(["BinaryExpression", "LogicalExpression", "ConditionalExpression", "ParenthesizedExpression"]);
+/** Binary operators that may call into other code beyond a value's own conversion: left out. */
+const NOT_ARITHMETIC = new Set(["in", "instanceof"]);
+
+/** Every node under `node` (itself included), depth first. */
+function* nodesOf(node) {
+  if (node === null || typeof node !== "object") return;
+  if (Array.isArray(node)) {
+    for (const item of node) yield* nodesOf(item);
+    return;
+  }
+  if (typeof node.type === "string") yield node;
+  for (const [key, value] of Object.entries(node)) {
+    if (key !== "type" && value !== null && typeof value === "object") yield* nodesOf(value);
+  }
+}
+
+/**
+ * The answer of `fn` as one expression, if its body is nothing but
+ * `if (T) return A;` (or `{ return A; }`) steps and a final `return Z;`:
+ * `T ? A : … Z`, as the list of expression nodes and a builder joining
+ * their (rewritten) texts.
+ */
+function answerOf(fn) {
+  if (fn.async || fn.generator || fn.body === null) return undefined;
+  if (!fn.params.every((param) => param.type === "Identifier")) return undefined;
+  const statements = fn.body.body;
+  const last = statements.at(-1);
+  if (last?.type !== "ReturnStatement" || last.argument === null) return undefined;
+  const steps = [];
+  for (const statement of statements.slice(0, -1)) {
+    let consequent = statement.consequent;
+    if (statement.type !== "IfStatement" || statement.alternate !== null) return undefined;
+    if (consequent.type === "BlockStatement" && consequent.body.length === 1) consequent = consequent.body[0];
+    if (consequent.type !== "ReturnStatement" || consequent.argument === null) return undefined;
+    steps.push([statement.test, consequent.argument]);
+  }
+  return {
+    parts: [...steps.flat(), last.argument],
+    join: (texts) => {
+      let text = `(${texts.at(-1)})`;
+      for (let i = steps.length - 1; i >= 0; i -= 1) text = `(${texts[2 * i]}) ? (${texts[2 * i + 1]}) : ${text}`;
+      return `(${text})`;
+    },
+  };
+}
+
+/**
+ * Replaces calls of small module-level helpers with the helper's answer.
+ * A helper qualifies when its body is `return EXPR;` (or `if (T) return A;`
+ * steps then `return Z;`), its parameters are plain names, and its answer,
+ * once the helpers it calls are inlined in turn, is built only from its
+ * parameters, literals, and arithmetic, comparison, logical and conditional
+ * operators: nothing in it can run other code or see the caller's scope. It
+ * is inlined only if its name is used for nothing but direct calls whose
+ * arguments are names or literals (so evaluating an argument again where
+ * the parameter was read gives the same value, and no other binding of the
+ * name can be meant); the declaration itself stays. One difference is
+ * left: an argument read again where the parameter held one value could
+ * differ if an operand's own `valueOf`/`toString`, run by an operator in
+ * between, reassigned the caller's variable. Gives the code and how many
+ * calls were replaced.
+ */
+export function inlineArithmeticHelpers(code, filename = "bundle.js") {
+  const program = parse(code, filename);
+  const declarations = new Map();
+  for (const statement of program.body) {
+    const fn = statement.type === "ExportNamedDeclaration" ? statement.declaration : statement;
+    if (fn?.type === "FunctionDeclaration" && fn.id !== null) {
+      declarations.set(fn.id.name, declarations.has(fn.id.name) ? null : fn);
+    }
+  }
+  // Every use of each declared name must be a direct call with simple arguments.
+  const calls = new Map();
+  const usable = new Map([...declarations].filter(([, fn]) => fn !== null).map(([name, fn]) => [name, fn]));
+  const callees = new Set();
+  for (const node of nodesOf(program)) {
+    if (node.type === "CallExpression" && node.callee.type === "Identifier" && usable.has(node.callee.name)) {
+      callees.add(node.callee);
+      const fn = usable.get(node.callee.name);
+      const simple = node.arguments.length === fn.params.length &&
+        node.arguments.every((arg) => arg.type === "Identifier" || (arg.type === "Literal" && !arg.regex));
+      if (simple) calls.set(node, fn);
+      else usable.delete(node.callee.name);
+    }
+  }
+  for (const node of nodesOf(program)) {
+    if (node.type !== "Identifier" || !usable.has(node.name) || callees.has(node)) continue;
+    if (node === usable.get(node.name).id) continue;
+    usable.delete(node.name);
+  }
+  // Each helper's answer as text with its parameters as placeholders, inlining the helpers it calls.
+  const templates = new Map();
+  const placeholder = (index) => `\u0000${index}\u0000`;
+  function template(name, visiting = new Set()) {
+    if (templates.has(name)) return templates.get(name);
+    const fn = usable.get(name);
+    const answer = fn && !visiting.has(name) ? answerOf(fn) : undefined;
+    let result;
+    if (answer !== undefined) {
+      visiting.add(name);
+      const params = fn.params.map((param) => param.name);
+      const texts = answer.parts.map((part) => expressionTemplate(part, params, visiting));
+      visiting.delete(name);
+      if (texts.every((text) => text !== undefined)) result = answer.join(texts);
+      if (result !== undefined && result.length > LONGEST_INLINED) result = undefined;
+    }
+    templates.set(name, result);
+    return result;
+  }
+  function expressionTemplate(node, params, visiting) {
+    const edits = [];
+    let allowed = true;
+    (function walk(n) {
+      if (!allowed) return;
+      if (n.type === "Literal") {
+        if (n.regex) allowed = false;
+      } else if (n.type === "Identifier") {
+        const index = params.indexOf(n.name);
+        if (index < 0) allowed = false;
+        else edits.push({ start: n.start, end: n.end, text: placeholder(index) });
+      } else if (n.type === "UnaryExpression" && ["-", "+", "!", "~"].includes(n.operator)) {
+        walk(n.argument);
+      } else if (ARITHMETIC.has(n.type) && !NOT_ARITHMETIC.has(n.operator)) {
+        for (const child of [n.left, n.right, n.test, n.consequent, n.alternate, n.expression]) if (child) walk(child);
+      } else if (n.type === "CallExpression" && n.callee.type === "Identifier" && calls.has(n)) {
+        const inner = template(n.callee.name, visiting);
+        if (inner === undefined) {
+          allowed = false;
+          return;
+        }
+        const args = n.arguments.map((arg) => {
+          if (arg.type === "Literal") return code.slice(arg.start, arg.end);
+          const index = params.indexOf(arg.name);
+          if (index < 0) allowed = false;
+          return placeholder(index);
+        });
+        edits.push({ start: n.start, end: n.end, text: instantiate(inner, args) });
+      } else {
+        allowed = false;
+      }
+    })(node);
+    if (!allowed) return undefined;
+    const shifted = edits.map((edit) => ({ ...edit, start: edit.start - node.start, end: edit.end - node.start }));
+    return applyEdits(code.slice(node.start, node.end), shifted);
+  }
+  const helpers = [...usable].filter(([name]) => template(name) !== undefined).map(([, fn]) => fn);
+  const edits = [];
+  for (const [call, fn] of calls) {
+    if (!usable.has(fn.id.name)) continue;
+    const text = template(fn.id.name);
+    if (text === undefined) continue;
+    // Calls inside the helpers' own bodies stay: those bodies are not rewritten.
+    if (helpers.some((helper) => call.start >= helper.start && call.end <= helper.end)) continue;
+    edits.push({ start: call.start, end: call.end, text: instantiate(text, call.arguments.map((arg) => code.slice(arg.start, arg.end))) });
+  }
+  if (edits.length === 0) return { code, rewritten: 0 };
+  return { code: applyEdits(code, edits), rewritten: edits.length };
+}
+
+/** `template` with each parameter placeholder replaced by its argument, parenthesized. */
+function instantiate(template, args) {
+  return template.replace(/\u0000(\d+)\u0000/g, (_, index) => `(${args[Number(index)]})`);
 }

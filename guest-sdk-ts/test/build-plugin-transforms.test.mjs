@@ -6,6 +6,7 @@ import { test } from "node:test";
 import {
   IMPORTER,
   fastPathForOf,
+  inlineArithmeticHelpers,
   lowerUnicodePropertyEscapes,
   rewriteDynamicImports,
   rewriteImportMeta,
@@ -158,5 +159,51 @@ test("for await, assignment targets and long bodies are left as they are", () =>
   const source = `async function f(xs) { let y; for await (const x of xs) y = x; for (y of xs) {} }\nfunction g(xs) { let n = 0; ${long} return n; }`;
   const { code, rewritten } = fastPathForOf(source, "left.js");
   assert.equal(rewritten, 0);
+  assert.equal(code, source);
+});
+
+/** Helpers of the kind a plugin has, their callers, and names that must not be inlined. */
+const HELPERS = `
+function isCjk(cp) { return (cp >= 0x4e00 && cp <= 0x9fff) || (cp >= 0x3000 && cp <= 0x303f); }
+function weight(cp) { if (isCjk(cp)) { return 1.5; } if (cp > 0xffff) return 2; return 0.25; }
+function clamp(x, lo, hi) { return x < lo ? lo : x > hi ? hi : x; }
+function estimate(text) { let t = 0; for (let i = 0; i < text.length; i++) { const cp = text.codePointAt(i); t += weight(cp); } return clamp(t, 0, 1e9); }
+function lengthOf(s) { return s.length; }
+function measure(s) { const n = s.length; return lengthOf(s) + clamp(n, 1, 2); }
+function down(n) { return n < 1 ? 0 : down(n - 1); }
+function passed(f) { return f(3); }
+function halve(n) { return n / 2; }
+function half(n) { return halve(n); }
+const halves = [4, 8].map(halve);
+function sq(x) { return x * x; }
+function squared(v) { return sq(v); }
+function shadowed(v) { const sq = (x) => x * 100; return sq(v); }
+`;
+const HELPER_NAMES = ["estimate", "measure", "down", "half", "halves", "squared", "shadowed"];
+
+test("calls of small arithmetic helpers become their expression, and answer as before", () => {
+  const { code, rewritten } = inlineArithmeticHelpers(HELPERS, "helpers.js");
+  // estimate's weight(cp) and clamp(t, 0, 1e9), and measure's clamp(…): each helper's own body stays.
+  assert.equal(rewritten, 3);
+  const estimate = code.slice(code.indexOf("function estimate"), code.indexOf("function lengthOf"));
+  assert.doesNotMatch(estimate, /weight\(|clamp\(/, "estimate calls no helper any more");
+  assert.match(code, /function weight\(cp\) \{ if \(isCjk\(cp\)\)/, "the declarations stay as written");
+  assert.match(code, /lengthOf\(s\) \+/, "a helper that reads a property is not inlined");
+  assert.match(code, /: down\(n - 1\)/, "nor one that calls itself");
+  assert.match(code, /return halve\(n\)/, "nor one whose name is also passed as a value");
+  assert.match(code, /return sq\(v\); \}\nfunction shadowed/, "nor one whose name is bound again somewhere");
+  const original = functionsOf(HELPERS, HELPER_NAMES);
+  const inlined = functionsOf(code, HELPER_NAMES);
+  for (const text of ["", "ab", "中文 text 😀", "运维窗口 the log ".repeat(50)]) {
+    assert.equal(inlined.estimate(text), original.estimate(text), text);
+    assert.equal(inlined.measure(text), original.measure(text), text);
+  }
+  assert.deepEqual([inlined.down(3), inlined.half(5), inlined.halves, inlined.squared(3), inlined.shadowed(2)], [0, 2.5, [2, 4], 9, 200]);
+});
+
+test("a helper whose arguments are not plain names or literals is not inlined anywhere", () => {
+  const source = "function sq(x) { return x * x; }\nfunction a(v) { return sq(v); }\nfunction b(v) { return sq(v + 1); }\n";
+  const { code, rewritten } = inlineArithmeticHelpers(source, "args.js");
+  assert.equal(rewritten, 0, "sq(v + 1) would evaluate v + 1 twice");
   assert.equal(code, source);
 });
