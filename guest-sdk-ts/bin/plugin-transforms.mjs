@@ -344,7 +344,7 @@ export function inlineArithmeticHelpers(code, filename = "bundle.js") {
   }
   // Every use of each declared name must be a direct call with simple arguments.
   const calls = new Map();
-  const usable = new Map([...declarations].filter(([, fn]) => fn !== null).map(([name, fn]) => [name, fn]));
+  const usable = new Map([...declarations].filter(([, fn]) => fn !== null));
   const callees = new Set();
   for (const node of nodesOf(program)) {
     if (node.type === "CallExpression" && node.callee.type === "Identifier" && usable.has(node.callee.name)) {
