@@ -324,6 +324,15 @@ test("an OpenClaw plugin's compaction that loops forever is cut at the engine's 
   });
   try {
     await openclaw.setUp();
+    // A workspace past OpenClaw's first-run ritual (a `memory/` folder makes
+    // it "configured"): otherwise BOOTSTRAP.md's ~2,700 tokens stay in the
+    // system prompt until OpenClaw notices, after its first memory flush,
+    // that the workspace is configured and deletes it, a race that decides
+    // whether the last turn before the compaction fits the window. loop-claw's
+    // `assemble` answers every message: by OpenClaw's own estimate that turn
+    // (the tenth) comes ~1,400 tokens short of the window without the file,
+    // and a run where the file outlived the flush had the ninth refused.
+    mkdirSync(join(openclaw.home, ".openclaw", "workspace", "memory"), { recursive: true });
     await openclaw.startGateway();
     const turns = 14;
     for (let turn = 1; turn <= turns; turn++) await openclaw.turn("loop", `ordinary question number ${turn}`);
