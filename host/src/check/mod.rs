@@ -174,7 +174,7 @@ impl Checker {
             compile_timeout_ms: options
                 .compile_timeout_ms
                 .unwrap_or(SandboxConfig::default().compile_timeout_ms),
-            ..SandboxConfig::default()
+            ..SandboxConfig::default().with_room_for(options.engine_limits.values())
         })
         .map_err(|error| setup(&error))?
         .with_sql(SqlAccess::Served(Arc::new(sql)));

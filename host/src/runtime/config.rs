@@ -912,9 +912,22 @@ mod tests {
             zero.contains("plugins.entries.heavy.limits") && zero.contains("fuelPerCompaction"),
             "{zero}"
         );
+        let memory = Config::parse("[plugins.entries.heavy]\nlimits = { memoryLimitMib = 512 }\n")
+            .expect("an engine's own memory");
+        assert_eq!(
+            memory.engine_limits().expect("usable")["heavy"].memory_limit_mib,
+            Some(512)
+        );
+        let (_, huge) =
+            Config::parse("[plugins.entries.heavy]\nlimits = { memoryLimitMib = 5000 }\n")
+                .expect_err("over what a 32-bit memory holds");
+        assert!(
+            huge.contains("plugins.entries.heavy.limits") && huge.contains("memoryLimitMib"),
+            "{huge}"
+        );
         let (_, unknown) =
-            Config::parse("[plugins.entries.heavy]\nlimits = { memoryLimitMib = 512 }\n")
-                .expect_err("memory is the sandbox's");
-        assert!(unknown.contains("memoryLimitMib"), "{unknown}");
+            Config::parse("[plugins.entries.heavy]\nlimits = { maxInstances = 4 }\n")
+                .expect_err("the pool is the sandbox's");
+        assert!(unknown.contains("maxInstances"), "{unknown}");
     }
 }

@@ -151,13 +151,14 @@ impl Runtime {
             Some(service) => SqlAccess::Served(service.clone()),
             None => SqlAccess::Refused(SQL_ON_SHARED_STORE.into()),
         };
+        let engine_limits = config.engine_limits().map_err(RuntimeError::Config)?;
         let sandbox = Sandbox::new(SandboxConfig {
             cache_dir: config
                 .sandbox
                 .cache_dir
                 .clone()
                 .or_else(|| Some(data_dir.join("cache"))),
-            ..config.sandbox.clone()
+            ..config.sandbox.with_room_for(engine_limits.values())
         })?
         .with_sql(sql);
         // Engines' completions: the configured provider's model, else (a

@@ -72,13 +72,20 @@ pub struct SandboxConfig {
     /// the host.
     #[serde(skip)]
     pub guards: bool,
+    /// The largest memory an engine's own limits allow
+    /// (`plugins.entries.<id>.limits.memoryLimitMib`), MiB, when above
+    /// `memoryLimitMib`: the instance pool lets a memory grow that far, and
+    /// each instance's budget holds it to its engine's limit. Not a key of
+    /// its own: set by [`SandboxConfig::with_room_for`].
+    #[serde(skip)]
+    pub largest_engine_memory_mib: Option<u64>,
 }
 
 /// One engine's own call limits (`plugins.entries.<id>.limits`), in place of
 /// the `sandbox.*` ones for that engine alone: an operator gives an engine
 /// that needs it (an OpenClaw plugin whose JavaScript hashes and scans in the
-/// guest's interpreter) more fuel or time without raising every engine's.
-/// Memory stays the sandbox's: the instance pool reserves it for every slot.
+/// guest's interpreter) more fuel, time or memory without raising every
+/// engine's.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct EngineLimits {
@@ -90,6 +97,9 @@ pub struct EngineLimits {
     /// Wall-clock deadline of one plain call, ms, in place of
     /// `sandbox.callTimeoutMs`.
     pub call_timeout_ms: Option<u64>,
+    /// Memory of one instance of the engine, MiB, in place of
+    /// `sandbox.memoryLimitMib`.
+    pub memory_limit_mib: Option<u64>,
 }
 
 impl EngineLimits {
@@ -105,10 +115,16 @@ impl EngineLimits {
             ("fuelPerCall", self.fuel_per_call),
             ("fuelPerCompaction", self.fuel_per_compaction),
             ("callTimeoutMs", self.call_timeout_ms),
+            ("memoryLimitMib", self.memory_limit_mib),
         ];
-        match set.iter().find(|(_, value)| *value == Some(0)) {
-            Some((key, _)) => Err(format!("`{key}` must be greater than zero")),
-            None => Ok(()),
+        if let Some((key, _)) = set.iter().find(|(_, value)| *value == Some(0)) {
+            return Err(format!("`{key}` must be greater than zero"));
+        }
+        match self.memory_limit_mib {
+            Some(mib) if mib > MAX_MEMORY_MIB => Err(format!(
+                "`memoryLimitMib` is {mib} but a 32-bit wasm memory holds at most {MAX_MEMORY_MIB}"
+            )),
+            _ => Ok(()),
         }
     }
 }
@@ -140,6 +156,7 @@ impl Default for SandboxConfig {
             compile_timeout_ms: 120_000,
             cache_dir: None,
             guards: true,
+            largest_engine_memory_mib: None,
         }
     }
 }
@@ -176,11 +193,11 @@ impl SandboxConfig {
                 problem: "must be greater than zero".into(),
             });
         }
-        if self.memory_limit_mib > 4 * 1024 {
+        if self.memory_limit_mib > MAX_MEMORY_MIB {
             return Err(SandboxError::Setting {
                 key: "sandbox.memoryLimitMib",
                 problem: format!(
-                    "is {} but a 32-bit wasm memory holds at most 4096",
+                    "is {} but a 32-bit wasm memory holds at most {MAX_MEMORY_MIB}",
                     self.memory_limit_mib
                 ),
             });
@@ -205,13 +222,42 @@ impl SandboxConfig {
                 .fuel_per_compaction
                 .unwrap_or(self.fuel_per_compaction),
             call_timeout_ms: engine.call_timeout_ms.unwrap_or(self.call_timeout_ms),
+            memory_limit_mib: engine.memory_limit_mib.unwrap_or(self.memory_limit_mib),
+            ..self.clone()
+        }
+    }
+
+    /// These limits with the instance pool sized for the largest memory any
+    /// of `engines`' own limits allow.
+    pub fn with_room_for<'a>(
+        &self,
+        engines: impl IntoIterator<Item = &'a EngineLimits>,
+    ) -> SandboxConfig {
+        let largest = engines
+            .into_iter()
+            .filter_map(|limits| limits.memory_limit_mib)
+            .filter(|mib| *mib > self.memory_limit_mib)
+            .max();
+        SandboxConfig {
+            largest_engine_memory_mib: largest,
             ..self.clone()
         }
     }
 
     /// The instance memory budget in bytes.
     pub fn memory_limit_bytes(&self) -> usize {
-        (self.memory_limit_mib as usize) * 1024 * 1024
+        mib_to_bytes(self.memory_limit_mib)
+    }
+
+    /// How far the instance pool lets one memory grow, in bytes: the
+    /// largest budget of any engine (each instance's own budget holds it to
+    /// less).
+    pub fn pool_memory_limit_bytes(&self) -> usize {
+        mib_to_bytes(
+            self.largest_engine_memory_mib
+                .unwrap_or(0)
+                .max(self.memory_limit_mib),
+        )
     }
 
     /// Fuel of one call of `operation`.
@@ -255,6 +301,14 @@ impl SandboxConfig {
     }
 }
 
+/// The most a 32-bit wasm memory holds, MiB.
+const MAX_MEMORY_MIB: u64 = 4 * 1024;
+
+/// `mib` mebibytes in bytes.
+fn mib_to_bytes(mib: u64) -> usize {
+    (mib as usize) * 1024 * 1024
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -277,6 +331,32 @@ mod tests {
             error.to_string().contains("sandbox.callTimeoutMs"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn the_pool_has_room_for_the_largest_engine_memory_and_each_engine_its_own() {
+        let sandbox = SandboxConfig::default();
+        let small = EngineLimits {
+            memory_limit_mib: Some(32),
+            ..EngineLimits::default()
+        };
+        let large = EngineLimits {
+            memory_limit_mib: Some(512),
+            ..EngineLimits::default()
+        };
+        let pooled = sandbox.with_room_for([&small, &large, &EngineLimits::default()]);
+        assert_eq!(pooled.pool_memory_limit_bytes(), 512 << 20);
+        assert_eq!(pooled.memory_limit_bytes(), 64 << 20, "others keep 64 MiB");
+        assert_eq!(
+            pooled.with_engine_limits(&small).memory_limit_bytes(),
+            32 << 20
+        );
+        assert_eq!(
+            pooled.with_engine_limits(&large).memory_limit_bytes(),
+            512 << 20
+        );
+        let below = sandbox.with_room_for([&small]);
+        assert_eq!(below.pool_memory_limit_bytes(), 64 << 20);
     }
 
     #[test]

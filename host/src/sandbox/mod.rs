@@ -157,7 +157,7 @@ fn engine_config(config: &SandboxConfig) -> Result<wasmtime::Config, SandboxErro
         .max_core_instances_per_component(MAX_CORE_INSTANCES_PER_COMPONENT)
         .max_memories_per_component(MAX_MEMORIES_PER_COMPONENT)
         .max_tables_per_component(MAX_TABLES_PER_COMPONENT)
-        .max_memory_size(config.memory_limit_bytes());
+        .max_memory_size(config.pool_memory_limit_bytes());
 
     let mut wasm = wasmtime::Config::new();
     wasm.wasm_component_model(true)

@@ -416,7 +416,7 @@ impl ContextEngine for WasmEngine {
         // However many messages the caller has, the engine gets them in
         // batches its memory budget holds: a large batch is the caller's
         // doing, never a reason for a correct engine to fail.
-        let max_bytes = self.shared.sandbox.config().memory_limit_bytes() / INGEST_SHARE_OF_MEMORY;
+        let max_bytes = self.shared.limits.memory_limit_bytes() / INGEST_SHARE_OF_MEMORY;
         let mut ingested = 0u32;
         for batch in batches(entries, max_bytes, MAX_INGEST_BATCH) {
             let request = Request::IngestBatch {

@@ -413,11 +413,11 @@ def test_lossless_claws_recall_tool_answers_the_model_from_its_own_database(tmp_
     # Registered and configured as README's "Bring your OpenClaw engine" has it.
     ctxbox_toml = (
         (f"cacheDir = {json.dumps(cache)}\n" if cache else "")
-        + "memoryLimitMib = 128\ncompileTimeoutMs = 1800000\n"
+        + "compileTimeoutMs = 1800000\n"
         + f"[plugins.engines.lossless-claw]\npath = {json.dumps(wasm)}\n"
         + "[plugins.entries.lossless-claw]\n"
         + "config = { freshTailCount = 8, freshTailMaxTokens = 3000, leafChunkTokens = 3000 }\n"
-        + "limits = { fuelPerCall = 40000000000, callTimeoutMs = 60000 }\n"
+        + "limits = { fuelPerCall = 40000000000, callTimeoutMs = 60000, memoryLimitMib = 128 }\n"
     )
     turns = [f"my first question mentions the word {marker}", "a second question",
              "please search for the word of my first question CALL ctxbox_lcm_grep"]

@@ -56,9 +56,10 @@ const MARKER = "zanzibar42";
 const SETTINGS = { freshTailCount: 8, freshTailMaxTokens: 3000, leafChunkTokens: 3000 };
 /**
  * The sandboxed build's own limits: its JavaScript runs in the guest's
- * interpreter, where a call that compacts takes 10⁹–10¹⁰ instructions.
+ * interpreter, where a call that compacts takes 10⁹–10¹⁰ instructions, and
+ * its heap outgrows the sandbox's default 64 MiB.
  */
-const LIMITS = { fuelPerCall: 40_000_000_000, callTimeoutMs: 60_000 };
+const LIMITS = { fuelPerCall: 40_000_000_000, callTimeoutMs: 60_000, memoryLimitMib: 128 };
 
 /** How lossless-claw's summarizer prompt begins (its completions through OpenClaw's model are known by it). */
 const SUMMARIZER_PROMPT = "You are a context-compaction summarization engine";
@@ -199,7 +200,6 @@ test(
       pluginTimeoutMs: 2 * LIMITS.callTimeoutMs,
       ctxboxToml: [
         ...(COMPILE_CACHE ? [`cacheDir = ${JSON.stringify(COMPILE_CACHE)}`] : []),
-        "memoryLimitMib = 128",
         "compileTimeoutMs = 1800000",
         `[plugins.engines.${ID}]`,
         `path = ${JSON.stringify(WASM)}`,

@@ -196,6 +196,59 @@ async fn a_memory_hog_hits_the_instance_budget() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_engines_own_memory_limit_above_the_sandboxs_holds_it_and_no_other() {
+    let own = EngineLimits {
+        memory_limit_mib: Some(48),
+        ..EngineLimits::default()
+    };
+    // The pool lets a memory grow to the largest engine's limit; each
+    // instance's budget is its own engine's.
+    let sandbox = sandbox_with(
+        SandboxConfig {
+            memory_limit_mib: 16,
+            ..SandboxConfig::default()
+        }
+        .with_room_for([&own]),
+    );
+    let component = sandbox
+        .load_file(Path::new(guests::MEMORY_BOMB))
+        .expect("the memory bomb loads");
+    let history = History::new(conversation(2));
+    for (id, limits, limit_bytes) in [
+        ("bomb-own", own.clone(), 48 * 1024 * 1024),
+        ("bomb-plain", EngineLimits::default(), 16 * 1024 * 1024),
+    ] {
+        let identity = EngineIdentity {
+            id: id.to_owned(),
+            owner: "plugin:limits-test".to_owned(),
+            config: None,
+            limits,
+        };
+        let engine = sandbox
+            .instantiate_as(&component, identity, Arc::new(NoServices))
+            .await
+            .expect("instantiates");
+        let failure = engine
+            .assemble(
+                &CallOptions::default(),
+                &session("s1"),
+                &history,
+                &AssembleParams::default(),
+            )
+            .await
+            .expect_err("the bomb never answers");
+        assert_eq!(failure.kind, FailureKind::Memory, "{id}: {failure}");
+        assert!(
+            failure
+                .message
+                .contains(&format!("{limit_bytes} byte limit")),
+            "{id} stops at {limit_bytes} bytes: {}",
+            failure.message
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runaway_recursion_overflows_the_wasm_stack() {
     let failure = assemble_failure(&sandbox(), guests::DEEP_RECURSION, None).await;
     assert_eq!(failure.kind, FailureKind::StackOverflow, "{failure}");
