@@ -40,6 +40,40 @@ async fn assemble_failure(
         .expect_err("the hostile engine must fail")
 }
 
+/// `guest` registered as `id` with its own `limits`: the failure of its
+/// `assemble`, and how long the call took.
+async fn failure_with_own_limits(
+    sandbox: &Sandbox,
+    guest: &str,
+    id: &str,
+    limits: EngineLimits,
+) -> (ctxbox_host::contract::failure::EngineFailure, Duration) {
+    let component = sandbox
+        .load_file(Path::new(guest))
+        .expect("the guest loads");
+    let identity = EngineIdentity {
+        id: id.to_owned(),
+        owner: "plugin:limits-test".to_owned(),
+        config: None,
+        limits,
+    };
+    let engine = sandbox
+        .instantiate_as(&component, identity, Arc::new(NoServices))
+        .await
+        .expect("instantiates");
+    let started = Instant::now();
+    let failure = engine
+        .assemble(
+            &CallOptions::default(),
+            &session("s1"),
+            &History::new(conversation(2)),
+            &AssembleParams::default(),
+        )
+        .await
+        .expect_err("the hostile engine never answers");
+    (failure, started.elapsed())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_endless_loop_is_stopped_at_its_deadline() {
     let sandbox = sandbox_with(SandboxConfig {
@@ -130,38 +164,21 @@ async fn an_engines_own_limits_replace_the_sandboxs_for_that_engine_alone() {
         call_timeout_ms: 120_000,
         ..SandboxConfig::default()
     });
-    let component = sandbox
-        .load_file(Path::new(guests::FUEL_BOMB))
-        .expect("the fuel bomb loads");
-    let registered = |id: &str, limits: EngineLimits| EngineIdentity {
-        id: id.to_owned(),
-        owner: "plugin:limits-test".to_owned(),
-        config: None,
-        limits,
-    };
     let generous = EngineLimits {
         fuel_per_call: Some(u64::MAX / 4),
         call_timeout_ms: Some(300),
         ..EngineLimits::default()
     };
-    let params = AssembleParams::default();
-    let history = History::new(conversation(2));
-    let mut failures = Vec::new();
-    for identity in [
-        registered("bomb-own", generous),
-        registered("bomb-plain", EngineLimits::default()),
-    ] {
-        let engine = sandbox
-            .instantiate_as(&component, identity, Arc::new(NoServices))
-            .await
-            .expect("instantiates");
-        let started = Instant::now();
-        let failure = engine
-            .assemble(&CallOptions::default(), &session("s1"), &history, &params)
-            .await
-            .expect_err("the bomb never answers");
-        failures.push((failure, started.elapsed()));
-    }
+    let failures = [
+        failure_with_own_limits(&sandbox, guests::FUEL_BOMB, "bomb-own", generous).await,
+        failure_with_own_limits(
+            &sandbox,
+            guests::FUEL_BOMB,
+            "bomb-plain",
+            EngineLimits::default(),
+        )
+        .await,
+    ];
     let (own, own_time) = &failures[0];
     assert_eq!(
         own.kind,
@@ -210,33 +227,11 @@ async fn an_engines_own_memory_limit_above_the_sandboxs_holds_it_and_no_other() 
         }
         .with_room_for([&own]),
     );
-    let component = sandbox
-        .load_file(Path::new(guests::MEMORY_BOMB))
-        .expect("the memory bomb loads");
-    let history = History::new(conversation(2));
     for (id, limits, limit_bytes) in [
         ("bomb-own", own.clone(), 48 * 1024 * 1024),
         ("bomb-plain", EngineLimits::default(), 16 * 1024 * 1024),
     ] {
-        let identity = EngineIdentity {
-            id: id.to_owned(),
-            owner: "plugin:limits-test".to_owned(),
-            config: None,
-            limits,
-        };
-        let engine = sandbox
-            .instantiate_as(&component, identity, Arc::new(NoServices))
-            .await
-            .expect("instantiates");
-        let failure = engine
-            .assemble(
-                &CallOptions::default(),
-                &session("s1"),
-                &history,
-                &AssembleParams::default(),
-            )
-            .await
-            .expect_err("the bomb never answers");
+        let (failure, _) = failure_with_own_limits(&sandbox, guests::MEMORY_BOMB, id, limits).await;
         assert_eq!(failure.kind, FailureKind::Memory, "{id}: {failure}");
         assert!(
             failure
