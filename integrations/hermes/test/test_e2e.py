@@ -410,7 +410,8 @@ def test_lossless_claws_recall_tool_answers_the_model_from_its_own_database(tmp_
     wasm = need("CTXBOX_LOSSLESS_CLAW_WASM")
     cache = os.environ.get("CTXBOX_LOSSLESS_CLAW_CACHE")
     marker = "zanzibar42"
-    # Registered and configured as README's "Bring your OpenClaw engine" has it.
+    # Registered and configured as README's "Bring your OpenClaw engine" has
+    # it, with the smaller limits a three-turn conversation needs.
     ctxbox_toml = (
         (f"cacheDir = {json.dumps(cache)}\n" if cache else "")
         + "compileTimeoutMs = 1800000\n"

@@ -8,7 +8,7 @@
 //! that database.
 //!
 //! The fixtures here are the ones that replay in CI's time; the longer ones
-//! (deepseek, kimi) take 12–13 minutes each on a release host, too long for
+//! (deepseek, kimi) take 13–21 minutes each on a release host, too long for
 //! CI (docs/COMPAT.md).
 //!
 //! Without the TypeScript SDK's tools or the subjects folder the test passes
