@@ -151,14 +151,14 @@ impl Runtime {
             Some(service) => SqlAccess::Served(service.clone()),
             None => SqlAccess::Refused(SQL_ON_SHARED_STORE.into()),
         };
-        let engine_limits = config.engine_limits().map_err(RuntimeError::Config)?;
+        let settings = plugin_settings(&config)?;
         let sandbox = Sandbox::new(SandboxConfig {
             cache_dir: config
                 .sandbox
                 .cache_dir
                 .clone()
                 .or_else(|| Some(data_dir.join("cache"))),
-            ..config.sandbox.with_room_for(engine_limits.values())
+            ..config.sandbox.with_room_for(settings.limits.values())
         })?
         .with_sql(sql);
         // Engines' completions: the configured provider's model, else (a
@@ -194,7 +194,7 @@ impl Runtime {
             },
         )?;
 
-        engines.set_plugin_settings(plugin_settings(&config)?);
+        engines.set_plugin_settings(settings);
 
         let bundled_plugin = engines.registry().plugin(BUNDLED_OWNER);
         for (name, bytes) in bundled::ENGINES {

@@ -73,10 +73,10 @@ pub struct SandboxConfig {
     #[serde(skip)]
     pub guards: bool,
     /// The largest memory an engine's own limits allow
-    /// (`plugins.entries.<id>.limits.memoryLimitMib`), MiB, when above
-    /// `memoryLimitMib`: the instance pool lets a memory grow that far, and
-    /// each instance's budget holds it to its engine's limit. Not a key of
-    /// its own: set by [`SandboxConfig::with_room_for`].
+    /// (`plugins.entries.<id>.limits.memoryLimitMib`), MiB: the instance
+    /// pool lets a memory grow that far when it is above `memoryLimitMib`,
+    /// and each instance's budget holds it to its engine's limit. Not a key
+    /// of its own: set by [`SandboxConfig::with_room_for`].
     #[serde(skip)]
     pub largest_engine_memory_mib: Option<u64>,
 }
@@ -233,13 +233,11 @@ impl SandboxConfig {
         &self,
         engines: impl IntoIterator<Item = &'a EngineLimits>,
     ) -> SandboxConfig {
-        let largest = engines
-            .into_iter()
-            .filter_map(|limits| limits.memory_limit_mib)
-            .filter(|mib| *mib > self.memory_limit_mib)
-            .max();
         SandboxConfig {
-            largest_engine_memory_mib: largest,
+            largest_engine_memory_mib: engines
+                .into_iter()
+                .filter_map(|limits| limits.memory_limit_mib)
+                .max(),
             ..self.clone()
         }
     }
