@@ -208,6 +208,59 @@ test("bootstrap, ingestBatch and afterTurn hand the engine OpenClaw messages", a
   );
 });
 
+test("the first assemble of a session the instance has not bootstrapped bootstraps the plugin first, as OpenClaw's every run does", async () => {
+  const names = (seen) => seen.calls.map(([name]) => name).filter((name) => name === "bootstrap" || name === "assemble");
+  const history = new History(conversation(user("hello"), assistant("hi"), user("more")));
+  const params = { tokenBudget: 1000n, availableTools: [] };
+
+  // A session this instance never bootstrapped: bootstrap with the history, once.
+  const fresh = echoPlugin();
+  const { engine } = openClawEngine(fresh.module, { manifest, packageJson });
+  await engine.assemble(session, history, params);
+  await engine.assemble(session, history, params);
+  assert.deepEqual(names(fresh.seen), ["bootstrap", "assemble", "assemble"]);
+  const [, bootstrap] = fresh.seen.calls.find(([name]) => name === "bootstrap");
+  assert.deepEqual(bootstrap.messages.map((message) => message.role), ["user", "assistant", "user"]);
+  assert.equal(bootstrap.sessionKey, "agent:main:s1");
+
+  // The host's own bootstrap counts; an empty history (no transcript yet) bootstraps nothing.
+  const hosted = echoPlugin();
+  const second = openClawEngine(hosted.module, { manifest, packageJson }).engine;
+  await second.bootstrap(session, history);
+  await second.assemble(session, history, params);
+  await second.assemble({ ...session, sessionId: "s2", sessionKey: "agent:main:s2" }, new History([]), params);
+  assert.deepEqual(names(hosted.seen), ["bootstrap", "assemble", "assemble"]);
+
+  // A bootstrap that fails is logged, and the assemble goes on (OpenClaw warns and runs the turn).
+  fake.logs.length = 0;
+  const assembled = [];
+  const failing = {
+    default: {
+      id: "echo-claw",
+      register(api) {
+        api.registerContextEngine("echo-claw", () => ({
+          info: { id: "echo-claw", ownsCompaction: true },
+          async bootstrap() {
+            throw new Error("disk on fire");
+          },
+          async assemble(request) {
+            assembled.push(request.messages.length);
+            return { messages: request.messages, estimatedTokens: 3 };
+          },
+        }));
+      },
+    },
+  };
+  const third = openClawEngine(failing, { manifest, packageJson }).engine;
+  const result = await third.assemble(session, history, params);
+  assert.deepEqual(result.items, [{ tag: "keep", val: { start: 0, end: 3 } }]);
+  assert.deepEqual(assembled, [3]);
+  assert.ok(
+    fake.logs.some(({ level, message }) => level === "warn" && message === "[echo-claw] context engine bootstrap failed: Error: disk on fire"),
+    JSON.stringify(fake.logs),
+  );
+});
+
 /**
  * A plugin that, as lossless-claw does, schedules background work with
  * `setImmediate` (the SDK's, as the build gives it) for after its calls

@@ -358,6 +358,35 @@ export function openClawEngine(pluginModule: unknown, meta: OpenClawPluginMeta):
   const { identity } = plugin;
   const preparations = new Map<string, () => unknown>();
   const live = new LiveMessages();
+  /** Sessions this instance has bootstrapped the plugin for. */
+  const bootstrapped = new Set<string>();
+
+  /** The plugin's `bootstrap` of `session` with its live `messages`, recorded as done in this instance. */
+  const bootstrapPlugin = (openclaw: OpenClawContextEngine, session: SessionRef, messages: OpenClawMessage[]) => {
+    bootstrapped.add(session.sessionId);
+    return openclaw.bootstrap?.({ ...sessionParams(session), messages });
+  };
+
+  /**
+   * Before the first `assemble` of a session in this instance (a session the
+   * host bootstrapped in another instance, or never), the plugin's
+   * `bootstrap`, as OpenClaw bootstraps an engine before every run of a
+   * session with a transcript (`bootstrapHarnessContextEngine`): engines
+   * that keep their own store, as lossless-claw does, otherwise answer a
+   * session they do not know with the raw live history. A failure is
+   * logged and the `assemble` goes on, as in OpenClaw.
+   */
+  const bootstrapBeforeFirstAssemble = (openclaw: OpenClawContextEngine, session: SessionRef, messages: OpenClawMessage[]): Awaitable<unknown> => {
+    if (bootstrapped.has(session.sessionId) || !openclaw.bootstrap || messages.length === 0) return undefined;
+    const failed = (thrown: unknown) => console.warn(`[${identity.id}] context engine bootstrap failed: ${String(thrown)}`);
+    try {
+      const answer = bootstrapPlugin(openclaw, session, messages);
+      return isThenable(answer) ? (answer as Promise<unknown>).catch(failed) : answer;
+    } catch (thrown) {
+      failed(thrown);
+      return undefined;
+    }
+  };
 
   /** Runs `run` with the context engine, as the call about `session` (`operation`). */
   const withEngine = <T>(session: SessionRef | undefined, operation: string, run: (engine: OpenClawContextEngine) => Awaitable<T>): Awaitable<T> => {
@@ -380,7 +409,7 @@ export function openClawEngine(pluginModule: unknown, meta: OpenClawPluginMeta):
       return withEngine(session, "bootstrap", (openclaw) => {
         if (!openclaw.bootstrap) return { bootstrapped: false };
         const messages = live.ofHistory(session.sessionId, toArray(history));
-        return after(openclaw.bootstrap({ ...sessionParams(session), messages }), (result) => ({
+        return after(bootstrapPlugin(openclaw, session, messages), (result) => ({
           bootstrapped: result?.bootstrapped === true,
           importedMessages: typeof result?.importedMessages === "number" ? Math.max(0, Math.floor(result.importedMessages)) : undefined,
           reason: typeof result?.reason === "string" ? result.reason : undefined,
@@ -425,7 +454,8 @@ export function openClawEngine(pluginModule: unknown, meta: OpenClawPluginMeta):
         const messages = live.ofHistory(session.sessionId, entries);
         const hookEvent = { prompt: params.prompt ?? "", messages };
         const hookCtx = { sessionId: session.sessionId, sessionKey: openClawSessionKey(session) };
-        return after(plugin.runHooks(plugin.registrations, "before_prompt_build", hookEvent, hookCtx), (answers) => {
+        const bootstrap = bootstrapBeforeFirstAssemble(openclaw, session, messages);
+        return after(after(bootstrap, () => plugin.runHooks(plugin.registrations, "before_prompt_build", hookEvent, hookCtx)), (answers) => {
           const hooks = hookTextWithin(hookSystemText(answers), params.tokenBudget, identity.id);
           const request = {
             ...sessionParams(session),

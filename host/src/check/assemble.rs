@@ -10,7 +10,7 @@ use crate::contract::failure::Operation;
 use crate::contract::history::History;
 use crate::contract::tokens;
 use crate::contract::types::{
-    AgentMessage, AssembleParams, AssembleResult, AssembledItem, SessionRef,
+    AgentMessage, AssembleParams, AssembleResult, AssembledItem, MessageKind, SessionRef,
 };
 use crate::contract::validate;
 use crate::sandbox::WasmEngine;
@@ -249,21 +249,86 @@ fn prompt_tokens(history: &History, result: &AssembleResult) -> u64 {
 }
 
 /// Whether the answer keeps only the newest entry (or the newest tool pair)
-/// plus at most one note: the least a prompt can hold.
+/// plus at most one note: the least a prompt can hold. The newest user
+/// message before those may be kept too, on its own: providers refuse a
+/// conversation without a user turn, so an engine that re-seats it (as
+/// lossless-claw's budget clamp does) still answers the least it can.
 fn only_the_newest(history: &History, result: &AssembleResult) -> bool {
     let len = history.len() as u32;
+    let tail_from = len.saturating_sub(2);
     let mut kept = 0u32;
     let mut inserted = 0;
+    let mut user_turn: Option<u32> = None;
     for item in &result.items {
         match item {
-            AssembledItem::Keep { start, end } => {
-                if *end < len.saturating_sub(2) {
+            AssembledItem::Keep { start, end } if *start < tail_from => {
+                let one_user_message = end.saturating_sub(*start) == 1
+                    && history.kind(*start as usize) == Some(MessageKind::User);
+                if !one_user_message || user_turn.is_some() {
                     return false;
                 }
-                kept += end.saturating_sub(*start);
+                user_turn = Some(*start);
             }
+            AssembledItem::Keep { start, end } => kept += end.saturating_sub(*start),
             AssembledItem::Insert(_) => inserted += 1,
         }
     }
-    kept <= 2 && inserted <= 1
+    let newest_user_turn = |at: u32| {
+        (at + 1..tail_from).all(|index| history.kind(index as usize) != Some(MessageKind::User))
+    };
+    kept <= 2 && inserted <= 1 && user_turn.is_none_or(newest_user_turn)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::only_the_newest;
+    use crate::check::cases;
+    use crate::contract::history::History;
+    use crate::contract::types::{AgentMessage, AssembleResult, AssembledItem};
+
+    /// An answer of keep ranges, with `notes` inserted notes.
+    fn answer(ranges: &[(u32, u32)], notes: usize) -> AssembleResult {
+        let mut items: Vec<AssembledItem> = (0..notes)
+            .map(|_| AssembledItem::Insert(AgentMessage::user_text("note")))
+            .collect();
+        items.extend(
+            ranges
+                .iter()
+                .map(|&(start, end)| AssembledItem::Keep { start, end }),
+        );
+        AssembleResult {
+            items,
+            estimated_tokens: 0,
+            system_prompt_addition: None,
+            context_projection: None,
+        }
+    }
+
+    #[test]
+    fn the_least_a_prompt_holds_is_the_newest_message_and_the_user_turn_before_it() {
+        // Three turns of user, tool call, tool result, assistant: the newest
+        // user message is entry 8.
+        let history = History::new(cases::conversation(3));
+        let minimal =
+            |ranges: &[(u32, u32)], notes| only_the_newest(&history, &answer(ranges, notes));
+        assert!(minimal(&[(11, 12)], 0));
+        assert!(minimal(&[(10, 12)], 1));
+        assert!(
+            minimal(&[(8, 9), (11, 12)], 0),
+            "the newest user turn re-seated"
+        );
+        assert!(minimal(&[(8, 9)], 0));
+        assert!(!minimal(&[(4, 5), (11, 12)], 0), "an older user turn");
+        assert!(
+            !minimal(&[(9, 10), (11, 12)], 0),
+            "a tool call is no user turn"
+        );
+        assert!(!minimal(&[(4, 5), (8, 9), (11, 12)], 0), "two user turns");
+        assert!(
+            !minimal(&[(8, 10), (11, 12)], 0),
+            "more than the user message"
+        );
+        assert!(!minimal(&[(8, 12)], 0), "the whole last turn");
+        assert!(!minimal(&[(11, 12)], 2), "two notes");
+    }
 }

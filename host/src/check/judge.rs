@@ -56,8 +56,8 @@ pub(crate) const OVER_BUDGET_ALLOWED: &str = "over it, allowed only because the 
 /// engine that owns compaction (the host does not compact for it), and a
 /// warning for any other engine: allowed, since the host compacts for it
 /// (`assemble-params.token-budget`), but never silent. `minimal` says the
-/// prompt holds only the newest message (or tool pair), which may alone be
-/// over.
+/// prompt holds only the newest message (or tool pair), with at most the
+/// user turn before it, which may alone be over.
 pub(crate) fn budget(
     tokens: u64,
     budget: Option<u64>,
@@ -66,7 +66,7 @@ pub(crate) fn budget(
 ) -> Finding {
     match budget {
         Some(budget) if tokens > budget && minimal => Finding::pass(format!(
-            "{tokens} tokens: only the newest message, which alone is over the budget of {budget}"
+            "{tokens} tokens: only the newest message (and at most the user turn before it), which alone is over the budget of {budget}"
         )),
         Some(budget) if tokens > budget && owns_compaction => Finding::fail(format!(
             "a prompt of {tokens} tokens for a budget of {budget}, from an engine that owns compaction (the host does not compact for it)"

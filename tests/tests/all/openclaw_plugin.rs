@@ -4,8 +4,8 @@
 //! 16k window (its own settings and its own call limits, in `ctxbox.toml`),
 //! replays real sessions in the sandbox with no call served by `legacy`,
 //! summarizes what outgrows the window through the host's model, keeps the
-//! conversation in its own SQL database, and answers its recall tool from
-//! that database.
+//! conversation in its own SQL database, answers its recall tool from
+//! that database, and passes `ctxbox check` with that configuration.
 //!
 //! The fixtures here are the ones that replay in CI's time; the longer ones
 //! (deepseek, kimi) take 13–21 minutes each on a release host, too long for
@@ -16,6 +16,7 @@
 
 use std::path::Path;
 
+use ctxbox_host::check::{CheckOptions, Outcome, check_file, verdict};
 use ctxbox_host::contract::engine::{CallOptions, ContextEngine};
 use ctxbox_host::contract::types::SessionRef;
 use ctxbox_host::runtime::Runtime;
@@ -108,6 +109,48 @@ async fn summarizes_at_16k(fixture: &str) {
         ) > 0,
         "{fixture}: a summary stands in its context for what it covers"
     );
+}
+
+/// `ctxbox check --config` on the build, with the settings and limits an
+/// operator gives it: every check passes, the session it was never
+/// bootstrapped for and the tiny budget among them (the adapter bootstraps
+/// the plugin before a session's first `assemble` in an instance, as
+/// OpenClaw's every run does).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lossless_claw_passes_ctxbox_check_with_its_configuration() {
+    let Some(component) = typescript::or_skip("lossless-claw", typescript::lossless_claw()) else {
+        return;
+    };
+    let config =
+        Config::parse(SMALL_WINDOW_SETTINGS).unwrap_or_else(|(_, error)| panic!("{error}"));
+    let options = CheckOptions {
+        cache_dir: compile_cache(&component),
+        compile_timeout_ms: Some(LARGE_COMPONENT_COMPILE_TIMEOUT_MS),
+        engine_configs: config
+            .engine_configs()
+            .expect("its settings")
+            .into_iter()
+            .map(|(id, json)| (id, json.into()))
+            .collect(),
+        engine_limits: config.engine_limits().expect("its limits"),
+    };
+    let report = check_file(&component, &options)
+        .await
+        .expect("the checker runs");
+    let failures: Vec<_> = report.failures().collect();
+    assert!(failures.is_empty(), "{}", verdict::text(&report));
+    for name in [
+        "assemble: a session it has never seen",
+        "assemble: tiny budget",
+        "compact",
+        "tools: call lcm_grep",
+        "sql",
+    ] {
+        let found = report
+            .get(name)
+            .unwrap_or_else(|| panic!("no check `{name}`: {}", verdict::text(&report)));
+        assert_eq!(found.outcome, Outcome::Pass, "{}", verdict::text(&report));
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
