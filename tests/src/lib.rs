@@ -101,12 +101,15 @@ pub const FIXTURE_SESSIONS: [&str; 6] = [
 ];
 
 /// The replay script of fixture `name`: its active branch, as `ctxbox run`
-/// replays it.
+/// replays it. The fixture is read as a snapshot, unlocked: tests replaying
+/// the same fixture at once must not find it locked by each other.
 pub fn fixture_script(
     transcripts: &ctxbox_host::TranscriptStore,
     name: &str,
 ) -> ctxbox_host::provider::ReplayScript {
-    let recording = transcripts.open(&fixture(name)).expect("fixture opens");
+    let recording = transcripts
+        .open_read_only(&fixture(name))
+        .unwrap_or_else(|error| panic!("fixture {name} opens: {error}"));
     ctxbox_host::provider::ReplayScript::from_messages(
         recording
             .active_branch()

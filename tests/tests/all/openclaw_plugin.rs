@@ -7,9 +7,10 @@
 //! conversation in its own SQL database, answers its recall tool from
 //! that database, and passes `ctxbox check` with that configuration.
 //!
-//! The fixtures here are the ones that replay in CI's time; the longer ones
-//! (deepseek, kimi) take 13–21 minutes each on a release host, too long for
-//! CI (docs/COMPAT.md).
+//! The fixtures here are the ones that replay in CI's time, each at 16k and
+//! 32k (the claude session's 16k replay is the recall test's); the longer
+//! ones (deepseek, kimi) take 13–21 minutes each on a release host, too long
+//! for CI (docs/COMPAT.md).
 //!
 //! Without the TypeScript SDK's tools or the subjects folder the test passes
 //! after saying why, unless `CTXBOX_REQUIRE_TS_ENGINE` is set (CI sets it).
@@ -19,6 +20,7 @@ use std::path::Path;
 use ctxbox_host::check::{CheckOptions, Outcome, check_file, verdict};
 use ctxbox_host::contract::engine::{CallOptions, ContextEngine};
 use ctxbox_host::contract::types::SessionRef;
+use ctxbox_host::runner::RunReport;
 use ctxbox_host::runtime::Runtime;
 use ctxbox_host::runtime::config::Config;
 use ctxbox_host::services::sql::database_path;
@@ -73,99 +75,99 @@ fn count(db: &rusqlite::Connection, sql: &str) -> i64 {
         .unwrap_or_else(|error| panic!("{sql}: {error}"))
 }
 
-/// Replays `fixture` at 16k, which outgrows the window, and checks that
-/// lossless-claw summarized it through the host's model, with no fallback,
-/// its prompts within the window.
-async fn summarizes_at_16k(fixture: &str) {
-    let Some(component) = typescript::or_skip("lossless-claw", typescript::lossless_claw()) else {
-        return;
-    };
+/// Replays `fixture` with a window of `window` tokens and checks that no
+/// turn failed, no call fell back to `legacy` (asserted by
+/// [`replay_report`]) and every prompt fit the window; the report and the
+/// data dir (lossless-claw's database in it) for more checks.
+async fn replays(fixture: &str, window: u64) -> Option<(tempfile::TempDir, RunReport)> {
+    let component = typescript::or_skip("lossless-claw", typescript::lossless_claw())?;
     let dir = tempfile::tempdir().expect("temp dir");
     let runtime = configured_runtime(&component, dir.path());
-    // No turn fails and no call falls back to `legacy` (asserted there).
     let (_, report) =
-        replay_report(&runtime, ID, fixture, 16_000, &dir.path().join("run.jsonl")).await;
+        replay_report(&runtime, ID, fixture, window, &dir.path().join("run.jsonl")).await;
     assert!(
-        report.transcript_tokens > 16_000,
-        "{fixture} outgrows the window: {} tokens",
-        report.transcript_tokens
-    );
-    assert!(
-        report.largest_prompt_tokens <= 16_000,
-        "{fixture}: its prompts fit the window: {}",
+        report.largest_prompt_tokens <= window,
+        "{fixture}: its prompts fit the {window} window: {}",
         report.largest_prompt_tokens
     );
+    Some((dir, report))
+}
+
+/// [`replays`] `fixture` at `window`, and checks that lossless-claw
+/// summarized it through the host's model: its summaries stored, one
+/// standing in its context for what it covers.
+async fn summarizes(fixture: &str, window: u64) {
+    let Some((dir, report)) = replays(fixture, window).await else {
+        return;
+    };
     assert!(
         report.completions.completions > 0,
-        "{fixture}: it asked the host's model for its summaries"
+        "{fixture} at {window}: it asked the host's model for its summaries"
     );
     let db = database(dir.path());
     let summaries = count(&db, "SELECT count(*) FROM summaries");
-    assert!(summaries > 0, "{fixture}: its summaries are stored");
+    assert!(
+        summaries > 0,
+        "{fixture} at {window}: its summaries are stored"
+    );
     assert!(
         count(
             &db,
             "SELECT count(*) FROM context_items WHERE item_type = 'summary'"
         ) > 0,
-        "{fixture}: a summary stands in its context for what it covers"
+        "{fixture} at {window}: a summary stands in its context for what it covers"
     );
-}
-
-/// `ctxbox check --config` on the build, with the settings and limits an
-/// operator gives it: every check passes, the session it was never
-/// bootstrapped for and the tiny budget among them (the adapter bootstraps
-/// the plugin before a session's first `assemble` in an instance, as
-/// OpenClaw's every run does).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lossless_claw_passes_ctxbox_check_with_its_configuration() {
-    let Some(component) = typescript::or_skip("lossless-claw", typescript::lossless_claw()) else {
-        return;
-    };
-    let config =
-        Config::parse(SMALL_WINDOW_SETTINGS).unwrap_or_else(|(_, error)| panic!("{error}"));
-    let options = CheckOptions {
-        cache_dir: compile_cache(&component),
-        compile_timeout_ms: Some(LARGE_COMPONENT_COMPILE_TIMEOUT_MS),
-        engine_configs: config
-            .engine_configs()
-            .expect("its settings")
-            .into_iter()
-            .map(|(id, json)| (id, json.into()))
-            .collect(),
-        engine_limits: config.engine_limits().expect("its limits"),
-    };
-    let report = check_file(&component, &options)
-        .await
-        .expect("the checker runs");
-    let failures: Vec<_> = report.failures().collect();
-    assert!(failures.is_empty(), "{}", verdict::text(&report));
-    for name in [
-        "assemble: a session it has never seen",
-        "assemble: tiny budget",
-        "compact",
-        "tools: call lcm_grep",
-        "sql",
-    ] {
-        let found = report
-            .get(name)
-            .unwrap_or_else(|| panic!("no check `{name}`: {}", verdict::text(&report)));
-        assert_eq!(found.outcome, Outcome::Pass, "{}", verdict::text(&report));
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lossless_claw_summarizes_the_qwen35_session_at_16k_through_the_hosts_model() {
-    summarizes_at_16k("qwen35-feishu-delivery-mirror-branching-zh.jsonl").await;
+    summarizes("qwen35-feishu-delivery-mirror-branching-zh.jsonl", 16_000).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lossless_claw_summarizes_the_qwen35_session_at_32k_through_the_hosts_model() {
+    summarizes("qwen35-feishu-delivery-mirror-branching-zh.jsonl", 32_000).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lossless_claw_summarizes_the_qwen_minimax_session_at_16k_through_the_hosts_model() {
-    summarizes_at_16k("qwen-minimax-feishu-zh-3-hook-compactions.jsonl").await;
+    summarizes("qwen-minimax-feishu-zh-3-hook-compactions.jsonl", 16_000).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lossless_claw_summarizes_the_qwen_minimax_session_at_32k_through_the_hosts_model() {
+    summarizes("qwen-minimax-feishu-zh-3-hook-compactions.jsonl", 32_000).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lossless_claw_summarizes_the_pi_termux_session_at_16k_through_the_hosts_model() {
-    summarizes_at_16k("pi-termux-deepseek-v4-discord-bot-ar.jsonl").await;
+    summarizes("pi-termux-deepseek-v4-discord-bot-ar.jsonl", 16_000).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lossless_claw_summarizes_the_pi_termux_session_at_32k_through_the_hosts_model() {
+    summarizes("pi-termux-deepseek-v4-discord-bot-ar.jsonl", 32_000).await;
+}
+
+/// The claude session is one long turn: at 32k lossless-claw prepares a
+/// summary through the host's model after it, and the session ends before
+/// a later turn would publish it (a pending summary node).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lossless_claw_prepares_a_summary_of_the_claude_session_at_32k_through_the_hosts_model() {
+    let fixture = "claude-opus46-bedrock-subagent-webdev-en.jsonl";
+    let Some((dir, report)) = replays(fixture, 32_000).await else {
+        return;
+    };
+    assert_eq!(report.model_calls, 47, "the whole turn was replayed");
+    assert!(
+        report.completions.completions > 0,
+        "it asked the host's model"
+    );
+    let db = database(dir.path());
+    assert!(
+        count(&db, "SELECT count(*) FROM pending_summary_nodes") > 0,
+        "its prepared summary is stored"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
