@@ -208,27 +208,34 @@ test("bootstrap, ingestBatch and afterTurn hand the engine OpenClaw messages", a
   );
 });
 
-test("the first assemble of a session the instance has not bootstrapped bootstraps the plugin first, as OpenClaw's every run does", async () => {
+test("an assemble of a session the plugin was never bootstrapped for bootstraps it first, once for every instance of the engine", async () => {
   const names = (seen) => seen.calls.map(([name]) => name).filter((name) => name === "bootstrap" || name === "assemble");
   const history = new History(conversation(user("hello"), assistant("hi"), user("more")));
   const params = { tokenBudget: 1000n, availableTools: [] };
+  const sessionNamed = (id) => ({ sessionId: id, sessionKey: `agent:main:${id}`, sessionFile: `/sessions/${id}.jsonl` });
+  fake.state.clear();
 
-  // A session this instance never bootstrapped: bootstrap with the history, once.
+  // A session never bootstrapped: bootstrap with the history, once.
   const fresh = echoPlugin();
   const { engine } = openClawEngine(fresh.module, { manifest, packageJson });
-  await engine.assemble(session, history, params);
-  await engine.assemble(session, history, params);
+  await engine.assemble(sessionNamed("new"), history, params);
+  await engine.assemble(sessionNamed("new"), history, params);
   assert.deepEqual(names(fresh.seen), ["bootstrap", "assemble", "assemble"]);
   const [, bootstrap] = fresh.seen.calls.find(([name]) => name === "bootstrap");
   assert.deepEqual(bootstrap.messages.map((message) => message.role), ["user", "assistant", "user"]);
-  assert.equal(bootstrap.sessionKey, "agent:main:s1");
+  assert.equal(bootstrap.sessionKey, "agent:main:new");
+
+  // Another instance of the engine (a replacement, a restart) knows it was done.
+  const replacement = echoPlugin();
+  await openClawEngine(replacement.module, { manifest, packageJson }).engine.assemble(sessionNamed("new"), history, params);
+  assert.deepEqual(names(replacement.seen), ["assemble"]);
 
   // The host's own bootstrap counts; an empty history (no transcript yet) bootstraps nothing.
   const hosted = echoPlugin();
   const second = openClawEngine(hosted.module, { manifest, packageJson }).engine;
-  await second.bootstrap(session, history);
-  await second.assemble(session, history, params);
-  await second.assemble({ ...session, sessionId: "s2", sessionKey: "agent:main:s2" }, new History([]), params);
+  await second.bootstrap(sessionNamed("hosted"), history);
+  await second.assemble(sessionNamed("hosted"), history, params);
+  await second.assemble(sessionNamed("empty"), new History([]), params);
   assert.deepEqual(names(hosted.seen), ["bootstrap", "assemble", "assemble"]);
 
   // A bootstrap that fails is logged, and the assemble goes on (OpenClaw warns and runs the turn).
@@ -252,7 +259,7 @@ test("the first assemble of a session the instance has not bootstrapped bootstra
     },
   };
   const third = openClawEngine(failing, { manifest, packageJson }).engine;
-  const result = await third.assemble(session, history, params);
+  const result = await third.assemble(sessionNamed("failing"), history, params);
   assert.deepEqual(result.items, [{ tag: "keep", val: { start: 0, end: 3 } }]);
   assert.deepEqual(assembled, [3]);
   assert.ok(

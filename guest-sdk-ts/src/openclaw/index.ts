@@ -24,6 +24,7 @@ import type {
 import { DEFAULT_PLUGIN_ROOT, emptyRegistrations, HOST_MODEL, openClawConfig, pluginApi, pluginConfig, type PluginIdentity, type Registrations } from "./api.js";
 import { duringSessionCall, openClawSessionKey } from "./call.js";
 import { compactParamsToOpenClaw, compactResultFromOpenClaw, jsonObject, type OpenClawCompactResult } from "./compaction.js";
+import { BootstrapMarks } from "./bootstrap-marks.js";
 import { LiveMessages } from "./live-messages.js";
 import { fromOpenClaw, sameMessageKey, type OpenClawMessage } from "./messages.js";
 import { repairToolPairing } from "./tool-pairing.js";
@@ -358,26 +359,28 @@ export function openClawEngine(pluginModule: unknown, meta: OpenClawPluginMeta):
   const { identity } = plugin;
   const preparations = new Map<string, () => unknown>();
   const live = new LiveMessages();
-  /** Sessions this instance has bootstrapped the plugin for. */
-  const bootstrapped = new Set<string>();
+  const bootstrapped = new BootstrapMarks();
 
-  /** The plugin's `bootstrap` of `session` with its live `messages`, recorded as done in this instance. */
+  /** The plugin's `bootstrap` of `session` with its live `messages`, recorded as done for every instance. */
   const bootstrapPlugin = (openclaw: OpenClawContextEngine, session: SessionRef, messages: OpenClawMessage[]) => {
-    bootstrapped.add(session.sessionId);
+    bootstrapped.mark(session.sessionId);
     return openclaw.bootstrap?.({ ...sessionParams(session), messages });
   };
 
   /**
-   * Before the first `assemble` of a session in this instance (a session the
-   * host bootstrapped in another instance, or never), the plugin's
-   * `bootstrap`, as OpenClaw bootstraps an engine before every run of a
-   * session with a transcript (`bootstrapHarnessContextEngine`): engines
-   * that keep their own store, as lossless-claw does, otherwise answer a
-   * session they do not know with the raw live history. A failure is
-   * logged and the `assemble` goes on, as in OpenClaw.
+   * Before an `assemble` of a session the plugin was never bootstrapped for
+   * (by the host, in any instance of the engine), the plugin's `bootstrap`,
+   * as OpenClaw bootstraps an engine before a run of a session with a
+   * transcript (`bootstrapHarnessContextEngine`): engines that keep their
+   * own store, as lossless-claw does, otherwise answer a session they do
+   * not know with the raw live history. Not again in an instance that
+   * replaced the one bootstrapped: OpenClaw bootstraps before every run, but
+   * lossless-claw's `bootstrap` of a conversation it holds reconciles the
+   * whole history, 10¹¹ instructions in the sandbox's interpreter on a long
+   * session. A failure is logged and the `assemble` goes on, as in OpenClaw.
    */
   const bootstrapBeforeFirstAssemble = (openclaw: OpenClawContextEngine, session: SessionRef, messages: OpenClawMessage[]): Awaitable<unknown> => {
-    if (bootstrapped.has(session.sessionId) || !openclaw.bootstrap || messages.length === 0) return undefined;
+    if (!openclaw.bootstrap || messages.length === 0 || bootstrapped.has(session.sessionId)) return undefined;
     const failed = (thrown: unknown) => console.warn(`[${identity.id}] context engine bootstrap failed: ${String(thrown)}`);
     try {
       const answer = bootstrapPlugin(openclaw, session, messages);

@@ -119,6 +119,48 @@ async fn summarizes(fixture: &str, window: u64) {
     );
 }
 
+/// `ctxbox check --config` on the build, with the settings and limits an
+/// operator gives it: every check passes, the session it was never
+/// bootstrapped for and the tiny budget among them (the adapter bootstraps
+/// the plugin before a session's first `assemble` in an instance, as
+/// OpenClaw's every run does).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lossless_claw_passes_ctxbox_check_with_its_configuration() {
+    let Some(component) = typescript::or_skip("lossless-claw", typescript::lossless_claw()) else {
+        return;
+    };
+    let config =
+        Config::parse(SMALL_WINDOW_SETTINGS).unwrap_or_else(|(_, error)| panic!("{error}"));
+    let options = CheckOptions {
+        cache_dir: compile_cache(&component),
+        compile_timeout_ms: Some(LARGE_COMPONENT_COMPILE_TIMEOUT_MS),
+        engine_configs: config
+            .engine_configs()
+            .expect("its settings")
+            .into_iter()
+            .map(|(id, json)| (id, json.into()))
+            .collect(),
+        engine_limits: config.engine_limits().expect("its limits"),
+    };
+    let report = check_file(&component, &options)
+        .await
+        .expect("the checker runs");
+    let failures: Vec<_> = report.failures().collect();
+    assert!(failures.is_empty(), "{}", verdict::text(&report));
+    for name in [
+        "assemble: a session it has never seen",
+        "assemble: tiny budget",
+        "compact",
+        "tools: call lcm_grep",
+        "sql",
+    ] {
+        let found = report
+            .get(name)
+            .unwrap_or_else(|| panic!("no check `{name}`: {}", verdict::text(&report)));
+        assert_eq!(found.outcome, Outcome::Pass, "{}", verdict::text(&report));
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lossless_claw_summarizes_the_qwen35_session_at_16k_through_the_hosts_model() {
     summarizes("qwen35-feishu-delivery-mirror-branching-zh.jsonl", 16_000).await;
