@@ -8,6 +8,7 @@
 //! is shared copy-on-write the private and proportional figures are the
 //! per-session cost; RSS is what an operator's `top` shows.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,10 +16,15 @@ use std::time::{Duration, Instant};
 use ctxbox_host::check::cases;
 use ctxbox_host::contract::engine::{CallOptions, ContextEngine};
 use ctxbox_host::contract::history::History;
-use ctxbox_host::contract::services::MemoryServices;
+use ctxbox_host::contract::services::{HostServices, MemoryServices};
 use ctxbox_host::contract::types::{AssembleParams, SessionRef};
 use ctxbox_host::engines::bundled;
-use ctxbox_host::sandbox::{Sandbox, SandboxConfig, WasmEngine};
+use ctxbox_host::runtime::config::Config;
+use ctxbox_host::sandbox::{
+    EngineIdentity, EngineLimits, LoadedComponent, Sandbox, SandboxConfig, SqlAccess, WasmEngine,
+};
+use ctxbox_host::services::sql::{SqlConfig, SqlService};
+use ctxbox_host::services::state::{StateConfig, StateStore};
 
 use super::measure::{Stats, mib};
 use super::{Options, Row};
@@ -72,8 +78,69 @@ impl Memory {
     }
 }
 
-/// Rows for `keep-recent` and the TypeScript engine at `ts_engine`.
-pub async fn rows(options: &Options, ts_engine: &Path, rows: &mut Vec<Row>) -> anyhow::Result<()> {
+/// The settings and limits engines are configured with
+/// (`plugins.entries.<id>`), from `bench --ts-config`.
+#[derive(Default)]
+pub struct EngineSetup {
+    configs: BTreeMap<String, Arc<str>>,
+    limits: BTreeMap<String, EngineLimits>,
+}
+
+impl EngineSetup {
+    /// The setup `path` configures (none without a path).
+    pub fn read(path: Option<&Path>) -> anyhow::Result<Self> {
+        let Some(path) = path else {
+            return Ok(Self::default());
+        };
+        let config = Config::load(path)?;
+        let configs = config.engine_configs().map_err(anyhow::Error::msg)?;
+        Ok(Self {
+            configs: configs
+                .into_iter()
+                .map(|(id, json)| (id, json.into()))
+                .collect(),
+            limits: config.engine_limits().map_err(anyhow::Error::msg)?,
+        })
+    }
+
+    /// `engine` made again as its declared id is configured, when it is
+    /// (its first instance disposed); otherwise `engine` itself.
+    async fn apply(
+        &self,
+        sandbox: &Sandbox,
+        component: &LoadedComponent,
+        engine: WasmEngine,
+        services: Arc<dyn HostServices>,
+    ) -> anyhow::Result<WasmEngine> {
+        let id = engine.info().id.clone();
+        let config = self.configs.get(&id).cloned();
+        let limits = self.limits.get(&id).cloned().unwrap_or_default();
+        if config.is_none() && limits.is_empty() {
+            return Ok(engine);
+        }
+        let _ = engine.dispose().await;
+        let identity = EngineIdentity {
+            id,
+            owner: "bench".to_owned(),
+            config,
+            limits,
+        };
+        Ok(sandbox
+            .instantiate_as(component, identity, services)
+            .await?)
+    }
+}
+
+/// Rows for `keep-recent` and the TypeScript engine at `ts_engine`, run
+/// as `setup` configures it. Engines get the state store and SQL databases
+/// (in a temporary folder), so an engine with the SQL power (an OpenClaw
+/// plugin's `node:sqlite`) runs as in a host.
+pub async fn rows(
+    options: &Options,
+    ts_engine: &Path,
+    setup: &EngineSetup,
+    rows: &mut Vec<Row>,
+) -> anyhow::Result<()> {
     if Memory::read().is_none() {
         rows.push(Row::skipped(
             "instance cost",
@@ -82,13 +149,21 @@ pub async fn rows(options: &Options, ts_engine: &Path, rows: &mut Vec<Row>) -> a
         return Ok(());
     }
     let sessions = options.ts_sessions;
+    let scratch = tempfile::tempdir()?;
+    let state = Arc::new(StateStore::open_in(
+        scratch.path(),
+        &StateConfig::default(),
+    )?);
+    let sql = SqlService::open_in(scratch.path(), SqlConfig::default(), state)
+        .map_err(anyhow::Error::msg)?;
     let sandbox = Sandbox::new(SandboxConfig {
         max_instances: (2 * sessions + 2) as u32,
         cache_dir: ts_engine
             .parent()
             .map(|dir| dir.join(".ctxbox-bench-cache")),
-        ..SandboxConfig::default()
-    })?;
+        ..SandboxConfig::default().with_room_for(setup.limits.values())
+    })?
+    .with_sql(SqlAccess::Served(Arc::new(sql)));
     let rust = bundled::engine("keep-recent")
         .ok_or_else(|| anyhow::anyhow!("keep-recent is not bundled"))?;
     let rust = sandbox.load_bytes("keep-recent", rust)?;
@@ -122,9 +197,9 @@ pub async fn rows(options: &Options, ts_engine: &Path, rows: &mut Vec<Row>) -> a
             Some(Duration::from_millis(1)),
         ),
     ] {
-        let engine = sandbox
-            .instantiate(component, Arc::new(MemoryServices::default()))
-            .await?;
+        let services: Arc<dyn HostServices> = Arc::new(MemoryServices::default());
+        let engine = sandbox.instantiate(component, services.clone()).await?;
+        let engine = setup.apply(&sandbox, component, engine, services).await?;
         let [fresh, first_call, second_call] = fresh_instances(options, &engine).await?;
         rows.push(Row {
             what: format!("{label}: fresh instance for a session"),

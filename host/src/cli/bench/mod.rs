@@ -70,6 +70,12 @@ pub struct Args {
     /// Warm sessions per engine for the instance-cost memory figures.
     #[arg(long, default_value_t = 200)]
     ts_sessions: usize,
+    /// A `ctxbox.toml` whose `plugins.entries.<id>` settings and limits the
+    /// `--ts-engine` runs with, as `ctxbox check --config` runs an engine
+    /// (an OpenClaw plugin built with `ctxbox-ts-build --openclaw-plugin`
+    /// needs its own fuel and memory).
+    #[arg(long, value_name = "ctxbox.toml", requires = "ts_engine")]
+    ts_config: Option<PathBuf>,
     /// The PostgreSQL database the `shared` group runs its hosts on and the
     /// `index` group also measures (one without engines' documents: the
     /// index rows measure and vacuum their table; the hosts' sessions are
@@ -292,7 +298,8 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         sql::rows(&options, &mut rows).await?;
     }
     if let Some(ts_engine) = &args.ts_engine {
-        instance_cost::rows(&options, ts_engine, &mut rows).await?;
+        let setup = instance_cost::EngineSetup::read(args.ts_config.as_deref())?;
+        instance_cost::rows(&options, ts_engine, &setup, &mut rows).await?;
     }
     // Last: a thousand sessions' transcripts grow the heap.
     if wanted(Group::Soak) {
