@@ -142,8 +142,9 @@ async function pluginModule(generated) {
   };
   const entryFile = path.join(work, "ctxbox-entry.mjs");
   writeFileSync(entryFile, pluginEntryModule({ ...plugin, packageFiles }));
-  const { code, warnings } = await bundlePlugin(entryFile, work);
+  const { code, warnings, memoized } = await bundlePlugin(entryFile, work);
   for (const warning of warnings) console.error(`ctxbox-ts-build: warning: ${warning}`);
+  if (memoized.length > 0) console.log(`ctxbox-ts-build: answers of text measures remembered by their text: ${memoized.join(", ")}`);
   // Named after the plugin: the component's source is named after it.
   const bundled = path.join(generated, `${String(plugin.manifest.id ?? "plugin").replace(/[^\w.-]/g, "_")}.js`);
   writeFileSync(bundled, code);

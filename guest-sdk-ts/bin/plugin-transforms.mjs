@@ -29,6 +29,10 @@
 //     calls of module-level functions that only compute on their arguments
 //     with operators (no calls left, no property reads) become the
 //     expression itself.
+//   - memoizeTextMeasures: a module-level function proved to compute its
+//     answer from one text alone, walking it in a loop (a token estimate),
+//     answers a text it has measured before from the SDK's memo (a native
+//     `Map` lookup) instead of interpreting the walk again.
 import { parseSync, Visitor } from "rolldown/utils";
 import rewritePattern from "regexpu-core";
 
@@ -433,4 +437,143 @@ export function inlineArithmeticHelpers(code, filename = "bundle.js") {
 /** `template` with each parameter placeholder replaced by its argument, parenthesized. */
 function instantiate(template, args) {
   return template.replace(/\u0000(\d+)\u0000/g, (_, index) => `(${args[Number(index)]})`);
+}
+
+/** What a memoized measure's wrapper calls: the SDK's measureOnce (`src/measure-memo.ts`), by its global symbol. */
+export const MEASURE_MEMO = 'globalThis[Symbol.for("@ctxbox/guest/measure-memo")]';
+
+/** Globals a pure measure may read. */
+const PURE_GLOBALS = new Set(["Math", "undefined", "NaN", "Infinity"]);
+/** `Math` functions whose answer is not a function of their arguments. */
+const IMPURE_MATH = new Set(["random"]);
+/** String methods a pure measure may call on a value it computed. */
+const TEXT_METHODS = new Set(["codePointAt", "charCodeAt", "charAt", "at"]);
+/** Statements a pure measure may be built from. */
+const PURE_STATEMENTS = new Set([
+  "BlockStatement", "ExpressionStatement", "ReturnStatement", "IfStatement", "ForStatement", "ForOfStatement",
+  "WhileStatement", "DoWhileStatement", "BreakStatement", "ContinueStatement", "EmptyStatement",
+]);
+/** Loops: a measure worth remembering walks its text. */
+const LOOPS = new Set(["ForStatement", "ForOfStatement", "WhileStatement", "DoWhileStatement"]);
+
+/**
+ * Whether module-level function `fn` computes its answer from its
+ * arguments alone: its parameters and its own `let`/`const`/`var` names,
+ * literals, operators, `Math` (not `random`), `.length`, indexing,
+ * `codePointAt`/`charCodeAt`/`charAt`/`at`, `for…of` over its values, and
+ * calls of module-level functions that are pure in turn. No closure, no
+ * object or array made, no `this`, nothing assigned outside itself.
+ */
+function isPureFunction(fn, functions, verdicts, visiting = new Set()) {
+  const name = fn.id?.name;
+  if (verdicts.has(name)) return verdicts.get(name);
+  if (visiting.has(name)) return true; // recursion: decided by the outer look
+  if (fn.async || fn.generator || fn.body === null || !fn.params.every((param) => param.type === "Identifier")) return false;
+  visiting.add(name);
+  const locals = new Set(fn.params.map((param) => param.name));
+  for (const node of nodesOf(fn.body)) {
+    if (node.type === "VariableDeclarator" && node.id.type === "Identifier") locals.add(node.id.name);
+  }
+  const pureCallee = (callee) => {
+    const target = functions.get(callee.name);
+    return target !== undefined && target !== null && isPureFunction(target, functions, verdicts, visiting);
+  };
+  const ok = (node) => {
+    if (node === null || node === undefined) return true;
+    switch (node.type) {
+      case "VariableDeclaration":
+        return node.declarations.every((declarator) => declarator.id.type === "Identifier" && ok(declarator.init));
+      case "ForOfStatement":
+        return !node.await && ok(node.left) && ok(node.right) && ok(node.body);
+      case "Literal":
+        return !node.regex;
+      case "Identifier":
+        return locals.has(node.name) || PURE_GLOBALS.has(node.name);
+      case "BinaryExpression":
+        return !NOT_ARITHMETIC.has(node.operator) && ok(node.left) && ok(node.right);
+      case "LogicalExpression":
+        return ok(node.left) && ok(node.right);
+      case "ConditionalExpression":
+        return ok(node.test) && ok(node.consequent) && ok(node.alternate);
+      case "UnaryExpression":
+        return node.operator !== "delete" && ok(node.argument);
+      case "UpdateExpression":
+        return node.argument.type === "Identifier" && locals.has(node.argument.name);
+      case "AssignmentExpression":
+        return node.left.type === "Identifier" && locals.has(node.left.name) && ok(node.right);
+      case "ParenthesizedExpression":
+      case "ChainExpression":
+        return ok(node.expression);
+      case "SequenceExpression":
+        return node.expressions.every(ok);
+      case "MemberExpression":
+        if (node.computed) return ok(node.object) && ok(node.property);
+        if (node.object.type === "Identifier" && node.object.name === "Math") return !IMPURE_MATH.has(node.property.name);
+        return node.property.name === "length" && ok(node.object);
+      case "CallExpression": {
+        if (!node.arguments.every((arg) => arg.type !== "SpreadElement" && ok(arg))) return false;
+        const { callee } = node;
+        if (callee.type === "Identifier") return !locals.has(callee.name) && pureCallee(callee);
+        if (callee.type !== "MemberExpression" || callee.computed) return false;
+        if (callee.object.type === "Identifier" && callee.object.name === "Math") return !IMPURE_MATH.has(callee.property.name);
+        return TEXT_METHODS.has(callee.property.name) && ok(callee.object);
+      }
+      default:
+        if (!PURE_STATEMENTS.has(node.type)) return false;
+        for (const [key, value] of Object.entries(node)) {
+          if (key === "type" || value === null || typeof value !== "object") continue;
+          if (Array.isArray(value) ? !value.every(ok) : typeof value.type === "string" && !ok(value)) return false;
+        }
+        return true;
+    }
+  };
+  const verdict = ok(fn.body);
+  visiting.delete(name);
+  verdicts.set(name, verdict);
+  return verdict;
+}
+
+/**
+ * Routes every call of a text measure through the SDK's memo: a
+ * module-level function of one parameter that walks it in a loop and is
+ * pure (see {@link isPureFunction}), its name never reassigned, keeps its
+ * name and place (an `export function` stays exported) and becomes
+ * `return memo === undefined ? f$measured(x) : memo(f$measured, x)`, its
+ * body moved to `f$measured` beside it. The memo answers a text it has
+ * measured before from a native `Map` lookup, and passes through anything
+ * but a string (and any answer but a number or a boolean). Gives the code
+ * and the names memoized.
+ */
+export function memoizeTextMeasures(code, filename = "bundle.js") {
+  const program = parse(code, filename);
+  const functions = new Map();
+  for (const statement of program.body) {
+    const fn = statement.type === "ExportNamedDeclaration" || statement.type === "ExportDefaultDeclaration" ? statement.declaration : statement;
+    if (fn?.type === "FunctionDeclaration" && fn.id !== null) {
+      functions.set(fn.id.name, functions.has(fn.id.name) ? null : fn);
+    }
+  }
+  // A name assigned anywhere may not be the function any more.
+  for (const node of nodesOf(program)) {
+    const target = node.type === "AssignmentExpression" ? node.left : node.type === "UpdateExpression" ? node.argument : undefined;
+    if (target?.type === "Identifier") functions.set(target.name, null);
+  }
+  const verdicts = new Map();
+  const edits = [];
+  const memoized = [];
+  for (const [name, fn] of functions) {
+    if (fn === null || fn.params.length !== 1 || fn.params[0].type !== "Identifier") continue;
+    if (![...nodesOf(fn.body)].some((node) => LOOPS.has(node.type))) continue;
+    if (!isPureFunction(fn, functions, verdicts)) continue;
+    let measured = `${name}$measured`;
+    while (code.includes(measured)) measured += "_";
+    const param = fn.params[0].name;
+    const wrapper =
+      `{ const memo = ${MEASURE_MEMO}; return memo === undefined ? ${measured}(${param}) : memo(${measured}, ${param}); }\n` +
+      `function ${measured}(${param}) ${code.slice(fn.body.start, fn.body.end)}`;
+    edits.push({ start: fn.body.start, end: fn.body.end, text: wrapper });
+    memoized.push(name);
+  }
+  if (edits.length === 0) return { code, memoized };
+  return { code: applyEdits(code, edits), memoized };
 }

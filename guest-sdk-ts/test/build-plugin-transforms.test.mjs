@@ -8,6 +8,7 @@ import {
   fastPathForOf,
   inlineArithmeticHelpers,
   lowerUnicodePropertyEscapes,
+  memoizeTextMeasures,
   rewriteDynamicImports,
   rewriteImportMeta,
 } from "../bin/plugin-transforms.mjs";
@@ -206,4 +207,64 @@ test("a helper whose arguments are not plain names or literals is not inlined an
   const { code, rewritten } = inlineArithmeticHelpers(source, "args.js");
   assert.equal(rewritten, 0, "sq(v + 1) would evaluate v + 1 twice");
   assert.equal(code, source);
+});
+
+/** Measures of the kind a plugin has, and functions that must not be remembered. */
+const MEASURES = `
+function isCjk(cp) { return (cp >= 0x4e00 && cp <= 0x9fff) || (cp >= 0x3000 && cp <= 0x303f); }
+function weight(cp) { if (isCjk(cp)) { return 1.5; } if (cp > 0xffff) return 2; return 0.25; }
+export function estimateTokens(text) { let t = 0; for (const ch of text) { const cp = ch.codePointAt(0) ?? 0; t += weight(cp); } return Math.ceil(t); }
+function counted(text) { let n = 0; for (let i = 0; i < text.length; i++) if (text[i] === "a") n++; return n; }
+let calls = 0;
+function noted(text) { calls++; let n = 0; for (const ch of text) n++; return n; }
+const scale = 2;
+function scaled(text) { let n = 0; for (const ch of text) n += scale; return n; }
+function jittered(text) { let n = 0; for (const ch of text) n += Math.random(); return n; }
+function listed(text) { const out = []; for (const ch of text) out.push(ch); return out.length; }
+function twice(f, text) { let n = 0; for (const ch of text) n += f(ch); return n; }
+function called(f) { let n = 0; for (let i = 0; i < 3; i++) n += f(i); return n; }
+function short(text) { return text.length; }
+async function later(text) { let n = 0; for (const ch of text) n++; return n; }
+function moved(text) { let n = 0; for (const ch of text) n++; return n; }
+moved = () => 0;
+`;
+
+test("a pure text measure is remembered by its text, stays exported, and answers as before", () => {
+  const { code, memoized } = memoizeTextMeasures(MEASURES, "measures.mjs");
+  assert.deepEqual(memoized, ["estimateTokens", "counted"]);
+  assert.match(code, /export function estimateTokens\(text\) \{ const memo = /, "the name and the export stay");
+  const seen = [];
+  const key = Symbol.for("@ctxbox/guest/measure-memo");
+  const remembered = new Map();
+  globalThis[key] = (measure, text) => {
+    seen.push(text);
+    const key = `${measure.name}\u0000${text}`;
+    if (!remembered.has(key)) remembered.set(key, measure(text));
+    return remembered.get(key);
+  };
+  try {
+    const plain = MEASURES.replace("export function", "function");
+    const names = ["estimateTokens", "counted"];
+    const before = functionsOf(plain, names);
+    const after = functionsOf(code.replace("export function", "function").replace("moved = () => 0;", ""), names);
+    for (const text of ["", "ab", "中文 text 😀", "运维窗口 the log ".repeat(50), "banana"]) {
+      assert.equal(after.estimateTokens(text), before.estimateTokens(text), text);
+      assert.equal(after.counted(text), before.counted(text), text);
+    }
+    assert.equal(seen.length, 10, "every call went through the memo");
+  } finally {
+    delete globalThis[key];
+  }
+  // Without the memo installed (code run before the SDK's), the measure answers itself.
+  const bare = functionsOf(code.replace("export function", "function").replace("moved = () => 0;", ""), ["estimateTokens"]);
+  assert.equal(bare.estimateTokens("中文 text"), 5);
+});
+
+test("a function that reads or changes anything but its text, or does not walk it, is not remembered", () => {
+  const { memoized } = memoizeTextMeasures(MEASURES, "measures.mjs");
+  for (const name of ["noted", "scaled", "jittered", "listed", "twice", "called", "short", "later", "moved"]) {
+    assert.ok(!memoized.includes(name), name);
+  }
+  const untouched = "function f(text) { let n = 0; for (const ch of text) n += g(ch); return n; }\n";
+  assert.deepEqual(memoizeTextMeasures(untouched, "unknown.js"), { code: untouched, memoized: [] }, "g is not known to be pure");
 });
