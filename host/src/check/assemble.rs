@@ -296,12 +296,7 @@ mod tests {
                 .iter()
                 .map(|&(start, end)| AssembledItem::Keep { start, end }),
         );
-        AssembleResult {
-            items,
-            estimated_tokens: 0,
-            system_prompt_addition: None,
-            context_projection: None,
-        }
+        AssembleResult::of_items(items)
     }
 
     #[test]

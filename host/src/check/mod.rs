@@ -236,25 +236,21 @@ impl Checker {
         component: &LoadedComponent,
         engine: WasmEngine,
     ) -> Result<WasmEngine, EngineFailure> {
-        let id = engine.info().id.clone();
-        let config = self.engine_configs.get(&id).cloned();
-        let limits = self.engine_limits.get(&id).cloned().unwrap_or_default();
-        if config.is_none() && limits.is_empty() {
+        let Some(identity) = EngineIdentity::configured(
+            &engine.info().id,
+            "check",
+            &self.engine_configs,
+            &self.engine_limits,
+        ) else {
             return Ok(engine);
-        }
+        };
         // Its first instance goes; its disposal is checked on the one kept.
         let _ = engine.dispose().await;
-        self.in_force = self.sandbox.config().with_engine_limits(&limits);
+        self.in_force = self.sandbox.config().with_engine_limits(&identity.limits);
         self.clock = CheckClock::for_deadline(
             self.in_force.call_timeout(),
             self.sandbox.config().call_timeout(),
         );
-        let identity = EngineIdentity {
-            id,
-            owner: "check".to_owned(),
-            config,
-            limits,
-        };
         self.sandbox
             .instantiate_as(component, identity, self.services.clone())
             .await

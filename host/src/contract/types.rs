@@ -474,6 +474,19 @@ pub struct AssembleResult {
     pub context_projection: Option<ContextProjection>,
 }
 
+impl AssembleResult {
+    /// An answer of `items` alone: no estimate, no system-prompt addition,
+    /// no reuse policy.
+    pub fn of_items(items: Vec<AssembledItem>) -> Self {
+        Self {
+            items,
+            estimated_tokens: 0,
+            system_prompt_addition: None,
+            context_projection: None,
+        }
+    }
+}
+
 /// What compaction aims for.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

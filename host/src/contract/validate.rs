@@ -513,12 +513,7 @@ mod tests {
     }
 
     fn assembled(items: Vec<AssembledItem>) -> AssembleResult {
-        AssembleResult {
-            items,
-            estimated_tokens: 0,
-            system_prompt_addition: None,
-            context_projection: None,
-        }
+        AssembleResult::of_items(items)
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! A wasm component as a [`ContextEngine`]: one instance per session, created
 //! on the session's first call, replaced after any failure that poisons it.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
@@ -72,6 +72,28 @@ pub struct EngineIdentity {
     /// Its `plugins.entries.<id>.limits`: call limits in place of the
     /// sandbox's, for this engine alone.
     pub limits: EngineLimits,
+}
+
+impl EngineIdentity {
+    /// The identity engine `id` runs with outside a registry (a check, a
+    /// bench) when `configs` or `limits` (by id, as
+    /// `plugins.entries.<id>` gives them) hold settings or limits of its
+    /// own; `None` when neither does.
+    pub fn configured(
+        id: &str,
+        owner: &str,
+        configs: &BTreeMap<String, Arc<str>>,
+        limits: &BTreeMap<String, EngineLimits>,
+    ) -> Option<Self> {
+        let config = configs.get(id).cloned();
+        let limits = limits.get(id).cloned().unwrap_or_default();
+        (config.is_some() || !limits.is_empty()).then(|| Self {
+            id: id.to_owned(),
+            owner: owner.to_owned(),
+            config,
+            limits,
+        })
+    }
 }
 
 /// Owner named in the logs of an engine instantiated outside any registry.

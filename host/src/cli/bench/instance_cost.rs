@@ -112,19 +112,12 @@ impl EngineSetup {
         engine: WasmEngine,
         services: Arc<dyn HostServices>,
     ) -> anyhow::Result<WasmEngine> {
-        let id = engine.info().id.clone();
-        let config = self.configs.get(&id).cloned();
-        let limits = self.limits.get(&id).cloned().unwrap_or_default();
-        if config.is_none() && limits.is_empty() {
+        let Some(identity) =
+            EngineIdentity::configured(&engine.info().id, "bench", &self.configs, &self.limits)
+        else {
             return Ok(engine);
-        }
-        let _ = engine.dispose().await;
-        let identity = EngineIdentity {
-            id,
-            owner: "bench".to_owned(),
-            config,
-            limits,
         };
+        let _ = engine.dispose().await;
         Ok(sandbox
             .instantiate_as(component, identity, services)
             .await?)
