@@ -128,6 +128,10 @@ pub(super) const TS_SDK: &[File] = &[
         include_str!("../../../guest-sdk-ts/src/index.ts"),
     ),
     (
+        "src/measure-memo.ts",
+        include_str!("../../../guest-sdk-ts/src/measure-memo.ts"),
+    ),
+    (
         "src/node/crypto.ts",
         include_str!("../../../guest-sdk-ts/src/node/crypto.ts"),
     ),
@@ -202,6 +206,10 @@ pub(super) const TS_SDK: &[File] = &[
     (
         "src/openclaw/api.ts",
         include_str!("../../../guest-sdk-ts/src/openclaw/api.ts"),
+    ),
+    (
+        "src/openclaw/bootstrap-marks.ts",
+        include_str!("../../../guest-sdk-ts/src/openclaw/bootstrap-marks.ts"),
     ),
     (
         "src/openclaw/call.ts",
