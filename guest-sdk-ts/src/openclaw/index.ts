@@ -379,7 +379,7 @@ export function openClawEngine(pluginModule: unknown, meta: OpenClawPluginMeta):
    * whole history, 10¹¹ instructions in the sandbox's interpreter on a long
    * session. A failure is logged and the `assemble` goes on, as in OpenClaw.
    */
-  const bootstrapBeforeFirstAssemble = (openclaw: OpenClawContextEngine, session: SessionRef, messages: OpenClawMessage[]): Awaitable<unknown> => {
+  const bootstrapIfNeverBootstrapped = (openclaw: OpenClawContextEngine, session: SessionRef, messages: OpenClawMessage[]): Awaitable<unknown> => {
     if (!openclaw.bootstrap || messages.length === 0 || bootstrapped.has(session.sessionId)) return undefined;
     const failed = (thrown: unknown) => console.warn(`[${identity.id}] context engine bootstrap failed: ${String(thrown)}`);
     try {
@@ -457,7 +457,7 @@ export function openClawEngine(pluginModule: unknown, meta: OpenClawPluginMeta):
         const messages = live.ofHistory(session.sessionId, entries);
         const hookEvent = { prompt: params.prompt ?? "", messages };
         const hookCtx = { sessionId: session.sessionId, sessionKey: openClawSessionKey(session) };
-        const bootstrap = bootstrapBeforeFirstAssemble(openclaw, session, messages);
+        const bootstrap = bootstrapIfNeverBootstrapped(openclaw, session, messages);
         return after(after(bootstrap, () => plugin.runHooks(plugin.registrations, "before_prompt_build", hookEvent, hookCtx)), (answers) => {
           const hooks = hookTextWithin(hookSystemText(answers), params.tokenBudget, identity.id);
           const request = {
