@@ -266,7 +266,7 @@ pub struct StateStore {
 impl StateStore {
     /// Opens the store in `data_dir` (creating its folder if needed),
     /// splitting a shared `state.sqlite3` of an older host into per-engine
-    /// files first.
+    /// files first and bringing older engine files to the current layout.
     pub fn open_in(data_dir: &Path, config: &StateConfig) -> Result<Self, StateError> {
         let dir = data_dir.join(STATE_DIR);
         std::fs::create_dir_all(&dir).map_err(|source| StateError::DataDir {
@@ -278,6 +278,7 @@ impl StateStore {
             path: shared,
             source,
         })?;
+        state_files::upgrade_all(&dir);
         Ok(Self {
             dir,
             limits: Limits {
@@ -1177,6 +1178,85 @@ mod tests {
             .query_row("PRAGMA user_version", [], |row| row.get(0))
             .expect("version");
         assert_eq!(version, state_files::SCHEMA_VERSION);
+    }
+
+    #[test]
+    fn an_engine_file_of_version_4_is_upgraded_when_the_store_opens() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let state_dir = dir.path().join(STATE_DIR);
+        std::fs::create_dir_all(&state_dir).expect("state dir");
+        let large = vec![7u8; 50_000];
+        {
+            // Written by a host of version 4: entries in a table without
+            // rowids, values large enough to spill onto overflow pages.
+            let old = Connection::open(state_files::engine_file(&state_dir, "e")).expect("create");
+            old.execute_batch(&format!(
+                "CREATE TABLE engines (number INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE,
+                     bytes INTEGER NOT NULL DEFAULT 0, keys INTEGER NOT NULL DEFAULT 0);
+                 CREATE TABLE entries (engine INTEGER NOT NULL, key TEXT NOT NULL,
+                     value BLOB NOT NULL, PRIMARY KEY (engine, key)) WITHOUT ROWID;
+                 {}
+                 INSERT INTO engines (number, id, bytes, keys) VALUES (1, 'e', 100300, 3);
+                 PRAGMA user_version = 4;",
+                index_sqlite::SCHEMA
+            ))
+            .expect("version 4");
+            for key in ["a", "b", "c"] {
+                old.execute(
+                    "INSERT INTO entries VALUES (1, ?1, ?2)",
+                    params![key, if key == "b" { vec![2u8] } else { large.clone() }],
+                )
+                .expect("entry");
+            }
+        }
+        // A file that is not a database beside it: the store opens all the
+        // same, and only that engine's calls fail.
+        std::fs::write(
+            state_files::engine_file(&state_dir, "broken"),
+            b"not a database",
+        )
+        .expect("junk");
+        let store = StateStore::open_in(dir.path(), &StateConfig::default()).expect("opens");
+        let path = store.engine_path("e");
+        let file = Connection::open(&path).expect("opens the file");
+        let version: i64 = file
+            .query_row("PRAGMA user_version", [], |row| row.get(0))
+            .expect("version");
+        assert_eq!(version, state_files::SCHEMA_VERSION, "upgraded on open");
+        let layout: String = file
+            .query_row(
+                "SELECT sql FROM sqlite_master WHERE name = 'entries'",
+                [],
+                |row| row.get(0),
+            )
+            .expect("entries");
+        assert!(!layout.contains("WITHOUT ROWID"), "{layout}");
+        drop(file);
+        assert_eq!(store.get("e", "a").expect("get"), Some(large.clone()));
+        assert_eq!(store.get("e", "b").expect("get"), Some(vec![2]));
+        assert_eq!(store.usage("e").expect("usage"), 100_300);
+        // A key replaced, one added, one deleted: the unique key index
+        // still decides what a write replaces.
+        let writes = CallWrites {
+            state: vec![
+                ("b".to_owned(), Some(vec![3])),
+                ("d".to_owned(), Some(vec![4])),
+                ("c".to_owned(), None),
+            ],
+            index: Vec::new(),
+        };
+        store.commit("e", writes, None, None).expect("writes");
+        assert_eq!(store.get("e", "b").expect("get"), Some(vec![3]));
+        assert_eq!(store.get("e", "c").expect("get"), None);
+        let keys: Vec<String> = store
+            .scan("e", "", None, 10)
+            .expect("scans")
+            .into_iter()
+            .map(|(key, _)| key)
+            .collect();
+        assert_eq!(keys, ["a", "b", "d"]);
+        let error = store.get("broken", "k").expect_err("not a database");
+        assert!(error.to_string().contains("broken"), "{error}");
     }
 
     /// A document of `bytes` of text with no repeating trigrams (the most

@@ -2,10 +2,11 @@
 //! `<data_dir>/state/` ([`engine_file`]), so one engine's long write or
 //! search holds only its own file (SQLite has one writer per file, and the
 //! read connection of each file is its own engine's). Each file has the
-//! schema of the one shared database before it (version 4, [`migrate`]);
+//! schema of the one shared database before it (version 5, [`migrate`]);
 //! a shared `state.sqlite3` of an older host is split into per-engine files
 //! when the store opens ([`split_shared`]), one engine at a time and
-//! resumable, then removed.
+//! resumable, then removed; older engine files are brought to the current
+//! layout then too ([`upgrade_all`]).
 //!
 //! Work is bounded by the engine call it serves: [`bounded`] interrupts a
 //! statement at a deadline (SQLite's progress handler), and
@@ -37,11 +38,33 @@ pub const WAL_LIMIT_BYTES: u64 = 4 * 1024 * 1024;
 /// cache_size`).
 pub const PAGE_CACHE_KIB: i64 = 4 * 1024;
 
-/// The layout of a database, in `PRAGMA user_version`: 4 writes the
-/// full-text table without triggers; 3 adds the engines' searchable memory;
-/// 2 numbers the engines; 0 (before it) keyed every row by the engine's id
-/// text.
-pub(super) const SCHEMA_VERSION: i64 = 4;
+/// The layout of a database, in `PRAGMA user_version`: 5 keeps entries in
+/// a rowid table found through an index of their keys
+/// ([`ENTRIES_BY_ROWID`]); 4 writes the full-text table without triggers;
+/// 3 adds the engines' searchable memory; 2 numbers the engines; 0 (before
+/// it) keyed every row by the engine's id text.
+pub(super) const SCHEMA_VERSION: i64 = 5;
+
+/// Version 5: the entries move from a `WITHOUT ROWID` table, whose B-tree
+/// holds each whole row in the key order, to a rowid table with a unique
+/// index of `(engine, key)`. Seeking a key in the old table compared it
+/// with the rows on the way, and SQLite reads the whole of a row that
+/// spills onto overflow pages to compare its key: a lookup among large
+/// values read several of them in full, a `pread` per 4 KiB page (54,000
+/// of them in one replay of a long session with `lossless`). The index
+/// holds only the keys; the value is read once, by its row.
+const ENTRIES_BY_ROWID: &str = "
+    CREATE TABLE entries_by_rowid (
+        engine INTEGER NOT NULL,
+        key TEXT NOT NULL,
+        value BLOB NOT NULL
+    );
+    INSERT INTO entries_by_rowid (engine, key, value)
+        SELECT engine, key, value FROM entries ORDER BY engine, key;
+    DROP TABLE entries;
+    ALTER TABLE entries_by_rowid RENAME TO entries;
+    CREATE UNIQUE INDEX entries_by_key ON entries (engine, key);
+";
 
 /// SQLite virtual-machine steps between two looks at the deadline.
 const STEPS_PER_CHECK: i32 = 1_000;
@@ -237,6 +260,56 @@ pub(super) fn split_shared(shared: &Path, dir: &Path) -> rusqlite::Result<()> {
     Ok(())
 }
 
+/// Brings every engine's database in `dir` to the current layout
+/// ([`migrate`]) when the store opens, so an upgrade that copies a file's
+/// rows (version 5) runs before any engine call, never inside one and
+/// under its deadline. A file already current is only read. A file that
+/// cannot be read or upgraded is left as it is, with a warning: its
+/// engine's first call meets the same error, and the other engines'
+/// files are not held up by it.
+pub(super) fn upgrade_all(dir: &Path) {
+    let listing = match std::fs::read_dir(dir) {
+        Ok(listing) => listing,
+        Err(error) => {
+            tracing::warn!(dir = %dir.display(), %error, "cannot list the engines' state databases");
+            return;
+        }
+    };
+    for entry in listing.flatten() {
+        let path = entry.path();
+        if path
+            .extension()
+            .is_none_or(|extension| extension != "sqlite3")
+        {
+            continue;
+        }
+        if let Err(error) = upgrade(&path) {
+            tracing::warn!(path = %path.display(), %error, "cannot upgrade an engine's state database");
+        }
+    }
+}
+
+/// Brings the database at `path` to the current layout if it is older.
+fn upgrade(path: &Path) -> rusqlite::Result<()> {
+    let version: i64 = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)?
+        .query_row("PRAGMA user_version", [], |row| row.get(0))?;
+    if version >= SCHEMA_VERSION {
+        return Ok(());
+    }
+    let started = Instant::now();
+    let connection = open_writer(path)?;
+    connection.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);")?;
+    drop(connection);
+    tracing::info!(
+        path = %path.display(),
+        from = version,
+        to = SCHEMA_VERSION,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "upgraded an engine's state database"
+    );
+    Ok(())
+}
+
 /// Copies engine `number`'s rows of `shared` into a new database at
 /// `target`, in one transaction (the full-text index rebuilt from them).
 fn copy_engine(shared: &Path, target: &Path, number: i64) -> rusqlite::Result<()> {
@@ -300,6 +373,9 @@ fn migrate(connection: &mut Connection) -> rusqlite::Result<()> {
     }
     if version < 4 {
         transaction.execute_batch(index_sqlite::WITHOUT_TRIGGERS)?;
+    }
+    if version < 5 {
+        transaction.execute_batch(ENTRIES_BY_ROWID)?;
     }
     transaction.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     transaction.commit()
