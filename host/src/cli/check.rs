@@ -39,12 +39,7 @@ async fn run_to(args: Args, out: &mut impl Write) -> anyhow::Result<ExitCode> {
     let options = CheckOptions {
         cache_dir: Some(cache_dir),
         compile_timeout_ms: Some(config.sandbox.compile_timeout_ms),
-        engine_configs: config
-            .engine_configs()
-            .map_err(anyhow::Error::msg)?
-            .into_iter()
-            .map(|(id, json)| (id, json.into()))
-            .collect(),
+        engine_configs: config.engine_configs().map_err(anyhow::Error::msg)?,
         engine_limits: config.engine_limits().map_err(anyhow::Error::msg)?,
     };
     let report = match EngineSource::parse(&args.engine)? {

@@ -59,6 +59,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -455,9 +456,9 @@ impl Config {
         Ok(())
     }
 
-    /// Each engine's `plugins.entries.<id>.config` as JSON, refusing one
-    /// over [`MAX_ENGINE_CONFIG_BYTES`].
-    pub fn engine_configs(&self) -> Result<BTreeMap<String, String>, String> {
+    /// Each engine's `plugins.entries.<id>.config` as JSON (shared by the
+    /// engine's instances), refusing one over [`MAX_ENGINE_CONFIG_BYTES`].
+    pub fn engine_configs(&self) -> Result<BTreeMap<String, Arc<str>>, String> {
         let mut configs = BTreeMap::new();
         for (id, entry) in &self.plugins.entries {
             let Some(table) = &entry.config else { continue };
@@ -469,7 +470,7 @@ impl Config {
                     json.len()
                 ));
             }
-            configs.insert(id.clone(), json);
+            configs.insert(id.clone(), json.into());
         }
         Ok(configs)
     }

@@ -375,12 +375,7 @@ fn plugin_settings(config: &Config) -> Result<PluginSettings, RuntimeError> {
             .filter(|(_, entry)| entry.enabled == Some(false))
             .map(|(name, _)| name.clone())
             .collect(),
-        configs: config
-            .engine_configs()
-            .map_err(RuntimeError::Config)?
-            .into_iter()
-            .map(|(id, json)| (id, Arc::from(json)))
-            .collect(),
+        configs: config.engine_configs().map_err(RuntimeError::Config)?,
         limits: config.engine_limits().map_err(RuntimeError::Config)?,
         agent_dir: agent.agent_dir,
         workspace_dir: agent.workspace,

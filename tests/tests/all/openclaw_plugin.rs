@@ -131,12 +131,7 @@ async fn lossless_claw_passes_ctxbox_check_with_its_configuration() {
     let options = CheckOptions {
         cache_dir: compile_cache(&component),
         compile_timeout_ms: Some(LARGE_COMPONENT_COMPILE_TIMEOUT_MS),
-        engine_configs: config
-            .engine_configs()
-            .expect("its settings")
-            .into_iter()
-            .map(|(id, json)| (id, json.into()))
-            .collect(),
+        engine_configs: config.engine_configs().expect("its settings"),
         engine_limits: config.engine_limits().expect("its limits"),
     };
     let report = check_file(&component, &options)

@@ -93,12 +93,8 @@ impl EngineSetup {
             return Ok(Self::default());
         };
         let config = Config::load(path)?;
-        let configs = config.engine_configs().map_err(anyhow::Error::msg)?;
         Ok(Self {
-            configs: configs
-                .into_iter()
-                .map(|(id, json)| (id, json.into()))
-                .collect(),
+            configs: config.engine_configs().map_err(anyhow::Error::msg)?,
             limits: config.engine_limits().map_err(anyhow::Error::msg)?,
         })
     }
