@@ -99,6 +99,12 @@ impl History {
             positions: OnceLock::new(),
         });
         let keep = keep.min(inner.entries.len());
+        // Positions already found stay valid when entries are only added
+        // (the new ones are added to them); a cut drops them.
+        let mut positions = inner.positions.take();
+        if keep < inner.entries.len() {
+            positions = None;
+        }
         inner.entries.truncate(keep);
         inner.prefix_tokens.truncate(keep + 1);
         let mut total = inner.prefix_tokens[keep];
@@ -117,7 +123,12 @@ impl History {
         }
         inner.pairing = compute_pairing(&inner.entries);
         inner.safe_cut = compute_safe_cuts(&inner.pairing);
-        inner.positions = OnceLock::new();
+        if let Some(mut positions) = positions {
+            for (index, entry) in inner.entries.iter().enumerate().skip(keep) {
+                positions.insert(entry.id.clone(), index as u32);
+            }
+            inner.positions = OnceLock::from(positions);
+        }
         Self {
             inner: Arc::new(inner),
         }
@@ -391,6 +402,16 @@ mod tests {
             Some(ToolPairing::ToolCalls { last_result: 2 })
         );
         assert!(regrown.splits_pair(2));
+        // Positions found before an append are kept and extended; a cut
+        // forgets the entries it removed.
+        assert_eq!(regrown.find("s"), Some(2));
+        let appended = regrown.edited(3, vec![entry("t", AgentMessage::user_text("more"))], &[]);
+        assert_eq!(appended.find("t"), Some(3));
+        assert_eq!(appended.find("b"), Some(1));
+        let cut = appended.edited(1, vec![entry("a", call("c3"))], &[]);
+        assert_eq!(cut.find("a"), Some(1));
+        assert_eq!(cut.find("b"), None);
+        assert_eq!(cut.find("t"), None);
     }
 
     #[test]
