@@ -1231,6 +1231,10 @@ mod tests {
             )
             .expect("entries");
         assert!(!layout.contains("WITHOUT ROWID"), "{layout}");
+        let free_pages: i64 = file
+            .query_row("PRAGMA freelist_count", [], |row| row.get(0))
+            .expect("free pages");
+        assert_eq!(free_pages, 0, "the old table's pages are given back");
         drop(file);
         assert_eq!(store.get("e", "a").expect("get"), Some(large.clone()));
         assert_eq!(store.get("e", "b").expect("get"), Some(vec![2]));

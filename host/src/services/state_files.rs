@@ -298,7 +298,11 @@ fn upgrade(path: &Path) -> rusqlite::Result<()> {
     }
     let started = Instant::now();
     let connection = open_writer(path)?;
-    connection.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);")?;
+    // The copy left the old table's pages free: the file is given back
+    // its size (an upgrade would otherwise double it until they are reused).
+    connection.execute_batch(
+        "PRAGMA wal_checkpoint(TRUNCATE); VACUUM; PRAGMA wal_checkpoint(TRUNCATE);",
+    )?;
     drop(connection);
     tracing::info!(
         path = %path.display(),
