@@ -153,7 +153,11 @@ export class OpenClaw {
     this.tracePath = join(this.home, "ctxbox-trace.jsonl");
     this.engine = engine;
     this.model = model;
-    this.port = 20_000 + Math.floor(Math.random() * 20_000);
+    // Below Linux's ephemeral range (32768 and up by default): a port in it
+    // can be taken, between the check below and the gateway's listen, as
+    // the source port of any outgoing connection on the machine (a CI run
+    // failed so, EADDRINUSE on 39656).
+    this.port = 20_000 + Math.floor(Math.random() * 12_000);
     this.env = {
       ...process.env,
       HOME: this.home,
